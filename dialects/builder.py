@@ -1,0 +1,111 @@
+"""Python builders for dg ops: `b.exp(x)`, `b.reduce_sum(x, dims=[1])`, ...
+
+Every op in the table is reachable as a method of `Builder`; result types are
+inferred by the op's shape rule, so a builder call that would produce invalid
+IR raises `ShapeError` naming the op instead.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from mlir import ir
+
+from .core import OPS, ShapeError, lookup
+from .region_ops import FUSION_TERMINATOR
+from .types import TensorSpec, from_torch_dtype
+
+
+def spec(v: ir.Value) -> TensorSpec:
+    return TensorSpec.from_mlir(v.type)
+
+
+def infer(name: str, operands: Sequence[ir.Value], attrs: dict[str, Any],
+          hint: list[TensorSpec] | None) -> list[TensorSpec]:
+    """Result specs of dg op `name` (raises ShapeError)."""
+    d = lookup(name)
+    missing = [a for a in d.attrs if a not in attrs]
+    if missing:
+        raise ShapeError(f"{d.full_name} is missing attribute(s) {missing}")
+    return d.shape([spec(v) for v in operands], attrs, hint, op=d.name)
+
+
+class Builder:
+    """Emits dg ops at the current `ir.InsertionPoint`.
+
+    Keyword arguments named like the op's attributes become attributes;
+    `shape=` and `dtype=` give the result type where it cannot be inferred
+    (reshape, broadcast_in_dim, convert, full, iota, random ops).
+    """
+
+    def __init__(self, loc: ir.Location | None = None) -> None:
+        self.loc = loc
+
+    def create(self, name: str, operands: Sequence[ir.Value] = (), *,
+               shape: Sequence[int] | None = None, dtype: str | None = None,
+               result_types: Sequence[TensorSpec] | None = None, **attrs: Any) -> Any:
+        d = lookup(name)
+        unknown = set(attrs) - set(d.attrs)
+        if unknown:
+            raise TypeError(f"{d.full_name} has no attribute(s) {sorted(unknown)}")
+        hint = list(result_types) if result_types is not None else None
+        if hint is None and (shape is not None or dtype is not None):
+            base = spec(operands[0]) if operands else None
+            hint = [TensorSpec(tuple(shape) if shape is not None else base.shape,
+                               dtype if dtype is not None else base.dtype)]
+        results = infer(name, operands, attrs, hint)
+        op = ir.Operation.create(
+            d.full_name, results=[r.to_mlir() for r in results], operands=list(operands),
+            attributes={k: d.attrs[k].to_mlir(v) for k, v in attrs.items()},
+            regions=1 if d.has_region else 0, loc=self.loc)
+        return op.results[0] if len(d.results) == 1 and not d.results[0].startswith("*") \
+            else list(op.results)
+
+    def __getattr__(self, name: str):
+        if name in OPS:
+            return lambda *operands, **kw: self.create(name, operands, **kw)
+        raise AttributeError(f"Builder has no op {name!r}")
+
+    # ---- conveniences over the raw ops
+    def constant(self, value: Any, dtype: str | None = None) -> ir.Value:
+        """A dense literal from a tensor, array or Python scalar."""
+        t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+        dt = dtype or from_torch_dtype(t.dtype)
+        arr = t.detach().cpu().numpy()
+        spec_ = TensorSpec(tuple(t.shape), dt)
+        if dt == "i1":
+            attr = ir.DenseElementsAttr.get(np.packbits(arr.astype(bool).ravel(), bitorder="little"),
+                                            type=spec_.to_mlir())
+        elif dt == "bf16":
+            return self.convert(self.constant(t.float(), "f32"), dtype="bf16")
+        else:
+            np_dt = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
+                     "i16": np.int16, "i32": np.int32, "i64": np.int64}[dt]
+            attr = ir.DenseElementsAttr.get(np.ascontiguousarray(arr.astype(np_dt)),
+                                            type=spec_.to_mlir())
+        return self.create("constant", (), value=attr)
+
+    def full_like(self, x: ir.Value, value: float) -> ir.Value:
+        s = spec(x)
+        return self.full(shape=s.shape, dtype=s.dtype, value=value)
+
+    def broadcast_to(self, x: ir.Value, shape: Sequence[int]) -> ir.Value:
+        """numpy-style broadcast (trailing dims aligned) as one broadcast_in_dim."""
+        s = spec(x)
+        if s.shape == tuple(shape):
+            return x
+        offset = len(shape) - s.rank
+        if offset < 0:
+            raise ShapeError(f"cannot broadcast {s} to {list(shape)}")
+        return self.broadcast_in_dim(x, shape=shape, dims=list(range(offset, len(shape))))
+
+    def fusion(self, inputs: Sequence[ir.Value], result_types: Sequence[TensorSpec]) -> ir.Operation:
+        """An empty dg.fusion whose body block has one argument per input."""
+        op = ir.Operation.create("dg.fusion", results=[r.to_mlir() for r in result_types],
+                                 operands=list(inputs), regions=1, loc=self.loc)
+        op.regions[0].blocks.append(*[v.type for v in inputs])
+        return op
+
+    def fusion_yield(self, values: Sequence[ir.Value]) -> ir.Operation:
+        return ir.Operation.create(FUSION_TERMINATOR, operands=list(values), loc=self.loc)

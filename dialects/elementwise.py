@@ -1,0 +1,173 @@
+"""Pointwise dg ops: unary, binary, compare, select, convert.
+
+Operands of a pointwise op have identical shapes (broadcasting is explicit in
+dg) and, except for `select`'s predicate, identical dtypes.
+"""
+from __future__ import annotations
+
+import torch
+
+from .core import Attr, Kind, ShapeError, define, reference_rule, shape_rule
+from .types import is_float, torch_dtype
+
+# name -> (summary, float only?)
+UNARY = {
+    "neg": ("negation", False),
+    "abs": ("absolute value", False),
+    "exp": ("e^x", True),
+    "log": ("natural logarithm", True),
+    "log1p": ("log(1 + x)", True),
+    "expm1": ("e^x - 1", True),
+    "sqrt": ("square root", True),
+    "rsqrt": ("1 / sqrt(x)", True),
+    "tanh": ("hyperbolic tangent", True),
+    "sigmoid": ("1 / (1 + e^-x)", True),
+    "erf": ("error function", True),
+    "sin": ("sine", True),
+    "cos": ("cosine", True),
+    "reciprocal": ("1 / x", True),
+    "sign": ("-1, 0 or 1 (0 for NaN-free zero)", False),
+    "floor": ("round toward -inf", True),
+    "ceil": ("round toward +inf", True),
+    "round": ("round half to even", True),
+    "not": ("logical/bitwise not (integers and i1)", False),
+}
+
+# name -> summary
+BINARY = {
+    "add": "x + y",
+    "sub": "x - y",
+    "mul": "x * y",
+    "div": "x / y (integers: truncating)",
+    "pow": "x ** y",
+    "max": "maximum, NaN-propagating",
+    "min": "minimum, NaN-propagating",
+    "and": "bitwise/logical and (integers and i1)",
+    "or": "bitwise/logical or (integers and i1)",
+}
+
+COMPARE_DIRECTIONS = ("eq", "ne", "lt", "le", "gt", "ge")
+
+for _name, (_summary, _) in UNARY.items():
+    define(_name, ("x",), kind=Kind.ELEMENTWISE, summary=_summary)
+for _name, _summary in BINARY.items():
+    define(_name, ("lhs", "rhs"), kind=Kind.ELEMENTWISE, summary=_summary)
+define("compare", ("lhs", "rhs"), attrs={"direction": Attr.STR}, kind=Kind.ELEMENTWISE,
+       summary="elementwise comparison " + "/".join(COMPARE_DIRECTIONS) + " -> i1")
+define("select", ("pred", "on_true", "on_false"), kind=Kind.ELEMENTWISE,
+       summary="pred ? on_true : on_false")
+define("convert", ("x",), kind=Kind.ELEMENTWISE,
+       summary="dtype conversion to the result's element type (float->int truncates)")
+
+_INT_OK = {"neg", "abs", "sign", "not"}
+
+
+@shape_rule(*UNARY)
+def _unary_shape(ins, attrs, hint, *, op):
+    (x,) = ins
+    if op == "not" and is_float(x.dtype):
+        raise ShapeError(f"dg.not takes integer or i1 operands, got {x.dtype}")
+    if op not in _INT_OK and not is_float(x.dtype):
+        raise ShapeError(f"dg.{op} takes floating-point operands, got {x.dtype}")
+    if x.dtype == "i1" and op in ("neg", "abs", "sign"):
+        raise ShapeError(f"dg.{op} does not take i1 operands")
+    return [x]
+
+
+def _same(ins, what):
+    first = ins[0]
+    for i, t in enumerate(ins[1:], 1):
+        if t.shape != first.shape:
+            raise ShapeError(f"{what}: operand #{i} has shape {list(t.shape)} but operand #0 has "
+                             f"{list(first.shape)}; broadcast explicitly with dg.broadcast_in_dim")
+        if t.dtype != first.dtype:
+            raise ShapeError(f"{what}: operand #{i} has dtype {t.dtype} but operand #0 has "
+                             f"{first.dtype}; insert dg.convert")
+
+
+@shape_rule(*BINARY)
+def _binary_shape(ins, attrs, hint, *, op):
+    _same(ins, f"dg.{op}")
+    if op in ("and", "or") and is_float(ins[0].dtype):
+        raise ShapeError(f"dg.{op} takes integer or i1 operands, got {ins[0].dtype}")
+    if op not in ("and", "or", "max", "min") and ins[0].dtype == "i1":
+        raise ShapeError(f"dg.{op} does not take i1 operands; convert first")
+    return [ins[0]]
+
+
+@shape_rule("compare")
+def _compare_shape(ins, attrs, hint, *, op):
+    _same(ins, "dg.compare")
+    if attrs.get("direction") not in COMPARE_DIRECTIONS:
+        raise ShapeError(f"dg.compare direction must be one of {COMPARE_DIRECTIONS}, "
+                         f"got {attrs.get('direction')!r}")
+    return [ins[0].with_dtype("i1")]
+
+
+@shape_rule("select")
+def _select_shape(ins, attrs, hint, *, op):
+    pred, a, b = ins
+    if pred.dtype != "i1":
+        raise ShapeError(f"dg.select predicate must be i1, got {pred.dtype}")
+    if pred.shape != a.shape:
+        raise ShapeError(f"dg.select predicate shape {list(pred.shape)} differs from value shape "
+                         f"{list(a.shape)}")
+    _same([a, b], "dg.select")
+    return [a]
+
+
+@shape_rule("convert")
+def _convert_shape(ins, attrs, hint, *, op):
+    if hint is None:
+        raise ShapeError("dg.convert needs the result dtype")
+    return [ins[0].with_dtype(hint[0].dtype)]
+
+
+# ---------------------------------------------------------------- reference
+_TORCH_UNARY = {
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log,
+    "log1p": torch.log1p, "expm1": torch.expm1, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+    "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf, "sin": torch.sin,
+    "cos": torch.cos, "reciprocal": torch.reciprocal, "sign": torch.sign, "floor": torch.floor,
+    "ceil": torch.ceil, "round": torch.round,
+    "not": lambda x: torch.logical_not(x) if x.dtype == torch.bool else torch.bitwise_not(x),
+}
+
+
+def _div(a, b):
+    if a.is_floating_point():
+        return torch.div(a, b)
+    return torch.div(a, b, rounding_mode="trunc")
+
+
+_TORCH_BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": _div, "pow": torch.pow,
+    "max": torch.maximum, "min": torch.minimum, "and": torch.bitwise_and, "or": torch.bitwise_or,
+}
+_TORCH_COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
+                  "gt": torch.gt, "ge": torch.ge}
+
+
+@reference_rule(*UNARY)
+def _unary_ref(x, *, op, attrs, out):
+    return [_TORCH_UNARY[op](x)]
+
+
+@reference_rule(*BINARY)
+def _binary_ref(a, b, *, op, attrs, out):
+    return [_TORCH_BINARY[op](a, b).to(a.dtype)]
+
+
+@reference_rule("compare")
+def _compare_ref(a, b, *, op, attrs, out):
+    return [_TORCH_COMPARE[attrs["direction"]](a, b)]
+
+
+@reference_rule("select")
+def _select_ref(pred, a, b, *, op, attrs, out):
+    return [torch.where(pred, a, b)]
+
+
+@reference_rule("convert")
+def _convert_ref(x, *, op, attrs, out):
+    return [x.to(torch_dtype(out[0].dtype))]

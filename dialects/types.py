@@ -1,0 +1,108 @@
+"""Tensor specs: the (shape, dtype) pairs that shape rules reason about.
+
+Shape rules, the importer and the runtime all speak `TensorSpec`, a plain
+Python value, so they can be used and tested without building IR.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+from mlir import ir
+
+# dtype name -> (MLIR element type factory, torch dtype, is_float)
+_DTYPES = {
+    "f16": (lambda: ir.F16Type.get(), torch.float16, True),
+    "bf16": (lambda: ir.BF16Type.get(), torch.bfloat16, True),
+    "f32": (lambda: ir.F32Type.get(), torch.float32, True),
+    "f64": (lambda: ir.F64Type.get(), torch.float64, True),
+    "i1": (lambda: ir.IntegerType.get_signless(1), torch.bool, False),
+    "i8": (lambda: ir.IntegerType.get_signless(8), torch.int8, False),
+    "i16": (lambda: ir.IntegerType.get_signless(16), torch.int16, False),
+    "i32": (lambda: ir.IntegerType.get_signless(32), torch.int32, False),
+    "i64": (lambda: ir.IntegerType.get_signless(64), torch.int64, False),
+}
+DTYPES = tuple(_DTYPES)
+_FROM_TORCH = {v[1]: k for k, v in _DTYPES.items()}
+
+
+def is_float(dtype: str) -> bool:
+    return _DTYPES[dtype][2]
+
+
+def torch_dtype(dtype: str) -> torch.dtype:
+    return _DTYPES[dtype][1]
+
+
+def from_torch_dtype(dtype: torch.dtype) -> str:
+    try:
+        return _FROM_TORCH[dtype]
+    except KeyError:
+        raise TypeError(f"fusegrad has no dg dtype for torch dtype {dtype}; "
+                        f"supported: {sorted(str(d) for d in _FROM_TORCH)}") from None
+
+
+def element_type(dtype: str) -> ir.Type:
+    return _DTYPES[dtype][0]()
+
+
+def dtype_of(element: ir.Type) -> str:
+    if isinstance(element, ir.IntegerType):
+        name = f"i{element.width}"
+    else:
+        name = str(element)
+    if name not in _DTYPES:
+        raise TypeError(f"unsupported element type {element}")
+    return name
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A static tensor type: shape and dtype name (`f32`, `i64`, `i1`, ...)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if self.dtype not in _DTYPES:
+            raise TypeError(f"unknown dtype {self.dtype!r}; expected one of {DTYPES}")
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        itemsize = torch.empty((), dtype=torch_dtype(self.dtype)).element_size()
+        return self.numel * itemsize
+
+    def with_shape(self, shape: Iterable[int]) -> "TensorSpec":
+        return TensorSpec(tuple(shape), self.dtype)
+
+    def with_dtype(self, dtype: str) -> "TensorSpec":
+        return TensorSpec(self.shape, dtype)
+
+    def to_mlir(self) -> ir.RankedTensorType:
+        return ir.RankedTensorType.get(list(self.shape), element_type(self.dtype))
+
+    @staticmethod
+    def from_mlir(t: ir.Type) -> "TensorSpec":
+        if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
+            raise TypeError(f"expected a statically shaped ranked tensor, got {t}")
+        return TensorSpec(tuple(t.shape), dtype_of(t.element_type))
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "TensorSpec":
+        return TensorSpec(tuple(t.shape), from_torch_dtype(t.dtype))
+
+    def __str__(self) -> str:
+        return "tensor<" + "".join(f"{d}x" for d in self.shape) + self.dtype + ">"

@@ -1,0 +1,5 @@
+"""Every dg pass, registered by name (see `registry.PASSES`)."""
+from . import verify_pass  # noqa: F401
+from .registry import PASSES, PassError, build_pass_manager, register_pass, run_pipeline
+
+__all__ = ["PASSES", "PassError", "build_pass_manager", "register_pass", "run_pipeline"]

@@ -1,0 +1,133 @@
+"""dg passes: registration, and pass managers that mix dg and upstream passes.
+
+A dg pass is a Python function `run(module: ir.Operation, **options)` that
+rewrites the module in place and raises `PassError` (message + location) to
+fail. Pipelines are mlir-opt style strings: `dg-autodiff,canonicalize,
+func.func(cse),dg-fuse{max-ops=8}`; dg passes appear at the top level.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from mlir import ir, passmanager
+
+log = logging.getLogger("fusegrad.passes")
+
+
+class PassError(RuntimeError):
+    """A pass failed at `location` (None: the whole module)."""
+
+    def __init__(self, message: str, location: ir.Location | None = None) -> None:
+        super().__init__(message)
+        self.location = location
+
+
+@dataclass
+class DgPass:
+    name: str
+    run: Callable[..., None]
+    description: str
+    options: dict[str, Any] = field(default_factory=dict)  # option -> default value
+
+
+PASSES: dict[str, DgPass] = {}
+
+
+def register_pass(name: str, description: str, **options: Any) -> Callable[[Callable], Callable]:
+    """Register `fn(module_op, **options)` as dg pass `name` (options with defaults)."""
+    def register(fn: Callable) -> Callable:
+        if name in PASSES:
+            raise ValueError(f"pass {name} registered twice")
+        PASSES[name] = DgPass(name, fn, description, dict(options))
+        return fn
+    return register
+
+
+def split_pipeline(text: str) -> list[str]:
+    """Top-level comma-separated elements, respecting (), {} and quotes."""
+    parts, depth, cur, quote = [], 0, [], False
+    for ch in text:
+        if ch == '"':
+            quote = not quote
+        elif not quote and ch in "({":
+            depth += 1
+        elif not quote and ch in ")}":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"unbalanced ')' or '}}' in pipeline {text!r}")
+        if ch == "," and depth == 0 and not quote:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if depth != 0 or quote:
+        raise ValueError(f"unbalanced brackets or quotes in pipeline {text!r}")
+    parts.append("".join(cur).strip())
+    return [p for p in parts if p]
+
+
+def _parse_options(p: DgPass, text: str) -> dict[str, Any]:
+    opts = dict(p.options)
+    for item in text.split():
+        key, _, value = item.partition("=")
+        py_key = key.replace("-", "_")
+        if py_key not in opts:
+            known = ", ".join(k.replace("_", "-") for k in p.options) or "none"
+            raise ValueError(f"pass {p.name} has no option '{key}' (options: {known})")
+        default = opts[py_key]
+        if isinstance(default, bool):
+            opts[py_key] = value.lower() in ("", "1", "true", "on")
+        elif isinstance(default, int):
+            opts[py_key] = int(value)
+        elif isinstance(default, float):
+            opts[py_key] = float(value)
+        else:
+            opts[py_key] = value
+    return opts
+
+
+def _external(p: DgPass, options: dict[str, Any]) -> Callable:
+    def run(op: ir.Operation, pass_) -> None:
+        # exceptions must not cross into C++: report and signal failure instead
+        try:
+            log.debug("running %s %s", p.name, options)
+            p.run(op, **options)
+        except PassError as e:
+            loc = e.location or op.location
+            loc.emit_error(f"{p.name}: {e}")
+            pass_.signal_pass_failure()
+        except Exception as e:  # a bug in the pass: still a located, clean failure
+            log.debug("pass %s crashed", p.name, exc_info=True)
+            op.location.emit_error(f"{p.name}: internal error: {type(e).__name__}: {e}")
+            pass_.signal_pass_failure()
+    return run
+
+
+def build_pass_manager(pipeline: str) -> passmanager.PassManager:
+    """A module-level PassManager for `pipeline` (uses the current context)."""
+    text = pipeline.strip()
+    if text.startswith("builtin.module(") and text.endswith(")"):
+        text = text[len("builtin.module("):-1]
+    pm = passmanager.PassManager("builtin.module")
+    for element in split_pipeline(text):
+        name, _, rest = element.partition("{")
+        name = name.strip()
+        if name in PASSES:
+            p = PASSES[name]
+            options = _parse_options(p, rest.rstrip("}")) if rest else dict(p.options)
+            pm.add(_external(p, options), name=name, argument=name, description=p.description)
+        else:
+            try:
+                pm.add(element)
+            except ValueError as e:
+                raise ValueError(f"unknown pass or bad pipeline element '{element}': {e}") from None
+    return pm
+
+
+def run_pipeline(module: ir.Module | ir.Operation, pipeline: str) -> None:
+    """Run `pipeline` on `module` in place; raises MLIRError with diagnostics on failure."""
+    op = module.operation
+    with op.context:
+        build_pass_manager(pipeline).run(op)
