@@ -63,3 +63,10 @@ def _matmul_ref(a, b, *, op, attrs, out):
 def _conv2d_ref(x, w, *, op, attrs, out):
     return [torch.nn.functional.conv2d(x, w, None, list(attrs["stride"]), list(attrs["padding"]),
                                        list(attrs["dilation"]), attrs["groups"])]
+
+
+# ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# (end of lowering rules)
+
+
+# ---------------------------------------------------------------- autodiff (vjp, jvp)

@@ -171,3 +171,10 @@ def _select_ref(pred, a, b, *, op, attrs, out):
 @reference_rule("convert")
 def _convert_ref(x, *, op, attrs, out):
     return [x.to(torch_dtype(out[0].dtype))]
+
+
+# ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# (end of lowering rules)
+
+
+# ---------------------------------------------------------------- autodiff (vjp, jvp)

@@ -75,3 +75,10 @@ def _index_select_ref(x, idx, *, op, attrs, out):
 @reference_rule("scatter_add")
 def _scatter_add_ref(x, idx, src, *, op, attrs, out):
     return [torch.scatter_add(x, attrs["dim"], idx.long(), src)]
+
+
+# ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# (end of lowering rules)
+
+
+# ---------------------------------------------------------------- autodiff (vjp, jvp)

@@ -60,3 +60,10 @@ def _rng_ref(seed, *, op, attrs, out):
     if op == "rng_bernoulli":
         u = (u < attrs["p"]).to(torch.float64)
     return [u.to(torch_dtype(spec.dtype)).reshape(spec.shape)]
+
+
+# ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# (end of lowering rules)
+
+
+# ---------------------------------------------------------------- autodiff (vjp, jvp)

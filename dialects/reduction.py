@@ -65,3 +65,10 @@ def _reduce_ref(x, *, op, attrs, out):
 def _argreduce_ref(x, *, op, attrs, out):
     fn = torch.argmax if op == "argmax" else torch.argmin
     return [fn(x, attrs["dim"])]
+
+
+# ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# (end of lowering rules)
+
+
+# ---------------------------------------------------------------- autodiff (vjp, jvp)

@@ -20,3 +20,10 @@ def _fusion_shape(ins, attrs, hint, *, op):
     if hint is None:
         raise ShapeError("dg.fusion needs its result types")
     return list(hint)
+
+
+# ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# (end of lowering rules)
+
+
+# ---------------------------------------------------------------- autodiff (vjp, jvp)

@@ -156,3 +156,10 @@ def _pad_ref(x, *, op, attrs, out):
 @reference_rule("concatenate")
 def _concat_ref(*xs, op, attrs, out):
     return [torch.cat(xs, attrs["dim"])]
+
+
+# ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# (end of lowering rules)
+
+
+# ---------------------------------------------------------------- autodiff (vjp, jvp)

@@ -55,3 +55,10 @@ def _iota_ref(*, op, attrs, out):
     shape[dim] = spec.shape[dim]
     ar = torch.arange(spec.shape[dim]).reshape(shape)
     return [ar.expand(spec.shape).to(torch_dtype(spec.dtype)).contiguous()]
+
+
+# ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# (end of lowering rules)
+
+
+# ---------------------------------------------------------------- autodiff (vjp, jvp)
