@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import torch
 
-from .core import Attr, Kind, ShapeError, define, reference_rule, shape_rule
-from .types import is_float, torch_dtype
+from mlir import ir
+
+from .core import (Attr, Kind, ShapeError, define, lookup, lowering, reference_rule, scalar_rule,
+                   shape_rule)
+from .types import dtype_of, is_float, torch_dtype
 
 # name -> (summary, float only?)
 UNARY = {
@@ -174,6 +177,136 @@ def _convert_ref(x, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# Scalar rules emit arith/math on one element; the single-op lowering and the
+# fusion lowering both wrap them in a linalg.generic (passes/linalg_builders).
+# Integers are signed; i1 is unsigned (False < True) like torch.bool.
+def _lb():
+    from ..passes import linalg_builders
+    return linalg_builders
+
+
+_FLOAT_UNARY = {
+    "exp": "ExpOp", "log": "LogOp", "log1p": "Log1pOp", "expm1": "ExpM1Op", "sqrt": "SqrtOp",
+    "rsqrt": "RsqrtOp", "tanh": "TanhOp", "erf": "ErfOp", "sin": "SinOp", "cos": "CosOp",
+    "floor": "FloorOp", "ceil": "CeilOp", "round": "RoundEvenOp",
+}
+
+
+@scalar_rule(*UNARY)
+def _unary_scalar(args, *, op, attrs, in_dtypes, out_dtype):
+    from mlir.dialects import arith, math
+    lb = _lb()
+    (x,) = args
+    dt = in_dtypes[0]
+    if op in _FLOAT_UNARY:
+        return getattr(math, _FLOAT_UNARY[op])(x).result
+    if op == "neg":
+        return arith.negf(x) if is_float(dt) else arith.subi(lb.const(dt, 0), x)
+    if op == "abs":
+        return math.absf(x) if is_float(dt) else math.absi(x)
+    if op == "not":
+        return arith.xori(x, lb.const(dt, -1))
+    if op == "reciprocal":
+        return arith.divf(lb.const(dt, 1.0), x)
+    if op == "sigmoid":
+        one = lb.const(dt, 1.0)
+        return arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))
+    if op == "sign":  # torch: sign(0) = 0, sign(NaN) = NaN
+        zero, one, minus = lb.const(dt, 0), lb.const(dt, 1), lb.const(dt, -1)
+        if is_float(dt):
+            gt = arith.cmpf(arith.CmpFPredicate.OGT, x, zero)
+            lt = arith.cmpf(arith.CmpFPredicate.OLT, x, zero)
+            return arith.select(gt, one, arith.select(lt, minus, x))
+        gt = arith.cmpi(arith.CmpIPredicate.sgt, x, zero)
+        lt = arith.cmpi(arith.CmpIPredicate.slt, x, zero)
+        return arith.select(gt, one, arith.select(lt, minus, zero))
+    raise NotImplementedError(f"dg.{op}: no scalar rule for dtype {dt}")
+
+
+# op -> (float, signed int, i1) arith/math op names
+_BINARY_OPS = {
+    "add": ("addf", "addi", None), "sub": ("subf", "subi", None), "mul": ("mulf", "muli", None),
+    "div": ("divf", "divsi", None), "pow": ("math.powf", "math.ipowi", None),
+    "max": ("maximumf", "maxsi", "maxui"), "min": ("minimumf", "minsi", "minui"),
+    "and": (None, "andi", "andi"), "or": (None, "ori", "ori"),
+}
+
+
+@scalar_rule(*BINARY)
+def _binary_scalar(args, *, op, attrs, in_dtypes, out_dtype):
+    from mlir.dialects import arith, math
+    dt = in_dtypes[0]
+    f, i, b = _BINARY_OPS[op]
+    name = f if is_float(dt) else (b if dt == "i1" else i)
+    if name is None:
+        raise NotImplementedError(f"dg.{op}: no scalar rule for dtype {dt}")
+    if name.startswith("math."):
+        return getattr(math, name[5:])(*args)
+    return getattr(arith, name)(*args)
+
+
+_CMPF = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}
+_CMPI = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+_CMPU = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
+
+
+@scalar_rule("compare")
+def _compare_scalar(args, *, op, attrs, in_dtypes, out_dtype):
+    from mlir.dialects import arith
+    d, dt = attrs["direction"], in_dtypes[0]
+    if is_float(dt):  # ordered, except `ne` (true on NaN, like torch)
+        return arith.cmpf(getattr(arith.CmpFPredicate, _CMPF[d]), *args)
+    table = _CMPU if dt == "i1" else _CMPI
+    return arith.cmpi(getattr(arith.CmpIPredicate, table[d]), *args)
+
+
+@scalar_rule("select")
+def _select_scalar(args, *, op, attrs, in_dtypes, out_dtype):
+    from mlir.dialects import arith
+    return arith.select(*args)
+
+
+def _bits(dtype):
+    return int(dtype[1:]) if dtype != "bf16" else 16
+
+
+@scalar_rule("convert")
+def _convert_scalar(args, *, op, attrs, in_dtypes, out_dtype):
+    from mlir.dialects import arith
+    lb = _lb()
+    (x,) = args
+    src, dst = in_dtypes[0], out_dtype
+    if src == dst:
+        return x
+    t = lb.element_type(dst)
+    if is_float(src) and is_float(dst):
+        if {src, dst} == {"f16", "bf16"}:  # same width, different formats: go through f32
+            x = arith.extf(lb.element_type("f32"), x)
+            src = "f32"
+        return arith.extf(t, x) if _bits(dst) > _bits(src) else arith.truncf(t, x)
+    if dst == "i1":  # bool(x) is x != 0 (NaN is true)
+        if is_float(src):
+            return arith.cmpf(arith.CmpFPredicate.UNE, x, lb.const(src, 0.0))
+        return arith.cmpi(arith.CmpIPredicate.ne, x, lb.const(src, 0))
+    if is_float(dst):
+        return arith.uitofp(t, x) if src == "i1" else arith.sitofp(t, x)
+    if is_float(src):
+        return arith.fptosi(t, x)
+    if src == "i1":
+        return arith.extui(t, x)
+    return arith.extsi(t, x) if _bits(dst) > _bits(src) else arith.trunci(t, x)
+
+
+@lowering(*UNARY, *BINARY, "compare", "select", "convert")
+def _lower_elementwise(op, operands, *, op_name, attrs, out):
+    """One all-parallel linalg.generic whose body is the op's scalar rule."""
+    lb = _lb()
+    d = lookup(op_name)
+    in_dtypes = [dtype_of(ir.RankedTensorType(v.type).element_type) for v in operands]
+    return lb.elementwise(operands, out[0].shape, [out[0].dtype], lambda xs: [d.scalar(
+        xs, op=op_name, attrs=attrs, in_dtypes=in_dtypes, out_dtype=out[0].dtype)])
+
+
 # (end of lowering rules)
 
 

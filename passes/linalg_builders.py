@@ -1,0 +1,110 @@
+"""Small IR builders shared by the dg lowering rules and the fusion lowering.
+
+They emit at the current `ir.InsertionPoint` and speak plain dtype names
+(`f32`, `i64`, `i1`, ...), so a lowering rule reads like the math it does.
+The central one is `generic`: a `linalg.generic` whose body is produced by a
+Python function on the block's scalar arguments; single-op lowering and fused
+kernels both build their loops with it.
+
+This module imports only `mlir` (and `fusegrad.dialects.types` lazily), so the
+op-family modules in `dialects/` can use it from their lowering rules.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+Body = Callable[[list[ir.Value]], Sequence[ir.Value]]
+
+
+def element_type(dtype: str) -> ir.Type:
+    from ..dialects.types import element_type as _element_type
+    return _element_type(dtype)
+
+
+def is_float_type(t: ir.Type) -> bool:
+    return isinstance(t, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type))
+
+
+def const(dtype: str | ir.Type, value: float | int | bool) -> ir.Value:
+    """A scalar `arith.constant` of `dtype` (NaN/inf allowed for floats; i1 takes bools)."""
+    t = element_type(dtype) if isinstance(dtype, str) else dtype
+    if is_float_type(t):
+        return arith.ConstantOp(t, ir.FloatAttr.get(t, float(value))).result
+    if isinstance(t, ir.IndexType):
+        return arith.ConstantOp(t, ir.IntegerAttr.get(t, int(value))).result
+    width = ir.IntegerType(t).width
+    v = int(value)
+    if width == 1:
+        v = 1 if v else 0
+    else:  # wrap into the signed range the attribute expects
+        v = (v + (1 << (width - 1))) % (1 << width) - (1 << (width - 1))
+    return arith.ConstantOp(t, ir.IntegerAttr.get(t, v)).result
+
+
+def index(value: int) -> ir.Value:
+    return const(ir.IndexType.get(), value)
+
+
+def empty(shape: Sequence[int], dtype: str | ir.Type) -> ir.Value:
+    """`tensor.empty` of a static shape."""
+    t = element_type(dtype) if isinstance(dtype, str) else dtype
+    return tensor.EmptyOp(list(shape), t).result
+
+
+def fill(value: ir.Value, init: ir.Value) -> ir.Value:
+    """`linalg.fill` of `init` with the scalar `value`."""
+    return linalg.fill(value, outs=[init])
+
+
+def full(shape: Sequence[int], dtype: str, value: float | int | bool) -> ir.Value:
+    """A tensor filled with a constant: `linalg.fill(tensor.empty)`."""
+    return fill(const(dtype, value), empty(shape, dtype))
+
+
+def identity_map(rank: int) -> ir.AffineMap:
+    return ir.AffineMap.get_identity(rank)
+
+
+def generic(inputs: Sequence[ir.Value], inits: Sequence[ir.Value],
+            maps: Sequence[ir.AffineMap], iterators: Sequence[str], body: Body) -> list[ir.Value]:
+    """A `linalg.generic` over `inputs` -> `inits` whose body is `body(scalars)`.
+
+    `maps` has one affine map per input then per init; `iterators` holds
+    "parallel"/"reduction" per loop. `body` receives the block arguments
+    (input scalars, then the current output values) with the insertion point
+    inside the body, and returns one scalar per init (yielded).
+    """
+    it_attr = ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{i}>")
+                                for i in iterators])
+    op = linalg.GenericOp([v.type for v in inits], list(inputs), list(inits),
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]), it_attr)
+    arg_types = [ir.RankedTensorType(v.type).element_type for v in [*inputs, *inits]]
+    block = op.regions[0].blocks.append(*arg_types)
+    with ir.InsertionPoint(block):
+        results = list(body(list(block.arguments)))
+        linalg.YieldOp(results)
+    return list(op.results)
+
+
+def elementwise(inputs: Sequence[ir.Value], out_shape: Sequence[int], out_dtypes: Sequence[str],
+                body: Body) -> list[ir.Value]:
+    """All-parallel `linalg.generic` with identity maps: `body(input scalars)` per element."""
+    rank = len(out_shape)
+    inits = [empty(out_shape, d) for d in out_dtypes]
+    n_in = len(inputs)
+    return generic(inputs, inits, [identity_map(rank)] * (n_in + len(inits)),
+                   ["parallel"] * rank, lambda args: body(args[:n_in]))
+
+
+def loop_index(dim: int) -> ir.Value:
+    """`linalg.index` of loop `dim` (inside a generic body)."""
+    return linalg.IndexOp(dim).result
+
+
+def index_cast(value: ir.Value, to: str | ir.Type) -> ir.Value:
+    """index <-> integer cast (signed)."""
+    t = element_type(to) if isinstance(to, str) else to
+    return arith.IndexCastOp(t, value).result
