@@ -72,13 +72,13 @@ class Builder:
         """A dense literal from a tensor, array or Python scalar."""
         t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
         dt = dtype or from_torch_dtype(t.dtype)
+        if dt == "bf16":  # numpy has no bfloat16: an f32 literal converted in IR
+            return self.convert(self.constant(t.float(), "f32"), dtype="bf16")
         arr = t.detach().cpu().numpy()
         spec_ = TensorSpec(tuple(t.shape), dt)
         if dt == "i1":
             attr = ir.DenseElementsAttr.get(np.packbits(arr.astype(bool).ravel(), bitorder="little"),
                                             type=spec_.to_mlir())
-        elif dt == "bf16":
-            return self.convert(self.constant(t.float(), "f32"), dtype="bf16")
         else:
             np_dt = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
                      "i16": np.int16, "i32": np.int32, "i64": np.int64}[dt]

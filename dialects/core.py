@@ -171,4 +171,18 @@ def attrs_of(op: ir.Operation) -> dict[str, Any]:
 
 
 def elements_to_numpy(attr: ir.Attribute) -> np.ndarray:
-    return np.array(ir.DenseElementsAttr(attr))
+    attr = ir.DenseElementsAttr(attr)
+    shape = tuple(attr.type.shape)
+    if attr.is_splat:  # the buffer protocol misreads i1 splats: expand them ourselves
+        value = attr.get_splat_value()
+        if isinstance(value, ir.BoolAttr):
+            return np.full(shape, value.value)
+        if isinstance(value, ir.IntegerAttr):
+            if ir.IntegerType(value.type).width == 1:
+                return np.full(shape, bool(value.value))
+            return np.full(shape, value.value, dtype=np.int64)
+        return np.full(shape, ir.FloatAttr(value).value)
+    if str(attr.type.element_type) == "bf16":
+        raise NotImplementedError("non-splat bf16 dense literals cannot be read by the MLIR "
+                                  "bindings; write an f32 dg.constant followed by dg.convert")
+    return np.array(attr).reshape(shape)
