@@ -1,11 +1,17 @@
-"""What IRDL cannot check: shape relations, dims in range, dtype agreement."""
+"""What IRDL cannot check: shape relations, dims in range, dtype agreement.
+
+Messages follow MLIR's verifier style, `'dg.add' op operand #1 has shape ...`,
+so they read like upstream diagnostics and `--verify-diagnostics` tests can
+match them.
+"""
 from __future__ import annotations
 
-from typing import Iterator
+import re
+from typing import Iterator, Sequence
 
 from mlir import ir
 
-from .core import ShapeError, attrs_of, lookup
+from .core import OpDef, ShapeError, attrs_of, lookup
 from .region_ops import FUSION_TERMINATOR
 from .types import TensorSpec
 
@@ -18,30 +24,46 @@ class VerifyError(ValueError):
         self.location = location
 
 
-def _specs(values) -> list[TensorSpec]:
-    return [TensorSpec.from_mlir(v.type) for v in values]
+def _specs(values: Sequence[ir.Value], what: str) -> list[TensorSpec]:
+    specs = []
+    for i, v in enumerate(values):
+        try:
+            specs.append(TensorSpec.from_mlir(v.type))
+        except TypeError as e:
+            raise ShapeError(f"{what} #{i}: {e}") from None
+    return specs
+
+
+def _mlir_style(d: OpDef, message: str) -> str:
+    """`dg.add: operand ...` / `dg.full needs ...` -> `'dg.add' op operand ...`."""
+    prefix = f"'{d.full_name}' op "
+    if message.startswith(prefix):
+        return message
+    stripped = re.sub(rf"^{re.escape(d.full_name)}:?\s+", "", message)
+    return prefix + stripped
 
 
 def verify_op(op: ir.Operation) -> None:
     """Raise VerifyError if `op` (a dg op) breaks its shape rule."""
     d = lookup(op.name)
     try:
-        attrs = attrs_of(op)
+        operands = _specs(op.operands, "operand")
+        results = _specs(op.results, "result")
+        try:
+            attrs = attrs_of(op)
+        except ValueError as e:  # e.g. array<i32: ...> where array<i64: ...> is required
+            raise ShapeError(f"has an attribute of the wrong kind: {e}") from None
         missing = [a for a in d.attrs if a not in attrs]
         if missing:
-            raise ShapeError(f"missing attribute(s) {missing}")
-        results = _specs(op.results)
-        expected = d.shape(_specs(op.operands), attrs, results, op=d.name)
+            raise ShapeError("requires attribute(s) " + ", ".join(f"'{a}'" for a in missing))
+        expected = d.shape(operands, attrs, results, op=d.name)
         if expected != results:
             raise ShapeError("result type(s) " + ", ".join(map(str, results)) +
                              " do not match the inferred " + ", ".join(map(str, expected)))
         if d.has_region:
             _verify_fusion_body(op)
     except (ShapeError, TypeError) as e:
-        msg = str(e)
-        prefix = f"'{d.full_name}' op "
-        raise VerifyError(msg if msg.startswith(prefix) or msg.startswith(d.full_name)
-                          else prefix + msg, op.location) from None
+        raise VerifyError(_mlir_style(d, str(e)), op.location) from None
 
 
 def _verify_fusion_body(op: ir.Operation) -> None:
@@ -49,12 +71,12 @@ def _verify_fusion_body(op: ir.Operation) -> None:
     if len(blocks) != 1:
         raise ShapeError(f"body must have exactly one block, has {len(blocks)}")
     block = blocks[0]
-    if _specs(block.arguments) != _specs(op.operands):
+    if _specs(block.arguments, "body argument") != _specs(op.operands, "operand"):
         raise ShapeError("body block arguments must match the operand types")
     ops = list(block.operations)
     if not ops or ops[-1].operation.name != FUSION_TERMINATOR:
         raise ShapeError(f"body must end in {FUSION_TERMINATOR}")
-    if _specs(ops[-1].operands) != _specs(op.results):
+    if _specs(ops[-1].operands, "yielded value") != _specs(op.results, "result"):
         raise ShapeError("yielded types must match the result types")
     for inner in ops[:-1]:
         if not inner.operation.name.startswith("dg."):
@@ -65,7 +87,7 @@ def dg_ops(root: ir.Operation) -> Iterator[ir.Operation]:
     """Every dg op nested under `root`, in pre-order."""
     found: list[ir.Operation] = []
 
-    def visit(op):
+    def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name.startswith("dg."):
             found.append(op)
         return ir.WalkResult.ADVANCE
