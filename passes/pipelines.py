@@ -1,0 +1,104 @@
+"""Target pipelines: dg on tensors -> LLVM dialect (CPU), and `compile_cpu`.
+
+The CPU pipeline follows the checked recipe in `shared/notes/mlir-lowering-facts.md`
+section 5: lower dg, fuse elementwise generics, bufferize across function
+boundaries with identity layouts, turn results into out-params (the runtime
+allocates outputs as torch tensors), free temporaries, then loops -> LLVM.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from mlir import ir
+
+from ..dialects.types import TensorSpec
+from . import widen_bool  # noqa: F401  (registers dg-widen-bool-memrefs)
+from .registry import run_pipeline
+
+log = logging.getLogger("fusegrad.passes.pipelines")
+
+# dg -> linalg on tensors, fused
+LINALG_PIPELINE = ",".join([
+    "dg-lower-to-linalg",
+    "canonicalize",
+    "linalg-fuse-elementwise-ops",
+    "canonicalize",
+    "cse",
+])
+
+# tensors -> memrefs; outputs become out-params; temporaries are freed.
+# memcpy-op=linalg.copy: strided copies become loops (no memrefCopy runtime call).
+BUFFERIZE_PIPELINE = ",".join([
+    "eliminate-empty-tensors",
+    "one-shot-bufferize{bufferize-function-boundaries=1 "
+    "function-boundary-type-conversion=identity-layout-map}",
+    "canonicalize", "cse", "canonicalize",
+    "buffer-results-to-out-params{hoist-static-allocs=1 modify-public-functions=1}",
+    "canonicalize", "cse",
+    "buffer-deallocation-pipeline",
+    "canonicalize",
+])
+
+# memrefs + loops -> LLVM dialect. ipowi needs math-to-funcs; ops without an
+# LLVM intrinsic (erf, ...) become libm calls, which the JIT resolves in-process.
+LLVM_PIPELINE = ",".join([
+    "func.func(convert-linalg-to-loops)",
+    "dg-widen-bool-memrefs",
+    "lower-affine",
+    "convert-math-to-funcs",
+    "convert-scf-to-cf",
+    "expand-strided-metadata",
+    "lower-affine",
+    "finalize-memref-to-llvm",
+    "convert-math-to-llvm",
+    "convert-math-to-libm",
+    "convert-arith-to-llvm",
+    "convert-index-to-llvm",
+    "convert-ub-to-llvm",
+    "convert-func-to-llvm",
+    "convert-cf-to-llvm",
+    "reconcile-unrealized-casts",
+])
+
+CPU_PIPELINE = ",".join([LINALG_PIPELINE, BUFFERIZE_PIPELINE, LLVM_PIPELINE])
+
+
+def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
+    """Public defined functions -> (input specs, output specs), before lowering."""
+    entries = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or not op.regions[0].blocks:
+            continue
+        vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
+        if vis is not None and ir.StringAttr(vis).value != "public":
+            continue
+        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        try:
+            entries[name] = ([TensorSpec.from_mlir(t) for t in ftype.inputs],
+                             [TensorSpec.from_mlir(t) for t in ftype.results])
+        except TypeError as e:
+            raise TypeError(f"compile_cpu: @{name} at {op.location}: {e}; entry functions must "
+                            "take and return statically shaped tensors") from None
+        op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    return entries
+
+
+def compile_cpu(module: ir.Module):
+    """Lower `module` (dg on tensors) in place to LLVM and JIT it.
+
+    Returns a `fusegrad.runtime.cpu.CpuModule` with one entry per public function.
+    """
+    from ..runtime.cpu import CpuModule
+
+    t0 = time.perf_counter()
+    with module.context:
+        entries = _entries(module)
+        run_pipeline(module, CPU_PIPELINE)
+    t1 = time.perf_counter()
+    cm = CpuModule(module, entries)
+    log.info("compile_cpu: %d entries, MLIR %.1f ms, JIT %.1f ms", len(entries),
+             (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
+    return cm

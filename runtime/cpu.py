@@ -1,0 +1,114 @@
+"""CPU runtime: run JIT-compiled entry functions on torch tensors, zero-copy.
+
+Entries follow the ABI that `passes.pipelines.CPU_PIPELINE` produces: every
+argument is an identity-layout (row-major, contiguous) memref, inputs first,
+then one out-param per result; the wrapper `_mlir_ciface_<name>` takes
+pointers to memref descriptors. Descriptors are built directly from
+`data_ptr()`/sizes/strides, so contiguous tensors are never copied.
+Non-contiguous inputs are made contiguous first (one copy): the compiled code
+indexes with the static row-major strides of its identity-layout types, so
+passing real strides would be wrong.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+from typing import Callable, Sequence
+
+import torch
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+
+from ..dialects.types import TensorSpec, torch_dtype
+
+log = logging.getLogger("fusegrad.runtime.cpu")
+
+_PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@functools.lru_cache(maxsize=None)
+def descriptor_type(rank: int) -> type[ctypes.Structure]:
+    """ctypes struct of a ranked memref descriptor (element type does not matter)."""
+    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
+              ("offset", ctypes.c_int64)]
+    if rank:
+        fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+    return type(f"MemRefDescriptor{rank}D", (ctypes.Structure,), {"_fields_": fields})
+
+
+def descriptor(t: torch.Tensor) -> ctypes.Structure:
+    """A memref descriptor viewing `t`'s memory (no copy)."""
+    d = descriptor_type(t.dim())()
+    d.allocated = d.aligned = t.data_ptr()
+    d.offset = 0
+    if t.dim():
+        d.sizes[:] = list(t.shape)
+        d.strides[:] = list(t.stride())
+    return d
+
+
+class CpuFunction:
+    """Callable `(*tensors) -> list[tensor]` for one entry; holds no per-call state."""
+
+    def __init__(self, name: str, fn: Callable, inputs: Sequence[TensorSpec],
+                 outputs: Sequence[TensorSpec]) -> None:
+        self.name = name
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self._fn = fn
+        self._out_dtypes = [torch_dtype(s.dtype) for s in outputs]
+        self._in_dtypes = [torch_dtype(s.dtype) for s in inputs]
+
+    def _check(self, args: Sequence[torch.Tensor]) -> None:
+        if len(args) != len(self.inputs):
+            raise TypeError(f"@{self.name} takes {len(self.inputs)} tensors, got {len(args)}")
+        for i, (t, s, dt) in enumerate(zip(args, self.inputs, self._in_dtypes)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"@{self.name}: argument #{i} is a {type(t).__name__}, "
+                                f"expected a torch.Tensor {s}")
+            if tuple(t.shape) != s.shape or t.dtype != dt:
+                raise TypeError(f"@{self.name}: argument #{i} is {tuple(t.shape)} {t.dtype}, "
+                                f"expected {s}; compile for this shape/dtype")
+            if t.device.type != "cpu":
+                raise TypeError(f"@{self.name}: argument #{i} is on {t.device}; "
+                                "the CPU runtime takes CPU tensors")
+
+    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+        self._check(args)
+        ins = [t if t.is_contiguous() else t.contiguous() for t in args]
+        outs = [torch.empty(s.shape, dtype=dt) for s, dt in zip(self.outputs, self._out_dtypes)]
+        descs = [descriptor(t) for t in (*ins, *outs)]
+        ptrs = [ctypes.pointer(d) for d in descs]
+        packed = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs])
+        self._fn(packed)
+        return outs
+
+
+class CpuModule:
+    """A JIT-compiled module (LLVM dialect) with one `CpuFunction` per entry."""
+
+    def __init__(self, module: ir.Module,
+                 entries: dict[str, tuple[list[TensorSpec], list[TensorSpec]]],
+                 opt_level: int = 3, shared_libs: Sequence[str] = ()) -> None:
+        self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(shared_libs))
+        self.engine.initialize()
+        self.entries = dict(entries)
+        self._functions: dict[str, CpuFunction] = {}
+        for name, (ins, outs) in self.entries.items():
+            addr = self.engine.raw_lookup("_mlir_ciface_" + name)
+            if not addr:
+                raise RuntimeError(f"compiled module has no entry @{name} (no C interface)")
+            fn = _PACKED_FN(addr)
+            self._functions[name] = CpuFunction(name, fn, ins, outs)
+
+    def function(self, name: str) -> CpuFunction:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(f"no entry function @{name}; entries: {sorted(self._functions)}") \
+                from None
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._functions)
