@@ -1,0 +1,157 @@
+"""Capture: a Dynamo FX graph or a plain function -> functional core-ATen FX graph.
+
+The importer wants a graph without mutation, views or autograd, whose output
+is a flat tuple of tensors. AOTAutograd's export (functionalization plus the
+decomposition table, traced with fake tensors under no_grad) produces exactly
+that and reports which inputs the program mutated; their new values become
+extra graph outputs that the caller copies back after every call, so input
+mutations (BatchNorm running stats, in-place ops on inputs) are never lost.
+The user's output structure (nesting, None and other non-tensor leaves) is
+remembered here and rebuilt around the flat tensor outputs.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx.traceback as fx_traceback
+from torch.utils import _pytree as pytree
+
+log = logging.getLogger(__name__)
+
+
+class CaptureError(RuntimeError):
+    """The program cannot be turned into a functional core-ATen graph."""
+
+
+class _TensorLeaf:
+    """Placeholder for a tensor leaf in the recorded output structure."""
+
+    def __repr__(self) -> str:
+        return "<tensor>"
+
+
+_TENSOR = _TensorLeaf()
+
+
+@dataclass
+class Captured:
+    """A functional graph plus what is needed to call it like the original.
+
+    `gm(*lifted, *user_inputs)` returns `(new values of mutated inputs...,
+    user tensor outputs...)`; `mutated[i]` is the position, in the full input
+    list (lifted + user), of the input that mutation output `i` updates.
+    """
+
+    gm: torch.fx.GraphModule
+    lifted: tuple[torch.Tensor, ...]  # parameters/buffers of a module-valued fn, in graph order
+    mutated: tuple[int, ...]
+    out_spec: pytree.TreeSpec
+    out_template: tuple[Any, ...]  # user output leaves: _TENSOR or the constant value
+
+    @property
+    def num_mutations(self) -> int:
+        return len(self.mutated)
+
+    def rebuild(self, tensors: Sequence[torch.Tensor]) -> Any:
+        """The user's output structure around the user tensor outputs."""
+        it = iter(tensors)
+        leaves = [next(it) if leaf is _TENSOR else leaf for leaf in self.out_template]
+        return pytree.tree_unflatten(leaves, self.out_spec)
+
+    def write_back(self, inputs: Sequence[torch.Tensor], new_values: Sequence[torch.Tensor]) -> None:
+        """Apply the program's input mutations: copy new values into the inputs."""
+        with torch.no_grad():
+            for index, value in zip(self.mutated, new_values):
+                inputs[index].copy_(value)
+
+
+class _FlatOutputs(torch.nn.Module):
+    """Calls `fn` and returns only its tensor leaves, recording the structure."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+        self.out_spec: pytree.TreeSpec | None = None
+        self.out_template: tuple[Any, ...] = ()
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if isinstance(self.fn, torch.fx.GraphModule):
+            # node by node, so each traced op inherits its node's user stack trace
+            out = torch.fx.Interpreter(self.fn).run(*args)
+        else:
+            out = self.fn(*args)
+        leaves, self.out_spec = pytree.tree_flatten(out)
+        self.out_template = tuple(_TENSOR if isinstance(x, torch.Tensor) else x for x in leaves)
+        return tuple(x for x in leaves if isinstance(x, torch.Tensor))
+
+
+def _decompositions() -> dict:
+    try:
+        from .decompositions import DECOMPOSITIONS
+    except ImportError:  # TODO(capture): drop once decompositions.py lands
+        from torch._decomp import core_aten_decompositions
+        return core_aten_decompositions()
+    return DECOMPOSITIONS
+
+
+def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> Captured:
+    """Trace `fn(*example_inputs)` to a functional core-ATen graph (see `Captured`).
+
+    `fn` may be a Dynamo GraphModule, an nn.Module or a function of tensors.
+    Only shapes and dtypes of the inputs matter (tracing uses fake tensors).
+    """
+    from torch._functorch.aot_autograd import aot_export_module
+
+    for i, x in enumerate(example_inputs):
+        if not isinstance(x, torch.Tensor):
+            raise CaptureError(f"input {i} is a {type(x).__name__}, not a tensor; fusegrad "
+                               f"compiles functions of tensors (pass other values by closure)")
+    wrapper = _FlatOutputs(fn)
+    try:
+        with torch.no_grad(), fx_traceback.preserve_node_meta():
+            gm, sig = aot_export_module(wrapper, list(example_inputs), trace_joint=False,
+                                        decompositions=_decompositions())
+    except Exception as e:  # tracing failures come in many types; report them as one
+        raise CaptureError(f"tracing failed: {type(e).__name__}: {e}") from e
+    if sig.input_tokens or sig.output_tokens:
+        raise CaptureError("the program has side-effecting ops (effect tokens); fusegrad "
+                           "compiles pure tensor programs")
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    state = dict(wrapper.named_parameters(remove_duplicate=False))
+    state.update(wrapper.named_buffers(remove_duplicate=False))
+    lifted_names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
+    lifted = tuple(state[lifted_names[p]] for p in placeholders[:len(lifted_names)])
+    by_fqn = {fqn: placeholders.index(p) for p, fqn in lifted_names.items()}
+    mutations = {**sig.buffers_to_mutate, **sig.parameters_to_mutate}
+    mutated = []
+    for out_name in _output_names(gm)[:len(mutations) + len(sig.user_inputs_to_mutate)]:
+        if out_name in sig.user_inputs_to_mutate:
+            mutated.append(placeholders.index(sig.user_inputs_to_mutate[out_name]))
+        else:
+            mutated.append(by_fqn[mutations[out_name]])
+    if isinstance(fn, torch.fx.GraphModule):
+        _inherit_stack_traces(gm, fn)
+    log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs",
+              len(lifted), len(example_inputs), len(mutated))
+    return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template)
+
+
+def _output_names(gm: torch.fx.GraphModule) -> list[str]:
+    (outs,) = gm.graph.output_node().args
+    return [o.name if isinstance(o, torch.fx.Node) else "" for o in outs]
+
+
+def _inherit_stack_traces(gm: torch.fx.GraphModule, source: torch.fx.GraphModule) -> None:
+    """Give each traced node the user stack trace of the source node it came from."""
+    traces = {n.name: n.meta["stack_trace"] for n in source.graph.nodes if n.meta.get("stack_trace")}
+    for node in gm.graph.nodes:
+        pending = list(node.meta.get("from_node") or ())
+        while pending:
+            origin = pending.pop(0)
+            if origin.name in traces:
+                node.meta["stack_trace"] = traces[origin.name]
+                break
+            pending.extend(origin.from_node or ())
