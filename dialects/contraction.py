@@ -70,3 +70,101 @@ def _conv2d_ref(x, w, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- autodiff (vjp, jvp)
+from .builder import spec  # noqa: E402
+from .core import jvp_rule, vjp_rule  # noqa: E402
+from .shape_ops import reshape_to  # noqa: E402
+
+
+def _swap_last(b, x):
+    r = spec(x).rank
+    return b.transpose(x, perm=list(range(r - 2)) + [r - 1, r - 2])
+
+
+@vjp_rule("matmul")
+def _matmul_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None, None]
+    lhs, rhs = ins
+    return [b.matmul(g, _swap_last(b, rhs)), b.matmul(_swap_last(b, lhs), g)]
+
+
+def _pad_or_crop(b, x, low, high, interior):
+    """Spatial (dims 2, 3) dg.pad that also accepts negative low/high (cropping)."""
+    zeros = [0, 0]
+    padded = x
+    if any(v > 0 for v in low + high + interior):
+        padded = b.pad(x, low=zeros + [max(v, 0) for v in low],
+                       high=zeros + [max(v, 0) for v in high], interior=zeros + list(interior),
+                       value=0.0)
+    if min(low + high) >= 0:
+        return padded
+    shape = spec(padded).shape
+    start = zeros + [max(-v, 0) for v in low]
+    limit = list(shape[:2]) + [shape[2 + i] - max(-high[i], 0) for i in range(2)]
+    return b.slice(padded, start=start, limit=limit, stride=[1] * 4)
+
+
+def _conv_input_grad(b, g, x, w, attrs):
+    """d conv / d x: a stride-1 conv of the stride-dilated, padded cotangent with
+    the spatially flipped weight whose in/out channels are swapped per group."""
+    stride, padding, dilation, groups = (attrs[k] for k in ("stride", "padding", "dilation",
+                                                            "groups"))
+    _, _, h, wd = spec(x).shape
+    o, cg, kh, kw = spec(w).shape
+    oh, ow = spec(g).shape[2:]
+    low = [dilation[i] * (k - 1) - padding[i] for i, k in enumerate((kh, kw))]
+    high = [size + padding[i] - 1 - (n - 1) * stride[i]
+            for i, (size, n) in enumerate(((h, oh), (wd, ow)))]
+    g_full = _pad_or_crop(b, g, low, high, [s - 1 for s in stride])
+    og = o // groups
+    w_t = reshape_to(b, w, (groups, og, cg, kh, kw))
+    w_t = b.transpose(w_t, perm=[0, 2, 1, 3, 4])
+    w_t = reshape_to(b, w_t, (groups * cg, og, kh, kw))
+    w_t = b.reverse(w_t, dims=[2, 3])
+    return b.conv2d(g_full, w_t, stride=[1, 1], padding=[0, 0], dilation=dilation, groups=groups)
+
+
+def _conv_weight_grad(b, g, x, w, attrs):
+    """d conv / d w: a conv of x (channels as batch, batch as channels) with the
+    cotangent as the kernel; stride and dilation swap roles. Groups become conv groups."""
+    stride, padding, dilation, groups = (attrs[k] for k in ("stride", "padding", "dilation",
+                                                            "groups"))
+    n, c, h, wd = spec(x).shape
+    o, cg, kh, kw = spec(w).shape
+    oh, ow = spec(g).shape[2:]
+    og = o // groups
+    x_t = reshape_to(b, x, (n, groups, cg, h, wd))
+    x_t = b.transpose(x_t, perm=[2, 1, 0, 3, 4])
+    x_t = reshape_to(b, x_t, (cg, groups * n, h, wd))
+    g_t = reshape_to(b, g, (n, groups, og, oh, ow))
+    g_t = b.transpose(g_t, perm=[1, 2, 0, 3, 4])
+    g_t = reshape_to(b, g_t, (o, n, oh, ow))
+    full = b.conv2d(x_t, g_t, stride=dilation, padding=padding, dilation=stride, groups=groups)
+    full = b.transpose(full, perm=[1, 0, 2, 3])  # (o, cg, kh', kw') with kh' >= kh
+    if spec(full).shape[2:] == (kh, kw):
+        return full
+    return b.slice(full, start=[0, 0, 0, 0], limit=[o, cg, kh, kw], stride=[1, 1, 1, 1])
+
+
+@vjp_rule("conv2d")
+def _conv2d_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None, None]
+    x, w = ins
+    return [_conv_input_grad(b, g, x, w, attrs), _conv_weight_grad(b, g, x, w, attrs)]
+
+
+@jvp_rule("matmul", "conv2d")
+def _bilinear_jvp(b, ins, outs, tangents, *, op, attrs):
+    """Both contractions are bilinear: d(x * w) = dx * w + x * dw."""
+    tx, tw = tangents
+    terms = []
+    if tx is not None:
+        terms.append(b.create(op, (tx, ins[1]), **attrs))
+    if tw is not None:
+        terms.append(b.create(op, (ins[0], tw), **attrs))
+    if not terms:
+        return [None]
+    return [terms[0] if len(terms) == 1 else b.add(*terms)]

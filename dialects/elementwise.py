@@ -311,3 +311,192 @@ def _lower_elementwise(op, operands, *, op_name, attrs, out):
 
 
 # ---------------------------------------------------------------- autodiff (vjp, jvp)
+from .builder import spec  # noqa: E402
+from .core import jvp_rule, vjp_rule  # noqa: E402
+
+# Unary and binary rules are written once as local derivatives ("multipliers"):
+# the VJP multiplies the cotangent by them and the JVP the tangent, so the two
+# modes cannot disagree. Gradients follow PyTorch's conventions (derivatives.yaml).
+_NO_GRAD_UNARY = ("sign", "floor", "ceil", "round", "not")
+
+
+def _unary_derivative(b, x, y, op):
+    """d op(x) / dx at x (y = op(x)), as dg IR; built from y where cheaper."""
+    def c(v):
+        return b.full_like(x, v)
+    if op == "neg":
+        return c(-1.0)
+    if op == "abs":
+        return b.sign(x)  # abs'(0) = 0, as in PyTorch
+    if op == "exp":
+        return y
+    if op == "log":
+        return b.reciprocal(x)
+    if op == "log1p":
+        return b.reciprocal(b.add(x, c(1.0)))
+    if op == "expm1":
+        return b.add(y, c(1.0))
+    if op == "sqrt":
+        return b.div(c(0.5), y)
+    if op == "rsqrt":
+        return b.mul(c(-0.5), b.mul(y, b.mul(y, y)))
+    if op == "tanh":
+        return b.sub(c(1.0), b.mul(y, y))
+    if op == "sigmoid":
+        return b.mul(y, b.sub(c(1.0), y))
+    if op == "erf":
+        return b.mul(c(1.1283791670955126), b.exp(b.neg(b.mul(x, x))))  # 2/sqrt(pi)
+    if op == "sin":
+        return b.cos(x)
+    if op == "cos":
+        return b.neg(b.sin(x))
+    if op == "reciprocal":
+        return b.neg(b.mul(y, y))
+    raise AssertionError(op)
+
+
+def _binary_derivatives(b, x, y, out, op):
+    """(d out/d x, d out/d y) for the multiplicative binary ops."""
+    def c(v):
+        return b.full_like(x, v)
+    if op == "mul":
+        return y, x
+    if op == "div":
+        return b.reciprocal(y), b.neg(b.div(out, y))
+    if op == "pow":
+        # PyTorch masks exponent == 0 (d/dx) and x == 0 with exponent >= 0 (d/dy)
+        zero = c(0.0)
+        dx = b.select(b.compare(y, zero, direction="eq"), zero,
+                      b.mul(y, b.pow(x, b.sub(y, c(1.0)))))
+        x_zero = b.create("and", (b.compare(x, zero, direction="eq"),
+                                  b.compare(y, zero, direction="ge")))
+        dy = b.select(x_zero, zero, b.mul(out, b.log(x)))
+        return dx, dy
+    if op in ("max", "min"):
+        # torch.maximum/minimum: the winner takes the gradient, ties split it equally
+        x_loses = b.compare(x, y, direction="lt" if op == "max" else "gt")
+        y_loses = b.compare(x, y, direction="gt" if op == "max" else "lt")
+        tie = b.compare(x, y, direction="eq")
+        share = b.select(tie, c(0.5), c(1.0))
+        return b.select(x_loses, c(0.0), share), b.select(y_loses, c(0.0), share)
+    raise AssertionError(op)
+
+
+def _scale(b, v, m):
+    return None if v is None else b.mul(v, m)
+
+
+def _add_opt(b, u, v):
+    """u + v where None means zero."""
+    if u is None:
+        return v
+    return v if v is None else b.add(u, v)
+
+
+def _sub_opt(b, u, v):
+    if v is None:
+        return u
+    return b.neg(v) if u is None else b.sub(u, v)
+
+
+_LINEAR_UNARY = set(UNARY) - set(_NO_GRAD_UNARY)
+
+
+@vjp_rule(*_LINEAR_UNARY)
+def _unary_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None]
+    if op == "neg":
+        return [b.neg(g)]
+    return [b.mul(g, _unary_derivative(b, ins[0], outs[0], op))]
+
+
+@jvp_rule(*_LINEAR_UNARY)
+def _unary_jvp(b, ins, outs, tangents, *, op, attrs):
+    (t,) = tangents
+    if t is None:
+        return [None]
+    if op == "neg":
+        return [b.neg(t)]
+    return [b.mul(t, _unary_derivative(b, ins[0], outs[0], op))]
+
+
+@vjp_rule(*_NO_GRAD_UNARY, "and", "or", "compare")
+def _no_grad_vjp(b, ins, outs, cts, *, op, attrs):
+    return [None] * len(ins)
+
+
+@jvp_rule(*_NO_GRAD_UNARY, "and", "or", "compare")
+def _no_grad_jvp(b, ins, outs, tangents, *, op, attrs):
+    return [None] * len(outs)
+
+
+@vjp_rule("add", "sub")
+def _additive_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None, None]
+    return [g, g if op == "add" else b.neg(g)]
+
+
+@jvp_rule("add", "sub")
+def _additive_jvp(b, ins, outs, tangents, *, op, attrs):
+    tx, ty = tangents
+    return [_add_opt(b, tx, ty) if op == "add" else _sub_opt(b, tx, ty)]
+
+
+@vjp_rule("mul", "div", "pow", "max", "min")
+def _binary_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None, None]
+    dx, dy = _binary_derivatives(b, ins[0], ins[1], outs[0], op)
+    return [b.mul(g, dx), b.mul(g, dy)]
+
+
+@jvp_rule("mul", "div", "pow", "max", "min")
+def _binary_jvp(b, ins, outs, tangents, *, op, attrs):
+    tx, ty = tangents
+    if tx is None and ty is None:
+        return [None]
+    dx, dy = _binary_derivatives(b, ins[0], ins[1], outs[0], op)
+    return [_add_opt(b, _scale(b, tx, dx), _scale(b, ty, dy))]
+
+
+@vjp_rule("select")
+def _select_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None, None, None]
+    zero = b.full_like(g, 0.0)
+    return [None, b.select(ins[0], g, zero), b.select(ins[0], zero, g)]
+
+
+@jvp_rule("select")
+def _select_jvp(b, ins, outs, tangents, *, op, attrs):
+    _, tt, tf = tangents
+    if tt is None and tf is None:
+        return [None]
+    zero = b.full_like(outs[0], 0.0)
+    return [b.select(ins[0], zero if tt is None else tt, zero if tf is None else tf)]
+
+
+def _float_pair(ins, outs):
+    return is_float(spec(ins[0]).dtype) and is_float(spec(outs[0]).dtype)
+
+
+@vjp_rule("convert")
+def _convert_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None or not _float_pair(ins, outs):
+        return [None]
+    return [b.convert(g, dtype=spec(ins[0]).dtype)]
+
+
+@jvp_rule("convert")
+def _convert_jvp(b, ins, outs, tangents, *, op, attrs):
+    (t,) = tangents
+    if t is None or not _float_pair(ins, outs):
+        return [None]
+    return [b.convert(t, dtype=spec(outs[0]).dtype)]

@@ -82,3 +82,52 @@ def _scatter_add_ref(x, idx, src, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- autodiff (vjp, jvp)
+from .builder import spec  # noqa: E402
+from .core import jvp_rule, vjp_rule  # noqa: E402
+from .shape_ops import reshape_to  # noqa: E402
+
+
+@vjp_rule("gather")
+def _gather_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None, None]
+    x, idx = ins
+    return [b.scatter_add(b.full_like(x, 0.0), idx, g, dim=attrs["dim"]), None]
+
+
+@vjp_rule("index_select")
+def _index_select_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None, None]
+    x, idx = ins
+    dim, x_shape, idx_spec = attrs["dim"], spec(ins[0]).shape, spec(idx)
+    # flatten the index dims, then scatter_add along dim with indices broadcast to the rows
+    rows = x_shape[:dim] + (idx_spec.numel,) + x_shape[dim + 1:]
+    flat_idx = reshape_to(b, idx, (idx_spec.numel,))
+    wide_idx = b.broadcast_in_dim(flat_idx, shape=rows, dims=[dim])
+    return [b.scatter_add(b.full_like(x, 0.0), wide_idx, reshape_to(b, g, rows), dim=dim), None]
+
+
+@vjp_rule("scatter_add")
+def _scatter_add_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None, None, None]
+    return [g, None, b.gather(g, ins[1], dim=attrs["dim"])]
+
+
+@jvp_rule("gather", "index_select")
+def _take_jvp(b, ins, outs, tangents, *, op, attrs):
+    t = tangents[0]
+    return [None if t is None else b.create(op, (t, ins[1]), **attrs)]
+
+
+@jvp_rule("scatter_add")
+def _scatter_add_jvp(b, ins, outs, tangents, *, op, attrs):
+    tx, _, tsrc = tangents
+    if tsrc is None:
+        return [tx]
+    base = b.full_like(ins[0], 0.0) if tx is None else tx
+    return [b.scatter_add(base, ins[1], tsrc, dim=attrs["dim"])]

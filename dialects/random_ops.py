@@ -67,3 +67,14 @@ def _rng_ref(seed, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- autodiff (vjp, jvp)
+from .core import jvp_rule, vjp_rule  # noqa: E402
+
+
+@vjp_rule("rng_uniform", "rng_bernoulli")
+def _rng_vjp(b, ins, outs, cts, *, op, attrs):
+    return [None]  # the seed is an integer
+
+
+@jvp_rule("rng_uniform", "rng_bernoulli")
+def _rng_jvp(b, ins, outs, tangents, *, op, attrs):
+    return [None]

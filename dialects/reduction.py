@@ -72,3 +72,55 @@ def _argreduce_ref(x, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- autodiff (vjp, jvp)
+from .builder import spec  # noqa: E402
+from .core import jvp_rule, vjp_rule  # noqa: E402
+
+
+def _unreduce(b, v, x_shape, dims):
+    """Broadcast a reduced value back over the reduced `dims` of `x_shape`."""
+    kept = [d for d in range(len(x_shape)) if d not in dims]
+    return b.broadcast_in_dim(v, shape=x_shape, dims=kept)
+
+
+def _extremum_weights(b, x, out, dims):
+    """amax/amin gradient weights: ties share evenly, mask / count (PyTorch's rule)."""
+    shape = spec(x).shape
+    hit = b.convert(b.compare(x, _unreduce(b, out, shape, dims), direction="eq"),
+                    dtype=spec(x).dtype)
+    count = b.reduce_sum(hit, dims=dims)
+    return b.div(hit, _unreduce(b, count, shape, dims))
+
+
+@vjp_rule(*REDUCTIONS)
+def _reduce_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None]
+    dims = tuple(attrs["dims"])
+    if not dims:
+        return [g]
+    spread = _unreduce(b, g, spec(ins[0]).shape, dims)
+    if op == "reduce_sum":
+        return [spread]
+    return [b.mul(spread, _extremum_weights(b, ins[0], outs[0], dims))]
+
+
+@jvp_rule(*REDUCTIONS)
+def _reduce_jvp(b, ins, outs, tangents, *, op, attrs):
+    (t,) = tangents
+    dims = tuple(attrs["dims"])
+    if t is None or not dims:
+        return [t]
+    if op != "reduce_sum":
+        t = b.mul(t, _extremum_weights(b, ins[0], outs[0], dims))
+    return [b.reduce_sum(t, dims=dims)]
+
+
+@vjp_rule(*ARG_REDUCTIONS)
+def _argreduce_vjp(b, ins, outs, cts, *, op, attrs):
+    return [None]
+
+
+@jvp_rule(*ARG_REDUCTIONS)
+def _argreduce_jvp(b, ins, outs, tangents, *, op, attrs):
+    return [None]

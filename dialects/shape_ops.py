@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import Attr, Kind, ShapeError, define, reference_rule, shape_rule
+from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
 from .reduction import check_dims
 
 define("broadcast_in_dim", ("x",), attrs={"dims": Attr.I64S}, kind=Kind.BROADCAST,
@@ -159,7 +159,200 @@ def _concat_ref(*xs, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+def _lb():
+    from ..passes import linalg_builders
+    return linalg_builders
+
+
+@lowering("broadcast_in_dim")
+def _broadcast_lower(op, operands, *, op_name, attrs, out):
+    """A generic reading operand dim i at result dim dims[i] (constant 0 for size-1 dims)."""
+    from mlir import ir
+    lb = _lb()
+    (x,) = operands
+    o = out[0]
+    xshape = ir.RankedTensorType(x.type).shape
+    exprs = [ir.AffineConstantExpr.get(0) if xshape[i] != o.shape[d] else ir.AffineDimExpr.get(d)
+             for i, d in enumerate(attrs["dims"])]
+    in_map = ir.AffineMap.get(o.rank, 0, exprs)
+    return lb.generic([x], [lb.empty(o.shape, o.dtype)], [in_map, lb.identity_map(o.rank)],
+                      ["parallel"] * o.rank, lambda a: [a[0]])
+
+
+@lowering("reshape")
+def _reshape_lower(op, operands, *, op_name, attrs, out):
+    return [_lb().reshape(operands[0], out[0].shape)]
+
+
+@lowering("transpose")
+def _transpose_lower(op, operands, *, op_name, attrs, out):
+    from mlir.dialects import linalg
+    lb = _lb()
+    o = out[0]
+    if list(attrs["perm"]) == list(range(o.rank)):
+        return [operands[0]]
+    return [linalg.transpose(operands[0], outs=[lb.empty(o.shape, o.dtype)],
+                             permutation=list(attrs["perm"])).result]
+
+
+@lowering("slice")
+def _slice_lower(op, operands, *, op_name, attrs, out):
+    return [_lb().extract_slice(operands[0], attrs["start"], out[0].shape, attrs["stride"])]
+
+
+@lowering("reverse")
+def _reverse_lower(op, operands, *, op_name, attrs, out):
+    """A generic reading index size-1-d along the flipped dims."""
+    from mlir import ir
+    lb = _lb()
+    (x,) = operands
+    o = out[0]
+    exprs = [ir.AffineConstantExpr.get(o.shape[d] - 1) - ir.AffineDimExpr.get(d)
+             if d in attrs["dims"] else ir.AffineDimExpr.get(d) for d in range(o.rank)]
+    in_map = ir.AffineMap.get(o.rank, 0, exprs)
+    return lb.generic([x], [lb.empty(o.shape, o.dtype)], [in_map, lb.identity_map(o.rank)],
+                      ["parallel"] * o.rank, lambda a: [a[0]])
+
+
+def pad_value(dtype, value):
+    """dg.pad/full's f64 value as a Python value of `dtype` (ints truncate, i1 is value != 0)."""
+    from .types import is_float
+    if is_float(dtype):
+        return value
+    if dtype == "i1":
+        return value != 0
+    return int(value)
+
+
+@lowering("pad")
+def _pad_lower(op, operands, *, op_name, attrs, out):
+    """Fill the result with `value`, insert the operand with stride interior+1 at `low`."""
+    lb = _lb()
+    o = out[0]
+    filled = lb.full(o.shape, o.dtype, pad_value(o.dtype, attrs["value"]))
+    return [lb.insert_slice(operands[0], filled, attrs["low"], [i + 1 for i in attrs["interior"]])]
+
+
+@lowering("concatenate")
+def _concat_lower(op, operands, *, op_name, attrs, out):
+    from mlir import ir
+    lb = _lb()
+    o, dim = out[0], attrs["dim"]
+    result = lb.empty(o.shape, o.dtype)
+    offset = 0
+    for x in operands:
+        offsets = [offset if d == dim else 0 for d in range(o.rank)]
+        result = lb.insert_slice(x, result, offsets)
+        offset += ir.RankedTensorType(x.type).shape[dim]
+    return [result]
+
+
 # (end of lowering rules)
 
 
 # ---------------------------------------------------------------- autodiff (vjp, jvp)
+from .builder import spec  # noqa: E402
+from .core import jvp_rule, vjp_rule  # noqa: E402
+
+
+def reshape_to(b, x, shape):
+    """dg.reshape unless `x` already has `shape`."""
+    return x if spec(x).shape == tuple(shape) else b.reshape(x, shape=shape)
+
+
+def _zeros_if_none(b, t, like):
+    return b.full_like(like, 0.0) if t is None else t
+
+
+@jvp_rule("broadcast_in_dim", "reshape", "transpose", "slice", "reverse", "pad")
+def _linear_jvp(b, ins, outs, tangents, *, op, attrs):
+    """These ops are linear: the tangent goes through the op itself (pad pads with zero)."""
+    (t,) = tangents
+    if t is None:
+        return [None]
+    if op == "pad":
+        attrs = {**attrs, "value": 0.0}
+    return [b.create(op, (t,), shape=spec(outs[0]).shape, **attrs)]
+
+
+@vjp_rule("broadcast_in_dim")
+def _broadcast_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None]
+    x_shape, out_shape, dims = spec(ins[0]).shape, spec(outs[0]).shape, attrs["dims"]
+    summed = [d for d in range(len(out_shape)) if d not in dims]
+    summed += [d for i, d in enumerate(dims) if x_shape[i] == 1 and out_shape[d] != 1]
+    if summed:
+        g = b.reduce_sum(g, dims=sorted(summed))
+    return [reshape_to(b, g, x_shape)]
+
+
+@vjp_rule("reshape")
+def _reshape_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    return [None if g is None else b.reshape(g, shape=spec(ins[0]).shape)]
+
+
+@vjp_rule("transpose")
+def _transpose_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None]
+    perm = attrs["perm"]
+    inverse = [perm.index(i) for i in range(len(perm))]
+    return [b.transpose(g, perm=inverse)]
+
+
+@vjp_rule("slice")
+def _slice_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None]
+    x_shape, out_shape = spec(ins[0]).shape, spec(outs[0]).shape
+    start, stride = attrs["start"], attrs["stride"]
+    # the sliced elements land at start + k * stride; everything else gets zero
+    high = [size - s - (n + max(n - 1, 0) * (st - 1))
+            for size, s, st, n in zip(x_shape, start, stride, out_shape)]
+    return [b.pad(g, low=start, high=high, interior=[st - 1 for st in stride], value=0.0)]
+
+
+@vjp_rule("reverse")
+def _reverse_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    return [None if g is None else b.reverse(g, dims=attrs["dims"])]
+
+
+@vjp_rule("pad")
+def _pad_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None]
+    low, interior = attrs["low"], attrs["interior"]
+    limit = [lo + max(n - 1, 0) * (it + 1) + (1 if n else 0)
+             for lo, it, n in zip(low, interior, spec(ins[0]).shape)]
+    return [b.slice(g, start=low, limit=limit, stride=[it + 1 for it in interior])]
+
+
+@vjp_rule("concatenate")
+def _concat_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None] * len(ins)
+    dim, shape = attrs["dim"], spec(outs[0]).shape
+    grads, offset = [], 0
+    for x in ins:
+        size = spec(x).shape[dim]
+        start = [offset if d == dim else 0 for d in range(len(shape))]
+        limit = [offset + size if d == dim else s for d, s in enumerate(shape)]
+        grads.append(b.slice(g, start=start, limit=limit, stride=[1] * len(shape)))
+        offset += size
+    return grads
+
+
+@jvp_rule("concatenate")
+def _concat_jvp(b, ins, outs, tangents, *, op, attrs):
+    if all(t is None for t in tangents):
+        return [None]
+    return [b.concatenate(*[_zeros_if_none(b, t, x) for t, x in zip(tangents, ins)],
+                          dim=attrs["dim"])]

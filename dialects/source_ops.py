@@ -62,3 +62,14 @@ def _iota_ref(*, op, attrs, out):
 
 
 # ---------------------------------------------------------------- autodiff (vjp, jvp)
+from .core import jvp_rule, vjp_rule  # noqa: E402
+
+
+@vjp_rule("constant", "full", "iota")
+def _source_vjp(b, ins, outs, cts, *, op, attrs):
+    return []  # no operands
+
+
+@jvp_rule("constant", "full", "iota")
+def _source_jvp(b, ins, outs, tangents, *, op, attrs):
+    return [None]

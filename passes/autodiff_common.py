@@ -1,0 +1,183 @@
+"""What dg-autodiff and dg-jvp share: picking functions, wrt inputs, IR plumbing."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from mlir import ir
+from mlir.dialects import func
+
+from ..dialects.builder import Builder
+from ..dialects.core import ShapeError, attrs_of, lookup
+from ..dialects.types import TensorSpec, is_float
+from .registry import PassError
+
+DIFFERENTIATED = "dg.differentiated"
+WRT = "dg.wrt"
+
+
+def func_name(fn: ir.Operation) -> str:
+    return ir.StringAttr(fn.attributes["sym_name"]).value
+
+
+def functions_to_differentiate(module: ir.Operation) -> list[ir.Operation]:
+    """Public `func.func` definitions not yet marked `dg.differentiated`."""
+    found = []
+    for op in module.regions[0].blocks[0].operations:
+        fn = op.operation
+        if fn.name != "func.func" or not fn.regions[0].blocks:
+            continue
+        if "sym_visibility" in fn.attributes and \
+                ir.StringAttr(fn.attributes["sym_visibility"]).value != "public":
+            continue
+        if DIFFERENTIATED not in fn.attributes:
+            found.append(fn)
+    return found
+
+
+def function_type(fn: ir.Operation) -> ir.FunctionType:
+    return ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+
+
+def is_float_type(t: ir.Type) -> bool:
+    return is_float(TensorSpec.from_mlir(t).dtype)
+
+
+def float_indices(types: Sequence[ir.Type]) -> list[int]:
+    return [i for i, t in enumerate(types) if is_float_type(t)]
+
+
+def parse_wrt(option: str) -> list[int] | None:
+    """The pass option `wrt=0,2` as indices; None when not given."""
+    if not option.strip():
+        return None
+    try:
+        return [int(v) for v in option.split(",")]
+    except ValueError:
+        raise PassError(f"option wrt={option!r} must be comma-separated input indices, "
+                        "e.g. wrt=0,2") from None
+
+
+def resolve_wrt(fn: ir.Operation, option: list[int] | None) -> list[int]:
+    """Inputs to differentiate: the option, else @f's `dg.wrt`, else every float input."""
+    inputs = function_type(fn).inputs
+    if option is not None:
+        wrt = option
+    elif WRT in fn.attributes:
+        wrt = list(ir.DenseI64ArrayAttr(fn.attributes[WRT]))
+    else:
+        return float_indices(inputs)
+    for i in wrt:
+        if not 0 <= i < len(inputs):
+            raise PassError(f"wrt index {i} out of range: @{func_name(fn)} has {len(inputs)} "
+                            "inputs", fn.location)
+        if not is_float_type(inputs[i]):
+            raise PassError(f"cannot differentiate @{func_name(fn)} with respect to input {i} "
+                            f"of type {inputs[i]}: only floating-point inputs have gradients",
+                            fn.location)
+    if len(set(wrt)) != len(wrt):
+        raise PassError(f"wrt {wrt} repeats an input", fn.location)
+    return list(wrt)
+
+
+def body_ops(fn: ir.Operation) -> tuple[list[ir.Operation], list[ir.Value]]:
+    """The ops of `fn`'s single block, checked to be dg ops, and its returned values."""
+    block = fn.regions[0].blocks[0]
+    ops = [op.operation for op in block.operations]
+    if len(fn.regions[0].blocks) != 1 or not ops or ops[-1].name != "func.return":
+        raise PassError(f"@{func_name(fn)} must have a single block ending in func.return",
+                        fn.location)
+    for op in ops[:-1]:
+        if op.name == "dg.fusion":
+            raise PassError(f"cannot differentiate dg.fusion in @{func_name(fn)}: run "
+                            "dg-autodiff before dg-fuse", op.location)
+        if not op.name.startswith("dg."):
+            raise PassError(f"cannot differentiate '{op.name}' in @{func_name(fn)}: only dg ops "
+                            "are differentiable (inline calls first)", op.location)
+    return ops[:-1], list(ops[-1].operands)
+
+
+def clone_op(op: ir.Operation, operands: Sequence[ir.Value]) -> ir.Operation:
+    """A copy of the region-free `op` at the current insertion point with new operands."""
+    return ir.Operation.create(op.name, results=[r.type for r in op.results],
+                               operands=list(operands),
+                               attributes={name: op.attributes[name] for name in op.attributes},
+                               loc=op.location)
+
+
+def new_function(module: ir.Operation, after: ir.Operation, name: str,
+                 inputs: Sequence[ir.Type], outputs: Sequence[ir.Type],
+                 loc: ir.Location) -> ir.Operation:
+    """An empty public `func.func @name` placed after `after`, with an entry block."""
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and func_name(op.operation) == name:
+            raise PassError(f"cannot create @{name}: the module already has a function of that "
+                            "name", op.operation.location)
+    with ir.InsertionPoint.after(after), loc:
+        fn = func.FuncOp(name, ir.FunctionType.get(list(inputs), list(outputs)))
+    fn.add_entry_block()
+    return fn.operation
+
+
+def set_i64s(fn: ir.Operation, name: str, values: Iterable[int]) -> None:
+    fn.attributes[name] = ir.DenseI64ArrayAttr.get([int(v) for v in values])
+
+
+def get_i64s(fn: ir.Operation, name: str) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(fn.attributes[name]))
+
+
+def mark_differentiated(*fns: ir.Operation) -> None:
+    for fn in fns:
+        fn.attributes[DIFFERENTIATED] = ir.UnitAttr.get()
+
+
+def grad_location(op: ir.Operation, what: str) -> ir.Location:
+    """Where derivative IR of `op` points: a NameLoc `"<what> of dg.x"` around op's location."""
+    return ir.Location.name(f"{what} of {op.name}", childLoc=op.location)
+
+
+def check_rule_result(op: ir.Operation, what: str, got: list, expected: Sequence[ir.Value]) -> None:
+    """A rule must return one value (or None) per expected slot, of the expected type."""
+    if len(got) != len(expected):
+        raise PassError(f"the {what} rule of {op.name} returned {len(got)} values for "
+                        f"{len(expected)} slots", op.location)
+    for i, (g, v) in enumerate(zip(got, expected)):
+        if g is not None and g.type != v.type:
+            raise PassError(f"the {what} rule of {op.name} returned {g.type} for slot #{i} of "
+                            f"type {v.type}", op.location)
+
+
+def rule_of(op: ir.Operation, slot: str):
+    d = lookup(op.name)
+    rule = getattr(d, slot)
+    if rule is None:
+        raise PassError(f"{op.name} has no {slot.upper()} rule; register one with "
+                        f"@{slot}_rule in its op family module", op.location)
+    return d, rule
+
+
+def active_values(ops: Sequence[ir.Operation], seeds: Iterable[ir.Value]) -> set:
+    """Floating-point values that depend on `seeds` (the differentiated inputs)."""
+    active = set(seeds)
+    for op in ops:
+        if any(o in active for o in op.operands):
+            active.update(r for r in op.results if is_float_type(r.type))
+    return active
+
+
+def erase_dead_ops(fn: ir.Operation) -> None:
+    """Erase dg ops whose results are unused (all dg ops are side-effect free)."""
+    for op in reversed([o.operation for o in fn.regions[0].blocks[0].operations]):
+        if op.name.startswith("dg.") and all(not list(r.uses) for r in op.results):
+            op.erase()
+
+
+def apply_rule(op: ir.Operation, slot: str, loc: ir.Location, ins, outs, seeds) -> list:
+    """Run op's VJP/JVP rule at the current insertion point, at `loc`."""
+    d, rule = rule_of(op, slot)
+    try:
+        with loc:
+            return list(rule(Builder(loc), ins, outs, seeds, op=d.name, attrs=attrs_of(op)))
+    except ShapeError as e:
+        raise PassError(f"the {slot.upper()} rule of {op.name} built invalid IR: {e}",
+                        op.location) from None
