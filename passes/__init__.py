@@ -1,5 +1,6 @@
 """Every dg pass, registered by name (see `registry.PASSES`)."""
 from . import verify_pass  # noqa: F401
+from . import autodiff, jvp  # noqa: F401
 from . import lower_to_linalg  # noqa: F401
 from .registry import PASSES, PassError, build_pass_manager, register_pass, run_pipeline
 
