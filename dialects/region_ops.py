@@ -7,7 +7,7 @@ upstream `gpu.yield` rather than a `dg.yield`.
 """
 from __future__ import annotations
 
-from .core import Kind, ShapeError, define, shape_rule
+from .core import Kind, ShapeError, define, lowering, shape_rule
 
 FUSION_TERMINATOR = "gpu.yield"
 
@@ -23,6 +23,13 @@ def _fusion_shape(ins, attrs, hint, *, op):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+@lowering("fusion")
+def _lower_fusion(op, operands, *, op_name, attrs, out):
+    """One reduction generic and/or one parallel generic per output shape (passes/fusion_lowering)."""
+    from ..passes.fusion_lowering import lower_region
+    return lower_region(op, operands)
+
+
 # (end of lowering rules)
 
 

@@ -1,0 +1,287 @@
+"""dg-fuse: group the dg ops of each function into dg.fusion regions, one kernel each.
+
+Greedy, in the spirit of Inductor's scheduler: cheap index ops and sources
+(`full`, `iota`, splat constants, broadcasts, transposes) are first cloned
+per consumer so every region can absorb its own copy; then, in program order,
+each op joins the regions of its producers (pointwise chains, a reduction's
+prologue, its epilogue), and finally regions that read a common value are
+merged (sibling fusion, multi-output regions). A merge is kept only if
+`fusion_lowering.plan_region` accepts the union (one source of truth for
+what a region may hold) and it creates no cycle between regions.
+Contractions, gathers, random ops and data movement stay their own kernels.
+
+`count_kernels` defines the kernel count reported everywhere (explain,
+benchmarks): each dg.fusion is 1 kernel, and each other top-level dg op is 1,
+except ops that lower to no loop (`ZERO_COST`: dense literals and the views
+reshape/slice, which become tensor.expand/collapse_shape/extract_slice).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+from mlir import ir
+
+from ..dialects.builder import Builder
+from ..dialects.types import TensorSpec
+from .fusion_lowering import Plan, duplicable, fusible, plan_region
+from .registry import register_pass
+
+log = logging.getLogger("fusegrad.passes.fuse")
+
+ZERO_COST = ("dg.constant", "dg.reshape", "dg.slice")
+RETURN = -1  # user index standing for the function's terminator
+
+
+def functions(module: ir.Operation) -> Iterator[ir.Operation]:
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks) > 0:
+            yield op.operation
+
+
+def count_kernels(root: ir.Operation) -> int:
+    """Kernels `root` (a module or func) runs: dg.fusion = 1, other dg ops = 1, ZERO_COST = 0."""
+    root = root.operation
+    funcs = [root] if root.name == "func.func" else list(functions(root))
+    n = 0
+    for fn in funcs:
+        for op in fn.regions[0].blocks[0].operations:
+            name = op.operation.name
+            if name.startswith("dg.") and name not in ZERO_COST:
+                n += 1
+    return n
+
+
+def count_dg_ops(root: ir.Operation) -> int:
+    """dg ops of `root`'s functions, counting the bodies of dg.fusion regions, not the regions."""
+    n = 0
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal n
+        if op.name.startswith("dg.") and op.name != "dg.fusion":
+            n += 1
+        return ir.WalkResult.ADVANCE
+    root.operation.walk(visit)
+    return n
+
+
+def _attributes(op: ir.Operation) -> dict[str, ir.Attribute]:
+    return {name: op.attributes[name] for name in op.attributes}
+
+
+def _clone_duplicables(block: ir.Block) -> None:
+    """Give each fusible user its own copy of a cheap index op or source (reverse order,
+    so a broadcast's per-use copies then get their own copy of a `full` they read)."""
+    for op in reversed([o.operation for o in block.operations]):
+        if not op.name.startswith("dg.") or not duplicable(op) or len(op.results) != 1:
+            continue
+        uses = [(u.owner.operation, u.operand_number) for u in op.results[0].uses]
+        fusible_uses = [(u, i) for u, i in uses if u.name.startswith("dg.") and fusible(u)]
+        if len(uses) < 2 or not fusible_uses:
+            continue
+        keep_original = len(fusible_uses) < len(uses)
+        for user, i in fusible_uses[0 if keep_original else 1:]:
+            with ir.InsertionPoint(user):
+                copy = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                           operands=list(op.operands),
+                                           attributes=_attributes(op),
+                                           loc=op.location)
+            user.operands[i] = copy.results[0]
+
+
+class _Grouping:
+    """Union of op indices into regions, with legality and cycle checks."""
+
+    def __init__(self, ops: list[ir.Operation], max_ops: int) -> None:
+        self.ops = ops
+        self.max_ops = max_ops
+        index = {op: i for i, op in enumerate(ops)}
+        self.producers = [sorted({index[x.owner.operation] for x in op.operands
+                                  if not isinstance(x.owner, ir.Block) and x.owner.operation in index})
+                          for op in ops]
+        self.users = [sorted({index.get(u.owner.operation, RETURN) for r in op.results for u in r.uses})
+                      for op in ops]
+        self.group = list(range(len(ops)))  # op -> group id
+        self.members = {i: [i] for i in range(len(ops))}
+
+    def _outputs(self, members: list[int]) -> list[ir.Value]:
+        inside = {self.ops[i] for i in members}
+        return [r for i in members for r in self.ops[i].results
+                if any(u.owner.operation not in inside for u in r.uses)]
+
+    def _group_edges(self, g: int) -> set[int]:
+        return {self.group[u] for i in self.members[g] for u in self.users[i]
+                if u != RETURN and self.group[u] != g}
+
+    def _reaches(self, start: set[int], target: int, skip: int) -> bool:
+        stack, seen = list(start), set()
+        while stack:
+            g = stack.pop()
+            if g == target:
+                return True
+            if g in seen or g == skip:
+                continue
+            seen.add(g)
+            stack.extend(self._group_edges(g))
+        return False
+
+    def _creates_cycle(self, a: int, b: int) -> bool:
+        """True if some path leaves a (or b) through a third region and comes back to b (or a)."""
+        return (self._reaches(self._group_edges(a) - {b}, b, a) or
+                self._reaches(self._group_edges(b) - {a}, a, b))
+
+    def _exports_epilogue(self, union: list[int], outputs: list[ir.Value], plan: Plan) -> bool:
+        """Does the union export a full-size value computed from its reduction? Such a
+        value is better computed next to the reduction that consumes it, if any."""
+        full = {TensorSpec.from_mlir(r.operands[0].type).shape for r in plan.reductions}
+        reductions = {r.operation for r in plan.reductions}
+        inside = {self.ops[i] for i in union}
+        for v in outputs:
+            if TensorSpec.from_mlir(v.type).shape not in full:
+                continue
+            stack, seen = [v], set()
+            while stack:
+                x = stack.pop()
+                if isinstance(x.owner, ir.Block) or x.owner.operation not in inside:
+                    continue
+                op = x.owner.operation
+                if op in reductions:
+                    return True
+                if op not in seen:
+                    seen.add(op)
+                    stack.extend(op.operands)
+        return False
+
+    def try_merge(self, a: int, b: int, *, defer_epilogues: bool = False) -> bool:
+        a, b = self.group[a], self.group[b]
+        if a == b:
+            return False
+        union = sorted(self.members[a] + self.members[b])
+        if len(union) > self.max_ops:
+            return False
+        outputs = self._outputs(union)
+        plan = plan_region([self.ops[i] for i in union], outputs)
+        if isinstance(plan, str) or self._creates_cycle(a, b):
+            return False
+        if defer_epilogues and plan.reductions and self._exports_epilogue(union, outputs, plan):
+            return False
+        for i in self.members[b]:
+            self.group[i] = a
+        self.members[a] = union
+        del self.members[b]
+        return True
+
+    def _readers_of_values(self) -> list[list[int]]:
+        """Per value (function arguments and op results): the ops reading it."""
+        readers: dict = {}
+        for i, op in enumerate(self.ops):
+            for x in op.operands:
+                readers.setdefault(x, [])
+                if i not in readers[x]:
+                    readers[x].append(i)
+        return [r for r in readers.values() if len(r) > 1]
+
+    def run(self) -> list[list[int]]:
+        fusible_ops = [fusible(op) for op in self.ops]
+        # producer -> consumer in program order; first keep reductions with their prologue
+        # (a softmax's exp joins the sum, not the max), then allow epilogues
+        for defer in (True, False):
+            for i in range(len(self.ops)):
+                if fusible_ops[i]:
+                    for p in self.producers[i]:
+                        if fusible_ops[p]:
+                            self.try_merge(p, i, defer_epilogues=defer)
+        for readers in self._readers_of_values():  # siblings: consumers of a common value
+            readers = [u for u in readers if fusible_ops[u]]
+            for u in readers[1:]:
+                self.try_merge(readers[0], u)
+        return [m for m in self.members.values() if len(m) > 1]
+
+
+def _outline(ops: list[ir.Operation]) -> ir.Operation:
+    """Replace `ops` (program order) by one dg.fusion placed after the last of them."""
+    inside = set(ops)
+    inputs: list[ir.Value] = []
+    for op in ops:
+        for x in op.operands:
+            if (isinstance(x.owner, ir.Block) or x.owner.operation not in inside) and x not in inputs:
+                inputs.append(x)
+    outputs = [r for op in ops for r in op.results
+               if any(u.owner.operation not in inside for u in r.uses)]
+    loc = ir.Location.fused([op.location for op in ops])
+    with ir.InsertionPoint.after(ops[-1]):
+        fusion = Builder(loc).fusion(inputs, [TensorSpec.from_mlir(v.type) for v in outputs])
+    body = fusion.regions[0].blocks[0]
+    env = dict(zip(inputs, body.arguments))
+    with ir.InsertionPoint(body):
+        for op in ops:
+            clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                        operands=[env[x] for x in op.operands],
+                                        attributes=_attributes(op),
+                                        loc=op.location)
+            env.update(zip(op.results, clone.results))
+        Builder(loc).fusion_yield([env[v] for v in outputs])
+    for v, r in zip(outputs, fusion.results):
+        v.replace_all_uses_with(r)
+    for op in reversed(ops):
+        op.erase()
+    return fusion
+
+
+def _toposort(block: ir.Block) -> None:
+    """Reorder the block so every value is defined before use (stable: keeps program order
+    where it can). Needed because a region sits where its last member was."""
+    ops = [o.operation for o in block.operations]
+    body, terminator = ops[:-1], ops[-1]
+    index = {op: i for i, op in enumerate(body)}
+    deps = [{index[x.owner.operation] for x in op.operands
+             if not isinstance(x.owner, ir.Block) and x.owner.operation in index} for op in body]
+    done: set[int] = set()
+    order: list[int] = []
+
+    def place(i: int) -> None:
+        stack = [(i, iter(sorted(deps[i])))]
+        while stack:
+            j, it = stack[-1]
+            nxt = next((d for d in it if d not in done), None)
+            if nxt is not None:
+                stack.append((nxt, iter(sorted(deps[nxt]))))
+                continue
+            stack.pop()
+            if j not in done:
+                done.add(j)
+                order.append(j)
+    for i in range(len(body)):
+        if i not in done:
+            place(i)
+    for i in order:
+        body[i].move_before(terminator)
+
+
+def fuse_function(fn: ir.Operation, max_ops: int = 64) -> int:
+    """Form the fusion regions of one func.func; returns how many were made."""
+    block = fn.regions[0].blocks[0]
+    _clone_duplicables(block)
+    ops = [o.operation for o in block.operations if o.operation.name.startswith("dg.")
+           and o.operation.name != "dg.fusion"]
+    groups = _Grouping(ops, max_ops).run()
+    for members in groups:
+        _outline([ops[i] for i in sorted(members)])
+    _erase_dead(block)
+    _toposort(block)
+    return len(groups)
+
+
+def _erase_dead(block: ir.Block) -> None:
+    """Clones of cheap ops may have left their originals unused."""
+    for op in reversed([o.operation for o in block.operations]):
+        if op.name.startswith("dg.") and all(len(list(r.uses)) == 0 for r in op.results):
+            op.erase()
+
+
+@register_pass("dg-fuse", "group dg ops into dg.fusion regions (one kernel each)", max_ops=64)
+def fuse_pass(module: ir.Operation, max_ops: int = 64) -> None:
+    for fn in functions(module):
+        made = fuse_function(fn, max_ops)
+        log.debug("dg-fuse: @%s: %d regions, %d kernels", ir.StringAttr(fn.attributes["sym_name"]).value,
+                  made, count_kernels(fn))

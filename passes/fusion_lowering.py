@@ -1,0 +1,306 @@
+"""What a dg.fusion region may hold, and how it becomes one loop nest of linalg.
+
+This module is the single source of truth for fusion legality: `dg-fuse`
+forms only regions that `plan_region` accepts, and the `fusion` lowering rule
+(dialects/region_ops.py) lowers them with `lower_region`.
+
+Every value inside a region is read through an *access map* from the loops
+of the linalg.generic that evaluates it: a tuple with, per dim of the value,
+the loop dim that indexes it or None (the constant index 0, for broadcast
+dims of size 1). Pointwise ops keep the map, `broadcast_in_dim`, `transpose`
+and unit-dim `reshape` permute or project it, sources (`full`, `iota`, splat
+`constant`) become scalars in the body. So a region lowers to:
+
+- at most one reduction generic: sibling reductions over the same operand
+  shape and dims, whose body composes their pointwise prologue;
+- one all-parallel generic per output shape (at most one shape without a
+  reduction; the reduction's full and reduced shapes with one), whose body
+  composes every op from the region inputs and the reduction results.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+from mlir import ir
+from mlir.dialects import arith
+
+from ..dialects.core import Kind, attrs_of, lookup
+from ..dialects.types import TensorSpec, is_float
+from . import linalg_builders as lb
+
+Map = tuple  # per value dim: loop dim index, or None for the constant index 0
+
+REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min")
+INDEX_OPS = ("broadcast_in_dim", "transpose", "reshape")
+
+
+def _spec(v: ir.Value) -> TensorSpec:
+    return TensorSpec.from_mlir(v.type)
+
+
+def _unit_reshape_dims(src: Sequence[int], dst: Sequence[int]) -> Optional[list]:
+    """For a reshape that only adds/drops size-1 dims: per src dim, its dst dim (None if size 1)."""
+    if [s for s in src if s != 1] != [s for s in dst if s != 1]:
+        return None
+    out, j = [], 0
+    for s in src:
+        if s == 1:
+            out.append(None)
+            continue
+        while dst[j] == 1:
+            j += 1
+        out.append(j)
+        j += 1
+    return out
+
+
+def fusible(op: ir.Operation) -> bool:
+    """Can `op` sit inside a fusion region (given compatible neighbours)?"""
+    name = op.name[3:] if op.name.startswith("dg.") else op.name
+    try:
+        d = lookup(name)
+    except KeyError:
+        return False
+    if d.kind is Kind.ELEMENTWISE:
+        return d.scalar is not None
+    if name in REDUCTIONS or name in ("broadcast_in_dim", "transpose", "full"):
+        return True
+    if name == "iota":
+        return _spec(op.results[0]).dtype != "i1"
+    if name == "constant":
+        return ir.DenseElementsAttr(op.attributes["value"]).is_splat
+    if name == "reshape":
+        return _unit_reshape_dims(_spec(op.operands[0]).shape,
+                                  _spec(op.results[0]).shape) is not None
+    return False
+
+
+def duplicable(op: ir.Operation) -> bool:
+    """Cheap ops that may be cloned into every consumer region (no arithmetic)."""
+    name = op.name[3:]
+    return name in ("full", "iota", "broadcast_in_dim", "transpose") or (
+        name in ("constant", "reshape") and fusible(op))
+
+
+def operand_map(op: ir.Operation, result_map: Map, i: int) -> Map:
+    """Access map of operand `i` of `op` when its result is read through `result_map`."""
+    name = op.name[3:]
+    if name == "broadcast_in_dim":
+        x, out = _spec(op.operands[0]).shape, _spec(op.results[0]).shape
+        dims = attrs_of(op)["dims"]
+        return tuple(result_map[d] if x[k] == out[d] else None for k, d in enumerate(dims))
+    if name == "transpose":
+        m = [None] * len(result_map)
+        for k, p in enumerate(attrs_of(op)["perm"]):
+            m[p] = result_map[k]
+        return tuple(m)
+    if name == "reshape":
+        dims = _unit_reshape_dims(_spec(op.operands[0]).shape, _spec(op.results[0]).shape)
+        return tuple(None if d is None else result_map[d] for d in dims)
+    return result_map  # pointwise
+
+
+@dataclass
+class Plan:
+    """How a region lowers: its reductions (one generic) and outputs grouped by shape."""
+
+    reductions: list = field(default_factory=list)  # reduction ops, one generic
+    parallel: dict = field(default_factory=dict)  # shape -> output values, one generic each
+
+    @property
+    def loop_nests(self) -> int:
+        return (1 if self.reductions else 0) + len(self.parallel)
+
+
+def _owner_in(v: ir.Value, members: set) -> Optional[ir.Operation]:
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = owner.operation
+    return owner if owner in members else None
+
+
+def plan_region(ops: Sequence[ir.Operation], outputs: Iterable[ir.Value]) -> Plan | str:
+    """The lowering plan of a region holding `ops` and exporting `outputs`, or why it cannot be one."""
+    members = {op.operation for op in ops}
+    for op in ops:
+        if not fusible(op):
+            return f"'{op.name}' cannot be fused"
+    reductions = [op for op in ops if op.name[3:] in REDUCTIONS]
+    plan = Plan(reductions=reductions)
+    if reductions:
+        keys = {(_spec(r.operands[0]).shape, tuple(sorted(attrs_of(r)["dims"]))) for r in reductions}
+        if len(keys) > 1:
+            return "reductions over different iteration spaces"
+        # no reduction may consume (within the region) another reduction's result
+        red_set = {r.operation for r in reductions}
+        for r in reductions:
+            stack, seen = [r.operands[0]], set()
+            while stack:
+                owner = _owner_in(stack.pop(), members)
+                if owner is None or owner in seen:
+                    continue
+                if owner in red_set:
+                    return "a reduction depends on another reduction of the region"
+                seen.add(owner)
+                stack.extend(owner.operands)
+        full_shape, dims = next(iter(keys))
+        reduced = tuple(s for k, s in enumerate(full_shape) if k not in dims)
+        allowed = {full_shape, reduced}
+    red_results = {r.results[0] for r in reductions}
+    for v in outputs:
+        if v in red_results:
+            continue
+        shape = _spec(v).shape
+        plan.parallel.setdefault(shape, []).append(v)
+    if reductions:
+        if not set(plan.parallel) <= allowed:
+            return "an output does not map onto the reduction's iteration space"
+    elif len(plan.parallel) > 1:
+        return "pointwise outputs of different shapes"
+    return plan
+
+
+class _Body:
+    """Composes the scalar rules of region ops inside one linalg.generic body."""
+
+    def __init__(self, leaves: dict) -> None:
+        self.leaves = leaves  # region value -> tensor value outside the generic
+        self.reads: dict = {}  # (value, map) -> input position, in first-use order
+        self.memo: dict = {}
+
+    def collect(self, v: ir.Value, m: Map) -> None:
+        if (v, m) in self.reads:
+            return
+        if v in self.leaves:
+            self.reads[(v, m)] = len(self.reads)
+            return
+        op = v.owner.operation
+        for i, x in enumerate(op.operands):
+            self.collect(x, operand_map(op, m, i))
+
+    def inputs_and_maps(self, n_loops: int) -> tuple[list, list]:
+        ins, maps = [], []
+        for (v, m) in self.reads:
+            ins.append(self.leaves[v])
+            maps.append(_affine(n_loops, m))
+        return ins, maps
+
+    def emit(self, v: ir.Value, m: Map, args: Sequence[ir.Value]) -> ir.Value:
+        key = (v, m)
+        if key in self.memo:
+            return self.memo[key]
+        if v in self.leaves:
+            r = args[self.reads[key]]
+        else:
+            r = self._emit_op(v.owner.operation, m, args)
+        self.memo[key] = r
+        return r
+
+    def _emit_op(self, op: ir.Operation, m: Map, args: Sequence[ir.Value]) -> ir.Value:
+        name = op.name[3:]
+        out = _spec(op.results[0])
+        attrs = attrs_of(op)
+        if name == "full":
+            return lb.const(out.dtype, attrs["value"])
+        if name == "constant":
+            splat = ir.DenseElementsAttr(attrs["value"]).get_splat_value()
+            return arith.ConstantOp(lb.element_type(out.dtype), splat).result
+        if name == "iota":
+            loop = m[attrs["dim"]]
+            idx = lb.index(0) if loop is None else lb.loop_index(loop)
+            if is_float(out.dtype):
+                return arith.sitofp(lb.element_type(out.dtype), lb.index_cast(idx, "i64"))
+            return lb.index_cast(idx, out.dtype)
+        if name in INDEX_OPS:
+            return self.emit(op.operands[0], operand_map(op, m, 0), args)
+        d = lookup(name)
+        xs = [self.emit(x, m, args) for x in op.operands]
+        return d.scalar(xs, op=name, attrs=attrs, in_dtypes=[_spec(x).dtype for x in op.operands],
+                        out_dtype=out.dtype)
+
+
+def _affine(n_loops: int, m: Map) -> ir.AffineMap:
+    exprs = [ir.AffineConstantExpr.get(0) if d is None else ir.AffineDimExpr.get(d) for d in m]
+    return ir.AffineMap.get(n_loops, 0, exprs)
+
+
+_COMBINE = {  # reduction -> (float, signed int, i1) combiner
+    "reduce_sum": ("addf", "addi", None),
+    "reduce_max": ("maximumf", "maxsi", "maxui"),
+    "reduce_min": ("minimumf", "minsi", "minui"),
+}
+
+
+def _identity(name: str, dtype: str) -> float | int | bool:
+    if name == "reduce_sum":
+        return 0
+    big = float("inf") if is_float(dtype) else (1 if dtype == "i1" else (1 << (int(dtype[1:]) - 1)) - 1)
+    small = float("-inf") if is_float(dtype) else (0 if dtype == "i1" else -(1 << (int(dtype[1:]) - 1)))
+    return small if name == "reduce_max" else big
+
+
+def _combine(name: str, dtype: str, acc: ir.Value, x: ir.Value) -> ir.Value:
+    f, i, b = _COMBINE[name]
+    fn = f if is_float(dtype) else (b if dtype == "i1" else i)
+    if fn is None:
+        raise NotImplementedError(f"dg.{name} on {dtype} has no combiner")
+    return getattr(arith, fn)(acc, x)
+
+
+def _emit_reductions(reductions: list, leaves: dict) -> list[ir.Value]:
+    full = _spec(reductions[0].operands[0]).shape
+    dims = set(attrs_of(reductions[0])["dims"])
+    n = len(full)
+    ident = tuple(range(n))
+    body = _Body(leaves)
+    for r in reductions:
+        body.collect(r.operands[0], ident)
+    ins, maps = body.inputs_and_maps(n)
+    kept = [k for k in range(n) if k not in dims]
+    out_map = _affine(n, tuple(kept))
+    inits = []
+    for r in reductions:
+        s = _spec(r.results[0])
+        inits.append(lb.full(s.shape, s.dtype, _identity(r.name[3:], s.dtype)))
+    iters = ["reduction" if k in dims else "parallel" for k in range(n)]
+
+    def compute(args):
+        accs = args[len(ins):]
+        return [_combine(r.name[3:], _spec(r.results[0]).dtype, acc,
+                         body.emit(r.operands[0], ident, args))
+                for r, acc in zip(reductions, accs)]
+    return lb.generic(ins, inits, maps + [out_map] * len(inits), iters, compute)
+
+
+def _emit_parallel(shape: tuple, values: list, leaves: dict) -> list[ir.Value]:
+    n = len(shape)
+    ident = tuple(range(n))
+    body = _Body(leaves)
+    for v in values:
+        body.collect(v, ident)
+    ins, maps = body.inputs_and_maps(n)
+    inits = [lb.empty(shape, _spec(v).dtype) for v in values]
+    return lb.generic(ins, inits, maps + [_affine(n, ident)] * len(inits), ["parallel"] * n,
+                      lambda args: [body.emit(v, ident, args) for v in values])
+
+
+def lower_region(fusion: ir.Operation, operands: Sequence[ir.Value]) -> list[ir.Value]:
+    """Emit the linalg loop nests of a dg.fusion at the current insertion point."""
+    block = fusion.regions[0].blocks[0]
+    body_ops = [op.operation for op in block.operations]
+    ops, terminator = body_ops[:-1], body_ops[-1]
+    yielded = list(terminator.operands)
+    plan = plan_region(ops, yielded)
+    if isinstance(plan, str):
+        raise ValueError(f"dg.fusion at {fusion.location} cannot be lowered: {plan}; "
+                         "form regions with dg-fuse only")
+    leaves = dict(zip(block.arguments, operands))
+    if plan.reductions:
+        results = _emit_reductions(plan.reductions, leaves)
+        leaves.update({r.results[0]: t for r, t in zip(plan.reductions, results)})
+    # smaller (reduced) shapes first: larger nests then read them instead of recomputing
+    for shape, values in sorted(plan.parallel.items(), key=lambda kv: TensorSpec(kv[0], "f32").numel):
+        leaves.update(zip(values, _emit_parallel(shape, values, leaves)))
+    return [leaves[v] for v in yielded]
