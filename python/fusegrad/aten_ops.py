@@ -1,0 +1,1008 @@
+"""The per-ATen-op mapping table: core-ATen overloads -> dg ops.
+
+`HANDLERS[overload](em, *args, **kwargs)` emits dg at the current insertion
+point and returns the node's result value(s). Tensor arguments arrive as
+`ir.Value`s, everything else as the Python values in the FX graph. `em.out`
+holds the result TensorSpecs PyTorch computed (node.meta['val']): handlers use
+them for result shapes and dtypes, and the importer checks that they match.
+
+dg is explicit about dtypes and broadcasting, so handlers promote with
+`coerce(em, x, dtype, shape)`: it converts and broadcasts a value, or turns a
+Python scalar into `dg.full`. Arithmetic computes in the result dtype (f32 for
+f16/bf16 results, like PyTorch's opmath); comparisons in the promoted dtype.
+
+A handler raises `Unsupported(reason)` for an argument combination it cannot
+map exactly (the importer turns it into `UnsupportedOp`); it never
+approximates silently.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+from mlir import ir
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from .dialects.builder import Builder, spec
+from .dialects.types import TensorSpec, from_torch_dtype, is_float, torch_dtype
+
+aten = torch.ops.aten
+
+
+class Unsupported(Exception):
+    """This call of the op has no exact dg mapping (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A result the importer did not compute; using it makes the op unsupported."""
+
+    what: str
+
+
+@dataclass
+class Emit:
+    """What a handler sees: a located builder, the node and its result specs."""
+
+    b: Builder
+    node: torch.fx.Node
+    out: list[TensorSpec | None]
+    importer: Any
+
+    @property
+    def out0(self) -> TensorSpec:
+        return self.out[0]
+
+    def seed(self) -> ir.Value:
+        return self.importer.next_seed(self.b)
+
+    def result_used(self, index: int) -> bool:
+        return any(u.target is operator.getitem and u.args[1] == index for u in self.node.users)
+
+
+HANDLERS: dict[torch._ops.OpOverload, Callable[..., Any]] = {}
+RANDOM_OPS: set[torch._ops.OpOverload] = set()
+
+
+def handles(*ops: torch._ops.OpOverload, random: bool = False) -> Callable[[Callable], Callable]:
+    def register(fn: Callable) -> Callable:
+        for op in ops:
+            if op in HANDLERS:
+                raise ValueError(f"{op} is mapped twice")
+            HANDLERS[op] = fn
+            if random:
+                RANDOM_OPS.add(op)
+        return fn
+    return register
+
+
+# ------------------------------------------------------------------ helpers
+def _opmath(dtype: str) -> str:
+    return "f32" if dtype in ("f16", "bf16") else dtype
+
+
+def _meta(x: Any) -> Any:
+    if isinstance(x, ir.Value):
+        s = spec(x)
+        return torch.empty(s.shape, dtype=torch_dtype(s.dtype), device="meta")
+    return x
+
+
+def promoted(*xs: Any) -> str:
+    """PyTorch's computation dtype for an elementwise op over `xs`."""
+    compute, _ = elementwise_dtypes(*[_meta(x) for x in xs],
+                                    type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    return from_torch_dtype(compute)
+
+
+def coerce(em: Emit, x: Any, dtype: str, shape: Sequence[int]) -> ir.Value:
+    """`x` (a value or a Python scalar) converted to `dtype` and broadcast to `shape`."""
+    if not isinstance(x, ir.Value):
+        if isinstance(x, complex):
+            raise Unsupported("complex scalars are not supported")
+        return em.b.full(shape=tuple(shape), dtype=dtype, value=float(x))
+    if spec(x).dtype != dtype:
+        x = em.b.convert(x, dtype=dtype)
+    return em.b.broadcast_to(x, tuple(shape))
+
+
+def cast(em: Emit, x: ir.Value, dtype: str) -> ir.Value:
+    return x if spec(x).dtype == dtype else em.b.convert(x, dtype=dtype)
+
+
+def full_as(em: Emit, x: ir.Value, value: float) -> ir.Value:
+    return em.b.full_like(x, value)
+
+
+def norm_dim(d: int, rank: int) -> int:
+    r = max(rank, 1)
+    if not -r <= d < r:
+        raise Unsupported(f"dim {d} out of range for rank {rank}")
+    return d % r
+
+
+def norm_dims(dims: Any, rank: int) -> list[int]:
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({norm_dim(d, rank) for d in dims})
+
+
+def reshape(em: Emit, x: ir.Value, shape: Sequence[int]) -> ir.Value:
+    return x if spec(x).shape == tuple(shape) else em.b.reshape(x, shape=tuple(shape))
+
+
+def to_bool(em: Emit, x: Any, shape: Sequence[int]) -> ir.Value:
+    """Truthiness of `x` as i1 (x != 0)."""
+    if isinstance(x, ir.Value) and spec(x).dtype == "i1":
+        return em.b.broadcast_to(x, tuple(shape))
+    if not isinstance(x, ir.Value):
+        return em.b.full(shape=tuple(shape), dtype="i1", value=float(bool(x)))
+    x = em.b.broadcast_to(x, tuple(shape))
+    return em.b.compare(x, full_as(em, x, 0.0), direction="ne")
+
+
+# ------------------------------------------------------------------ pointwise: unary
+_UNARY = {
+    aten.neg.default: "neg", aten.abs.default: "abs", aten.exp.default: "exp",
+    aten.log.default: "log", aten.log1p.default: "log1p", aten.expm1.default: "expm1",
+    aten.sqrt.default: "sqrt", aten.rsqrt.default: "rsqrt", aten.tanh.default: "tanh",
+    aten.sigmoid.default: "sigmoid", aten.erf.default: "erf", aten.sin.default: "sin",
+    aten.cos.default: "cos", aten.reciprocal.default: "reciprocal", aten.sign.default: "sign",
+    aten.floor.default: "floor", aten.ceil.default: "ceil", aten.round.default: "round",
+}
+_INTEGER_IDENTITY = {"floor", "ceil", "round"}
+
+
+def _unary(dg_op: str) -> Callable:
+    def handler(em: Emit, x: ir.Value) -> ir.Value:
+        out = em.out0
+        if dg_op in _INTEGER_IDENTITY and not is_float(out.dtype):
+            return x
+        if out.dtype == "i1":
+            raise Unsupported(f"{dg_op} of a bool tensor")
+        y = cast(em, x, _opmath(out.dtype))
+        return cast(em, em.b.create(dg_op, [y]), out.dtype)
+    return handler
+
+
+for _op, _name in _UNARY.items():
+    handles(_op)(_unary(_name))
+
+
+def _float_unary(fn: Callable[[Emit, ir.Value], ir.Value]) -> Callable:
+    """A unary op built from several dg ops, computed in the result's opmath dtype."""
+    def handler(em: Emit, x: ir.Value) -> ir.Value:
+        out = em.out0
+        if not is_float(out.dtype):
+            raise Unsupported(f"integer result {out.dtype}")
+        return cast(em, fn(em, cast(em, x, _opmath(out.dtype))), out.dtype)
+    return handler
+
+
+@handles(aten.trunc.default)
+def _trunc(em: Emit, x: ir.Value) -> ir.Value:
+    if not is_float(spec(x).dtype):
+        return x
+    neg = em.b.compare(x, full_as(em, x, 0.0), direction="lt")
+    return em.b.select(neg, em.b.ceil(x), em.b.floor(x))
+
+
+@handles(aten.round.decimals)
+def _round_decimals(em: Emit, x: ir.Value, *, decimals: int = 0) -> ir.Value:
+    if decimals == 0:
+        return _unary("round")(em, x)
+    if not is_float(spec(x).dtype):
+        raise Unsupported("round with decimals of an integer tensor")
+    scale = full_as(em, x, 10.0 ** abs(decimals))
+    if decimals > 0:
+        return em.b.div(em.b.round(em.b.mul(x, scale)), scale)
+    return em.b.mul(em.b.round(em.b.div(x, scale)), scale)
+
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+handles(aten.log2.default)(_float_unary(lambda em, x: em.b.div(em.b.log(x), full_as(em, x, _LN2))))
+handles(aten.log10.default)(_float_unary(
+    lambda em, x: em.b.div(em.b.log(x), full_as(em, x, _LN10))))
+handles(aten.tan.default)(_float_unary(lambda em, x: em.b.div(em.b.sin(x), em.b.cos(x))))
+
+
+@handles(aten.relu.default)
+def _relu(em: Emit, x: ir.Value) -> ir.Value:
+    if spec(x).dtype == "i1":
+        raise Unsupported("relu of a bool tensor")
+    return em.b.max(x, full_as(em, x, 0.0))
+
+
+@handles(aten.isnan.default)
+def _isnan(em: Emit, x: ir.Value) -> ir.Value:
+    if not is_float(spec(x).dtype):
+        return em.b.full(shape=spec(x).shape, dtype="i1", value=0.0)
+    return em.b.compare(x, x, direction="ne")
+
+
+@handles(aten.isinf.default)
+def _isinf(em: Emit, x: ir.Value) -> ir.Value:
+    if not is_float(spec(x).dtype):
+        return em.b.full(shape=spec(x).shape, dtype="i1", value=0.0)
+    return em.b.compare(em.b.abs(x), full_as(em, x, math.inf), direction="eq")
+
+
+@handles(aten._to_copy.default, aten.clone.default, aten.alias.default,
+         aten.lift_fresh_copy.default, aten.detach.default, aten.alias_copy.default)
+def _copy_like(em: Emit, x: ir.Value, **kwargs: Any) -> ir.Value:
+    return cast(em, x, em.out0.dtype)
+
+
+@handles(aten.copy.default)
+def _copy(em: Emit, dst: ir.Value, src: ir.Value, non_blocking: bool = False) -> ir.Value:
+    return coerce(em, src, em.out0.dtype, em.out0.shape)
+
+
+# ------------------------------------------------------------------ pointwise: binary
+_ARITH = {
+    aten.add.Tensor: "add", aten.add.Scalar: "add", aten.sub.Tensor: "sub",
+    aten.sub.Scalar: "sub", aten.mul.Tensor: "mul", aten.mul.Scalar: "mul",
+    aten.div.Tensor: "div", aten.div.Scalar: "div", aten.pow.Tensor_Tensor: "pow",
+    aten.pow.Tensor_Scalar: "pow", aten.pow.Scalar: "pow", aten.maximum.default: "max",
+    aten.minimum.default: "min",
+}
+_BOOL_ARITH = {"add": "or", "mul": "and", "max": "or", "min": "and"}
+
+
+def _arith(dg_op: str) -> Callable:
+    def handler(em: Emit, a: Any, b: Any, *, alpha: Any = 1) -> ir.Value:
+        out = em.out0
+        ct = _opmath(out.dtype)
+        op = dg_op
+        if ct == "i1":
+            if op not in _BOOL_ARITH or alpha != 1:
+                raise Unsupported(f"{dg_op} on bool tensors")
+            op = _BOOL_ARITH[op]
+        if op == "div" and not is_float(ct):
+            raise Unsupported("integer true division with an integer result")
+        x, y = coerce(em, a, ct, out.shape), coerce(em, b, ct, out.shape)
+        if alpha != 1:
+            y = em.b.mul(y, em.b.full(shape=out.shape, dtype=ct, value=float(alpha)))
+        return cast(em, em.b.create(op, [x, y]), out.dtype)
+    return handler
+
+
+for _op, _name in _ARITH.items():
+    handles(_op)(_arith(_name))
+
+
+def _floor_div(em: Emit, x: ir.Value, y: ir.Value) -> ir.Value:
+    """Python-style floor division of same-typed values."""
+    b = em.b
+    if is_float(spec(x).dtype):
+        return b.floor(b.div(x, y))
+    q = b.div(x, y)  # truncating
+    r = b.sub(x, b.mul(q, y))
+    zero = full_as(em, x, 0.0)
+    inexact = b.compare(r, zero, direction="ne")
+    signs_differ = b.compare(b.compare(r, zero, direction="lt"),
+                             b.compare(y, zero, direction="lt"), direction="ne")
+    return b.select(b.create("and", [inexact, signs_differ]), b.sub(q, full_as(em, q, 1.0)), q)
+
+
+def _trunc_div(em: Emit, x: ir.Value, y: ir.Value) -> ir.Value:
+    q = em.b.div(x, y)
+    if is_float(spec(x).dtype):
+        return _trunc(em, q)
+    return q
+
+
+@handles(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(em: Emit, a: Any, b: Any, *, rounding_mode: str | None = None) -> ir.Value:
+    if rounding_mode is None:
+        return _arith("div")(em, a, b)
+    out = em.out0
+    ct = _opmath(out.dtype)
+    x, y = coerce(em, a, ct, out.shape), coerce(em, b, ct, out.shape)
+    fn = _floor_div if rounding_mode == "floor" else _trunc_div
+    return cast(em, fn(em, x, y), out.dtype)
+
+
+def _mod(rounded_div: Callable) -> Callable:
+    def handler(em: Emit, a: Any, b: Any) -> ir.Value:
+        out = em.out0
+        ct = _opmath(out.dtype)
+        x, y = coerce(em, a, ct, out.shape), coerce(em, b, ct, out.shape)
+        r = em.b.sub(x, em.b.mul(rounded_div(em, x, y), y))
+        return cast(em, r, out.dtype)
+    return handler
+
+
+handles(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
+    _mod(_floor_div))
+handles(aten.fmod.Tensor, aten.fmod.Scalar)(_mod(_trunc_div))
+
+_COMPARE = {}
+for _dir in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _COMPARE[getattr(aten, _dir).Tensor] = _dir
+    _COMPARE[getattr(aten, _dir).Scalar] = _dir
+
+
+def _compare(direction: str) -> Callable:
+    def handler(em: Emit, a: Any, b: Any) -> ir.Value:
+        ct = promoted(a, b)
+        shape = em.out0.shape
+        return em.b.compare(coerce(em, a, ct, shape), coerce(em, b, ct, shape),
+                            direction=direction)
+    return handler
+
+
+for _op, _name in _COMPARE.items():
+    handles(_op)(_compare(_name))
+
+
+def _xor(em: Emit, x: ir.Value, y: ir.Value) -> ir.Value:
+    b = em.b
+    return b.create("or", [b.create("and", [x, b.create("not", [y])]),
+                           b.create("and", [b.create("not", [x]), y])])
+
+
+_BITWISE = {"and": lambda em, x, y: em.b.create("and", [x, y]),
+            "or": lambda em, x, y: em.b.create("or", [x, y]), "xor": _xor}
+
+
+def _bitwise(kind: str) -> Callable:
+    def handler(em: Emit, a: Any, b: Any) -> ir.Value:
+        out = em.out0
+        if is_float(out.dtype):
+            raise Unsupported("bitwise ops on floating-point tensors")
+        x, y = coerce(em, a, out.dtype, out.shape), coerce(em, b, out.dtype, out.shape)
+        return _BITWISE[kind](em, x, y)
+    return handler
+
+
+def _logical(kind: str) -> Callable:
+    def handler(em: Emit, a: Any, b: Any) -> ir.Value:
+        out = em.out0
+        r = _BITWISE[kind](em, to_bool(em, a, out.shape), to_bool(em, b, out.shape))
+        return cast(em, r, out.dtype)
+    return handler
+
+
+for _kind in ("and", "or", "xor"):
+    _bw = getattr(aten, f"bitwise_{_kind}")
+    handles(_bw.Tensor, _bw.Scalar)(_bitwise(_kind))
+    handles(getattr(aten, f"logical_{_kind}").default)(_logical(_kind))
+
+
+@handles(aten.bitwise_not.default)
+def _bitwise_not(em: Emit, x: ir.Value) -> ir.Value:
+    if is_float(spec(x).dtype):
+        raise Unsupported("bitwise_not of a floating-point tensor")
+    return em.b.create("not", [x])
+
+
+@handles(aten.logical_not.default)
+def _logical_not(em: Emit, x: ir.Value) -> ir.Value:
+    r = em.b.create("not", [to_bool(em, x, spec(x).shape)])
+    return cast(em, r, em.out0.dtype)
+
+
+@handles(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def _where(em: Emit, cond: ir.Value, a: Any, b: Any) -> ir.Value:
+    out = em.out0
+    pred = to_bool(em, cond, out.shape)
+    return em.b.select(pred, coerce(em, a, out.dtype, out.shape), coerce(em, b, out.dtype, out.shape))
+
+
+@handles(aten.clamp.default, aten.clamp.Tensor)
+def _clamp(em: Emit, x: ir.Value, min: Any = None, max: Any = None) -> ir.Value:
+    out = em.out0
+    ct = _opmath(out.dtype)
+    y = coerce(em, x, ct, out.shape)
+    if min is not None:
+        y = em.b.max(y, coerce(em, min, ct, out.shape))
+    if max is not None:
+        y = em.b.min(y, coerce(em, max, ct, out.shape))
+    return cast(em, y, out.dtype)
+
+
+@handles(aten.clamp_min.default, aten.clamp_min.Tensor)
+def _clamp_min(em: Emit, x: ir.Value, min: Any) -> ir.Value:
+    return _clamp(em, x, min, None)
+
+
+@handles(aten.clamp_max.default, aten.clamp_max.Tensor)
+def _clamp_max(em: Emit, x: ir.Value, max: Any) -> ir.Value:
+    return _clamp(em, x, None, max)
+
+
+# ------------------------------------------------------------------ reductions
+def _keep(em: Emit, r: ir.Value) -> ir.Value:
+    return reshape(em, r, em.out0.shape)
+
+
+@handles(aten.sum.dim_IntList, aten.sum.default)
+def _sum(em: Emit, x: ir.Value, dim: Any = None, keepdim: bool = False, *,
+         dtype: Any = None) -> ir.Value:
+    out = em.out0
+    ct = _opmath(out.dtype)
+    y = cast(em, x, ct)
+    r = em.b.reduce_sum(y, dims=norm_dims(dim, spec(x).rank))
+    return cast(em, _keep(em, r), out.dtype)
+
+
+@handles(aten.mean.dim, aten.mean.default)
+def _mean(em: Emit, x: ir.Value, dim: Any = None, keepdim: bool = False, *,
+          dtype: Any = None) -> ir.Value:
+    out = em.out0
+    ct = _opmath(out.dtype)
+    dims = norm_dims(dim, spec(x).rank)
+    count = math.prod(spec(x).shape[d] for d in dims)
+    r = em.b.reduce_sum(cast(em, x, ct), dims=dims)
+    r = em.b.div(r, full_as(em, r, float(count)))
+    return cast(em, _keep(em, r), out.dtype)
+
+
+def _variance(em: Emit, x: ir.Value, dims: list[int], correction: float) -> tuple[ir.Value, ir.Value]:
+    """(var, mean) over dims, both without the reduced dims, in x's dtype."""
+    b = em.b
+    s = spec(x)
+    count = math.prod(s.shape[d] for d in dims)
+    mean = b.div(b.reduce_sum(x, dims=dims), b.full(shape=tuple(
+        n for i, n in enumerate(s.shape) if i not in dims), dtype=s.dtype, value=float(count)))
+    kept = [1 if i in dims else n for i, n in enumerate(s.shape)]
+    centered = b.sub(x, b.broadcast_to(reshape(em, mean, kept), s.shape))
+    ss = b.reduce_sum(b.mul(centered, centered), dims=dims)
+    var = b.div(ss, full_as(em, ss, float(max(count - correction, 0))))
+    return var, mean
+
+
+def _var_args(x: ir.Value, dim: Any, correction: Any, unbiased: Any = None) -> tuple[list[int], float]:
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return norm_dims(dim, spec(x).rank), float(correction)
+
+
+@handles(aten.var.correction)
+def _var(em: Emit, x: ir.Value, dim: Any = None, *, correction: Any = None,
+         keepdim: bool = False) -> ir.Value:
+    if not is_float(spec(x).dtype):
+        raise Unsupported("var of an integer tensor")
+    var, _ = _variance(em, x, *_var_args(x, dim, correction))
+    return _keep(em, var)
+
+
+@handles(aten.std.correction)
+def _std(em: Emit, x: ir.Value, dim: Any = None, *, correction: Any = None,
+         keepdim: bool = False) -> ir.Value:
+    return em.b.sqrt(_var(em, x, dim, correction=correction, keepdim=keepdim))
+
+
+@handles(aten.var_mean.correction)
+def _var_mean(em: Emit, x: ir.Value, dim: Any = None, *, correction: Any = None,
+              keepdim: bool = False) -> list[ir.Value]:
+    if not is_float(spec(x).dtype):
+        raise Unsupported("var_mean of an integer tensor")
+    var, mean = _variance(em, x, *_var_args(x, dim, correction))
+    return [reshape(em, var, em.out[0].shape), reshape(em, mean, em.out[1].shape)]
+
+
+def _minmax(dg_op: str) -> Callable:
+    def handler(em: Emit, x: ir.Value, dim: Any = None, keepdim: bool = False) -> ir.Value:
+        r = em.b.create(dg_op, [x], dims=norm_dims(dim, spec(x).rank))
+        return _keep(em, r)
+    return handler
+
+
+handles(aten.amax.default, aten.max.default)(_minmax("reduce_max"))
+handles(aten.amin.default, aten.min.default)(_minmax("reduce_min"))
+
+
+def _any_all(dg_op: str) -> Callable:
+    def handler(em: Emit, x: ir.Value, dim: Any = None, keepdim: bool = False) -> ir.Value:
+        s = spec(x)
+        if s.numel == 0:
+            raise Unsupported("any/all of an empty tensor")
+        r = em.b.create(dg_op, [to_bool(em, x, s.shape)], dims=norm_dims(dim, s.rank))
+        return cast(em, _keep(em, r), em.out0.dtype)
+    return handler
+
+
+handles(aten.any.default, aten.any.dim, aten.any.dims)(_any_all("reduce_max"))
+handles(aten.all.default, aten.all.dim, aten.all.dims)(_any_all("reduce_min"))
+
+
+def _arg_reduce(dg_op: str) -> Callable:
+    def handler(em: Emit, x: ir.Value, dim: int | None = None, keepdim: bool = False) -> ir.Value:
+        s = spec(x)
+        if dim is None or s.rank == 0:
+            x, dim = reshape(em, x, (s.numel,)), 0
+        r = em.b.create(dg_op, [x], dim=norm_dim(dim, spec(x).rank))
+        return _keep(em, r)
+    return handler
+
+
+handles(aten.argmax.default)(_arg_reduce("argmax"))
+handles(aten.argmin.default)(_arg_reduce("argmin"))
+
+
+def _value_and_index(dg_op: str, arg_op: str) -> Callable:
+    def handler(em: Emit, x: ir.Value, dim: int, keepdim: bool = False) -> list[ir.Value]:
+        s = spec(x)
+        if s.rank == 0:
+            return [x, em.b.full(shape=(), dtype="i64", value=0.0)]
+        d = norm_dim(dim, s.rank)
+        values = reshape(em, em.b.create(dg_op, [x], dims=[d]), em.out[0].shape)
+        index = reshape(em, em.b.create(arg_op, [x], dim=d), em.out[1].shape)
+        return [values, index]
+    return handler
+
+
+handles(aten.max.dim)(_value_and_index("reduce_max", "argmax"))
+handles(aten.min.dim)(_value_and_index("reduce_min", "argmin"))
+
+
+# ------------------------------------------------------------------ shapes and views
+@handles(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+         aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default,
+         aten.flatten.using_ints, aten.unflatten.int, aten.view_copy.default,
+         aten.squeeze_copy.default, aten.squeeze_copy.dim, aten.squeeze_copy.dims,
+         aten.unsqueeze_copy.default)
+def _reshape(em: Emit, x: ir.Value, *args: Any) -> ir.Value:
+    return reshape(em, x, em.out0.shape)
+
+
+@handles(aten.permute.default, aten.permute_copy.default)
+def _permute(em: Emit, x: ir.Value, dims: Sequence[int]) -> ir.Value:
+    rank = spec(x).rank
+    perm = [norm_dim(d, rank) for d in dims]
+    if perm == list(range(rank)):
+        return x
+    return em.b.transpose(x, perm=perm)
+
+
+@handles(aten.transpose.int, aten.transpose_copy.int)
+def _transpose(em: Emit, x: ir.Value, dim0: int, dim1: int) -> ir.Value:
+    rank = spec(x).rank
+    perm = list(range(rank))
+    if rank:
+        a, c = norm_dim(dim0, rank), norm_dim(dim1, rank)
+        perm[a], perm[c] = perm[c], perm[a]
+    return _permute(em, x, perm)
+
+
+@handles(aten.expand.default, aten.expand_copy.default)
+def _expand(em: Emit, x: ir.Value, size: Sequence[int], *, implicit: bool = False) -> ir.Value:
+    return em.b.broadcast_to(x, em.out0.shape)
+
+
+def _clamp_bounds(start: int | None, end: int | None, size: int) -> tuple[int, int]:
+    start = 0 if start is None else start
+    end = size if end is None else end
+    start = start + size if start < 0 else start
+    end = end + size if end < 0 else end
+    start = min(max(start, 0), size)
+    end = min(max(end, start), size)
+    return start, end
+
+
+def slice_dim(em: Emit, x: ir.Value, dim: int, start: int, end: int, step: int = 1) -> ir.Value:
+    s = spec(x)
+    starts = [0] * s.rank
+    limits = list(s.shape)
+    strides = [1] * s.rank
+    starts[dim], limits[dim], strides[dim] = start, end, step
+    if starts == [0] * s.rank and limits == list(s.shape) and step == 1:
+        return x
+    return em.b.slice(x, start=starts, limit=limits, stride=strides)
+
+
+@handles(aten.slice.Tensor, aten.slice_copy.Tensor)
+def _slice(em: Emit, x: ir.Value, dim: int = 0, start: int | None = None, end: int | None = None,
+           step: int = 1) -> ir.Value:
+    s = spec(x)
+    d = norm_dim(dim, s.rank)
+    lo, hi = _clamp_bounds(start, end, s.shape[d])
+    return slice_dim(em, x, d, lo, hi, step)
+
+
+@handles(aten.select.int, aten.select_copy.int)
+def _select(em: Emit, x: ir.Value, dim: int, index: int) -> ir.Value:
+    s = spec(x)
+    d = norm_dim(dim, s.rank)
+    i = index + s.shape[d] if index < 0 else index
+    return reshape(em, slice_dim(em, x, d, i, i + 1), em.out0.shape)
+
+
+@handles(aten.cat.default)
+def _cat(em: Emit, tensors: Sequence[ir.Value], dim: int = 0) -> ir.Value:
+    out = em.out0
+    parts = [cast(em, t, out.dtype) for t in tensors
+             if spec(t).numel > 0 and spec(t).rank == out.rank]
+    if not parts:
+        return em.b.full(shape=out.shape, dtype=out.dtype, value=0.0)
+    if len(parts) == 1:
+        return parts[0]
+    return em.b.concatenate(*parts, dim=norm_dim(dim, out.rank))
+
+
+@handles(aten.split_with_sizes.default, aten.split.Tensor,
+         aten.split_with_sizes_copy.default, aten.split_copy.Tensor)
+def _split(em: Emit, x: ir.Value, sizes: Any, dim: int = 0) -> list[ir.Value]:
+    s = spec(x)
+    d = norm_dim(dim, s.rank)
+    if isinstance(sizes, int):
+        n = s.shape[d]
+        sizes = [min(sizes, n - i) for i in range(0, n, sizes)] if sizes else [n]
+    out, start = [], 0
+    for size in sizes:
+        out.append(slice_dim(em, x, d, start, start + size))
+        start += size
+    return out
+
+
+@handles(aten.flip.default)
+def _flip(em: Emit, x: ir.Value, dims: Sequence[int]) -> ir.Value:
+    dims = sorted({norm_dim(d, spec(x).rank) for d in dims})
+    return em.b.reverse(x, dims=dims) if dims else x
+
+
+@handles(aten.constant_pad_nd.default)
+def _pad(em: Emit, x: ir.Value, pad: Sequence[int], value: float = 0) -> ir.Value:
+    s = spec(x)
+    low, high = [0] * s.rank, [0] * s.rank
+    for i in range(len(pad) // 2):
+        d = s.rank - 1 - i
+        low[d], high[d] = pad[2 * i], pad[2 * i + 1]
+    if min(low + high) < 0:  # negative padding crops
+        x = em.b.slice(x, start=[max(-lo, 0) for lo in low],
+                       limit=[n - max(-hi, 0) for n, hi in zip(s.shape, high)],
+                       stride=[1] * s.rank)
+    if max(low + high, default=0) > 0:
+        x = em.b.pad(x, low=[max(v, 0) for v in low], high=[max(v, 0) for v in high],
+                     interior=[0] * s.rank, value=float(value))
+    return x
+
+
+@handles(aten.repeat.default)
+def _repeat(em: Emit, x: ir.Value, repeats: Sequence[int]) -> ir.Value:
+    s = spec(x)
+    lead = len(repeats) - s.rank
+    shape = [1] * lead + list(s.shape)
+    x = reshape(em, x, shape)
+    # broadcast [s0, s1, ...] to [r0, s0, r1, s1, ...] then merge each pair
+    big = [v for r, n in zip(repeats, shape) for v in (r, n)]
+    x = em.b.broadcast_in_dim(x, shape=big, dims=list(range(1, 2 * len(shape), 2)))
+    return reshape(em, x, em.out0.shape)
+
+
+# ------------------------------------------------------------------ indexing
+def _wrap_negative(em: Emit, idx: ir.Value, size: int) -> ir.Value:
+    b = em.b
+    neg = b.compare(idx, full_as(em, idx, 0.0), direction="lt")
+    return b.select(neg, b.add(idx, full_as(em, idx, float(size))), idx)
+
+
+@handles(aten.gather.default)
+def _gather(em: Emit, x: ir.Value, dim: int, index: ir.Value, *, sparse_grad: bool = False) -> ir.Value:
+    s = spec(x)
+    if s.rank == 0:
+        return reshape(em, em.b.gather(reshape(em, x, (1,)), reshape(em, index, (1,)), dim=0),
+                       em.out0.shape)
+    return em.b.gather(x, index, dim=norm_dim(dim, s.rank))
+
+
+@handles(aten.index_select.default)
+def _index_select(em: Emit, x: ir.Value, dim: int, index: ir.Value) -> ir.Value:
+    s = spec(x)
+    if s.rank == 0:
+        return reshape(em, x, em.out0.shape)
+    idx = reshape(em, index, (spec(index).numel,))
+    return reshape(em, em.b.index_select(x, idx, dim=norm_dim(dim, s.rank)), em.out0.shape)
+
+
+@handles(aten.scatter_add.default)
+def _scatter_add(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: ir.Value) -> ir.Value:
+    s = spec(x)
+    if spec(index).numel == 0:
+        return x
+    if s.rank == 0:
+        r = em.b.scatter_add(reshape(em, x, (1,)), reshape(em, index, (1,)),
+                             reshape(em, src, (1,)), dim=0)
+        return reshape(em, r, s.shape)
+    ishape = spec(index).shape
+    if spec(src).shape != ishape:
+        src = em.b.slice(src, start=[0] * s.rank, limit=list(ishape), stride=[1] * s.rank)
+    return em.b.scatter_add(x, index, src, dim=norm_dim(dim, s.rank))
+
+
+@handles(aten.embedding.default)
+def _embedding(em: Emit, weight: ir.Value, indices: ir.Value, padding_idx: int = -1,
+               scale_grad_by_freq: bool = False, sparse: bool = False) -> ir.Value:
+    return em.b.index_select(weight, indices, dim=0)
+
+
+@handles(aten.index.Tensor)
+def _index(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None]) -> ir.Value:
+    """Advanced indexing by integer tensors: linearise the indexed dims, index_select once."""
+    b = em.b
+    s = spec(x)
+    picked = [d for d, i in enumerate(indices) if i is not None]
+    if any(spec(indices[d]).dtype in ("i1", "i8") for d in picked):
+        raise Unsupported("boolean-mask indexing has a data-dependent shape")
+    idx_shape = list(torch.broadcast_shapes(*[spec(indices[d]).shape for d in picked]))
+    rest = [d for d in range(s.rank) if d not in picked]
+    # move indexed dims to the front and merge them into one
+    x = _permute(em, x, picked + rest)
+    flat = math.prod(s.shape[d] for d in picked)
+    x = reshape(em, x, [flat] + [s.shape[d] for d in rest])
+    linear = None
+    for d in picked:
+        i = coerce(em, indices[d], "i64", idx_shape)
+        i = _wrap_negative(em, i, s.shape[d])
+        stride = math.prod(s.shape[e] for e in picked if e > d)
+        if stride != 1:
+            i = b.mul(i, full_as(em, i, float(stride)))
+        linear = i if linear is None else b.add(linear, i)
+    n_idx = math.prod(idx_shape)
+    r = b.index_select(x, reshape(em, linear, (n_idx,)), dim=0)
+    rest_shape = [s.shape[d] for d in rest]
+    r = reshape(em, r, idx_shape + rest_shape)
+    adjacent = picked == list(range(picked[0], picked[-1] + 1))
+    if adjacent and picked[0] > 0:  # PyTorch keeps adjacent indexed dims in place
+        k, p = len(idx_shape), picked[0]
+        perm = list(range(k, k + p)) + list(range(k)) + list(range(k + p, k + len(rest)))
+        r = _permute(em, r, perm)
+    return r
+
+
+# ------------------------------------------------------------------ sources
+@handles(aten.full.default, aten.full_like.default, aten.zeros_like.default,
+         aten.ones_like.default, aten.empty_like.default, aten.empty.memory_format,
+         aten.empty_permuted.default, aten.empty_strided.default, aten.scalar_tensor.default,
+         aten.zeros.default, aten.ones.default, aten.new_full.default, aten.new_zeros.default,
+         aten.new_ones.default, aten.new_empty.default)
+def _full(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
+    target = em.node.target
+    value = 0.0
+    if target in (aten.full.default, aten.full_like.default):
+        value = args[1]
+    elif target is aten.new_full.default:
+        value = args[2]
+    elif target is aten.scalar_tensor.default:
+        value = args[0]
+    elif target in (aten.ones_like.default, aten.ones.default, aten.new_ones.default):
+        value = 1.0
+    if isinstance(value, ir.Value):
+        raise Unsupported("a tensor fill value")
+    out = em.out0
+    return em.b.full(shape=out.shape, dtype=out.dtype, value=float(value))
+
+
+@handles(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def _arange(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
+    nums = [a for a in args if isinstance(a, (int, float))]
+    start, step = 0, 1
+    if em.node.target is aten.arange.start_step:
+        start, _, step = (nums + [1])[:3]
+    elif em.node.target is aten.arange.start:
+        start = nums[0]
+    out = em.out0
+    if out.numel == 0:
+        return em.b.full(shape=out.shape, dtype=out.dtype, value=0.0)
+    ct = "f64" if is_float(out.dtype) else "i64"
+    i = em.b.iota(shape=out.shape, dtype=ct, dim=0)
+    r = em.b.add(em.b.mul(i, full_as(em, i, float(step))), full_as(em, i, float(start)))
+    return cast(em, r, out.dtype)
+
+
+# ------------------------------------------------------------------ random (seeded by an input)
+@handles(aten.rand.default, aten.rand_like.default, random=True)
+def _rand(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
+    out = em.out0
+    return em.b.rng_uniform(em.seed(), shape=out.shape, dtype=out.dtype)
+
+
+@handles(aten.bernoulli.p, random=True)
+def _bernoulli_p(em: Emit, x: ir.Value, p: float = 0.5, *, generator: Any = None) -> ir.Value:
+    if generator is not None:
+        raise Unsupported("an explicit generator")
+    out = em.out0
+    return em.b.rng_bernoulli(em.seed(), shape=out.shape, dtype=out.dtype, p=float(p))
+
+
+@handles(aten.bernoulli.default, random=True)
+def _bernoulli(em: Emit, probs: ir.Value, *, generator: Any = None) -> ir.Value:
+    if generator is not None:
+        raise Unsupported("an explicit generator")
+    out = em.out0
+    u = em.b.rng_uniform(em.seed(), shape=out.shape, dtype=spec(probs).dtype)
+    return cast(em, em.b.compare(u, probs, direction="lt"), out.dtype)
+
+
+@handles(aten.native_dropout.default, random=True)
+def _native_dropout(em: Emit, x: ir.Value, p: float, train: bool | None) -> list[ir.Value]:
+    out, mask_spec = em.out
+    if train is False:
+        return [x, em.b.full(shape=mask_spec.shape, dtype="i1", value=1.0)]
+    keep = em.b.rng_bernoulli(em.seed(), shape=out.shape, dtype=out.dtype, p=1.0 - float(p))
+    scale = 0.0 if p >= 1.0 else 1.0 / (1.0 - float(p))
+    y = em.b.mul(em.b.mul(x, keep), full_as(em, x, scale))
+    return [y, em.b.compare(keep, full_as(em, keep, 0.0), direction="ne")]
+
+
+# ------------------------------------------------------------------ contractions
+@handles(aten.mm.default, aten.bmm.default)
+def _matmul(em: Emit, a: ir.Value, b: ir.Value) -> ir.Value:
+    return em.b.matmul(a, b)
+
+
+@handles(aten.convolution.default)
+def _convolution(em: Emit, x: ir.Value, w: ir.Value, bias: ir.Value | None, stride: Sequence[int],
+                 padding: Sequence[int], dilation: Sequence[int], transposed: bool,
+                 output_padding: Sequence[int], groups: int) -> ir.Value:
+    if transposed:
+        raise Unsupported("transposed convolution")
+    xs = spec(x)
+    if xs.rank == 3:  # conv1d: a 2-D convolution over a height-1 image
+        x = reshape(em, x, (xs.shape[0], xs.shape[1], 1, xs.shape[2]))
+        ws = spec(w).shape
+        w = reshape(em, w, (ws[0], ws[1], 1, ws[2]))
+        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
+    elif xs.rank != 4:
+        raise Unsupported(f"{xs.rank - 2}-d convolution (fusegrad supports 1-d and 2-d)")
+    pairs = [list(v) * 2 if len(v) == 1 else list(v) for v in (stride, padding, dilation)]
+    y = em.b.conv2d(x, w, stride=pairs[0], padding=pairs[1], dilation=pairs[2], groups=groups)
+    y = reshape(em, y, em.out0.shape)
+    if bias is not None:
+        y = em.b.add(y, em.b.broadcast_in_dim(bias, shape=em.out0.shape, dims=[1]))
+    return y
+
+
+# ------------------------------------------------------------------ pooling
+def _as_4d(em: Emit, x: ir.Value) -> tuple[ir.Value, tuple[int, ...]]:
+    s = spec(x)
+    if s.rank == 3:
+        return reshape(em, x, (1, *s.shape)), s.shape
+    if s.rank != 4:
+        raise Unsupported(f"pooling over a rank-{s.rank} input")
+    return x, s.shape
+
+
+def _pool_geometry(kernel, stride, padding, dilation) -> list[tuple[int, int, int, int]]:
+    def two(v, default):
+        v = list(v) if v else list(default)
+        return v * 2 if len(v) == 1 else v
+    k = two(kernel, None)
+    st = two(stride, k)
+    p = two(padding, [0])
+    d = two(dilation, [1])
+    return list(zip(k, st, p, d))
+
+
+def _windows(em: Emit, x: ir.Value, geo, out_hw: Sequence[int], pad_value: float):
+    """Padded input and, per kernel offset (i, j), the strided slice it contributes."""
+    n, c, h, w = spec(x).shape
+    highs = []
+    for (k, st, p, d), o, size in zip(geo, out_hw, (h, w)):
+        need = (o - 1) * st + (k - 1) * d + 1
+        highs.append(max(need - size - p, 0))
+    if any(p for _, _, p, _ in geo) or any(highs):
+        x = em.b.pad(x, low=[0, 0, geo[0][2], geo[1][2]], high=[0, 0, *highs],
+                     interior=[0, 0, 0, 0], value=pad_value)
+    (kh, sh, _, dh), (kw, sw, _, dw) = geo
+    oh, ow = out_hw
+    for i in range(kh):
+        for j in range(kw):
+            yield (i, j), em.b.slice(
+                x, start=[0, 0, i * dh, j * dw],
+                limit=[n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1],
+                stride=[1, 1, sh, sw])
+
+
+@handles(aten.max_pool2d_with_indices.default)
+def _max_pool2d(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+                padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
+                ceil_mode: bool = False) -> list[Any]:
+    x4, orig = _as_4d(em, x)
+    dtype = spec(x).dtype
+    if not is_float(dtype):
+        raise Unsupported("max_pool2d of an integer tensor")
+    geo = _pool_geometry(kernel_size, stride, padding, dilation)
+    oh, ow = em.out[0].shape[-2:]
+    out4 = (*spec(x4).shape[:2], oh, ow)
+    b = em.b
+    want_index = em.result_used(1)
+    h, w = spec(x4).shape[2:]
+    (_, sh, ph, dh), (_, sw, pw, dw) = geo
+    origin = (torch.arange(oh) * sh - ph)[:, None] * w + (torch.arange(ow) * sw - pw)[None, :]
+    best, index = None, None
+    if want_index:
+        best = b.full(shape=out4, dtype=dtype, value=-math.inf)
+        index = b.broadcast_to(b.constant(_first_valid(geo, h, w, oh, ow)), out4)
+        origin_v = b.broadcast_to(b.constant(origin.to(torch.int64)), out4)
+    for (i, j), v in _windows(em, x4, geo, (oh, ow), -math.inf):
+        if not want_index:
+            best = v if best is None else b.max(best, v)
+            continue
+        take = b.create("or", [b.compare(v, best, direction="gt"), b.compare(v, v, direction="ne")])
+        best = b.select(take, v, best)
+        here = b.add(origin_v, full_as(em, origin_v, float(i * dh * w + j * dw)))
+        index = b.select(take, here, index)
+    results = [reshape(em, best, em.out[0].shape)]
+    results.append(reshape(em, index, em.out[1].shape) if want_index
+                   else Unavailable("max_pool2d indices"))
+    return results
+
+
+def _first_valid(geo, h: int, w: int, oh: int, ow: int) -> torch.Tensor:
+    """Per output position, the flat input index of the first in-bounds window element."""
+    (kh, sh, ph, dh), (kw, sw, pw, dw) = geo
+
+    def first(o, s, p, d, k, size):
+        for t in range(k):
+            pos = o * s - p + t * d
+            if 0 <= pos < size:
+                return pos
+        return 0
+    rows = torch.tensor([first(a, sh, ph, dh, kh, h) for a in range(oh)])
+    cols = torch.tensor([first(c, sw, pw, dw, kw, w) for c in range(ow)])
+    return (rows[:, None] * w + cols[None, :]).to(torch.int64)
+
+
+@handles(aten.avg_pool2d.default)
+def _avg_pool2d(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+                padding: Sequence[int] = (0,), ceil_mode: bool = False,
+                count_include_pad: bool = True, divisor_override: int | None = None) -> ir.Value:
+    x4, orig = _as_4d(em, x)
+    dtype = spec(x).dtype
+    if not is_float(dtype):
+        raise Unsupported("avg_pool2d of an integer tensor")
+    geo = _pool_geometry(kernel_size, stride, padding, [1])
+    oh, ow = em.out0.shape[-2:]
+    total = None
+    for _, v in _windows(em, x4, geo, (oh, ow), 0.0):
+        total = v if total is None else em.b.add(total, v)
+    h, w = spec(x4).shape[2:]
+    if divisor_override:
+        divisor = full_as(em, total, float(divisor_override))
+    else:
+        counts = _avg_divisor(geo, h, w, oh, ow, count_include_pad).to(torch_dtype(dtype))
+        divisor = em.b.broadcast_to(em.b.constant(counts), spec(total).shape)
+    return reshape(em, em.b.div(total, divisor), em.out0.shape)
+
+
+def _avg_divisor(geo, h: int, w: int, oh: int, ow: int, include_pad: bool) -> torch.Tensor:
+    """PyTorch's avg_pool2d divisor per output position (window clipped to input or padding)."""
+    def sizes(o_n, k, s, p, size):
+        out = []
+        for o in range(o_n):
+            start = o * s - p
+            end = min(start + k, size + p)
+            span = end - start
+            lo, hi = max(start, 0), min(end, size)
+            out.append(span if include_pad else hi - lo)
+        return torch.tensor(out, dtype=torch.float64)
+    (kh, sh, ph, _), (kw, sw, pw, _) = geo
+    return sizes(oh, kh, sh, ph, h)[:, None] * sizes(ow, kw, sw, pw, w)[None, :]
+
+
+@handles(aten._adaptive_avg_pool2d.default)
+def _adaptive_avg_pool2d(em: Emit, x: ir.Value, output_size: Sequence[int]) -> ir.Value:
+    s = spec(x)
+    if not is_float(s.dtype):
+        raise Unsupported("adaptive_avg_pool2d of an integer tensor")
+    h, w = s.shape[-2:]
+    oh, ow = em.out0.shape[-2:]
+    if oh == 0 or ow == 0 or h % oh or w % ow:
+        raise Unsupported(f"adaptive_avg_pool2d from {h}x{w} to {oh}x{ow}: only sizes that "
+                          "divide the input evenly are supported")
+    kh, kw = h // oh, w // ow
+    lead = list(s.shape[:-2])
+    y = reshape(em, x, lead + [oh, kh, ow, kw])
+    r = len(lead)
+    y = em.b.reduce_sum(y, dims=[r + 1, r + 3])
+    return em.b.div(y, full_as(em, y, float(kh * kw)))

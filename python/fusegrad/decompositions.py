@@ -1,0 +1,99 @@
+"""The decomposition table handed to `make_fx`: what reaches the importer.
+
+Starting point: `torch._decomp.core_aten_decompositions()`. On top of it we
+decompose composite ops whose PyTorch decompositions are already built from
+ops the importer maps one-to-one (so the importer stays small and dg stays
+closed), and we *keep* the few ops whose decompositions would produce worse
+dg than a direct mapping.
+
+Added (decomposed before import):
+  _softmax, _log_softmax          amax/sub/exp/sum/div (same order as eager)
+  native_layer_norm               var_mean + rsqrt
+  native_batch_norm, _native_batch_norm_legit{,_no_training,.no_stats}
+  native_group_norm               reshape + var_mean
+  gelu (both approximate modes)   erf / tanh pointwise chains
+  hardtanh, leaky_relu, elu, celu, selu, mish, softplus, logit
+  addmm, addmv, addbmm, baddbmm   mm/bmm + scaled adds
+  lerp, addcmul, addcdiv, xlogy, logaddexp, sinc, frac,
+  hardsigmoid, hardswish, log_sigmoid_forward, rsub, square, *_copy views
+
+Kept (removed from the core table, mapped directly by `aten_ops`):
+  adaptive_avg_pool2d  the core decomposition builds index tensors; the
+                       importer maps divisible sizes to reshape + mean
+  bernoulli            the core decomposition calls `rand_like`; the importer
+                       maps it onto dg.rng_* with the function's seed input
+  var/std/var_mean.correction and clamp.Tensor are left to the importer too:
+  their PyTorch decompositions are `torch._refs` that emit prims.* ops.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+_ADDED = [
+    aten._softmax,
+    aten._log_softmax,
+    aten.native_layer_norm,
+    aten.native_batch_norm,
+    aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit_no_training,
+    aten._native_batch_norm_legit_functional,
+    aten.native_group_norm,
+    aten.gelu,
+    aten.hardtanh,
+    aten.leaky_relu,
+    aten.elu,
+    aten.celu,
+    aten.selu,
+    aten.mish,
+    aten.softplus,
+    aten.logit,
+    aten.addmm,
+    aten.addmv,
+    aten.addbmm,
+    aten.baddbmm,
+    aten.lerp,
+    aten.addcmul,
+    aten.addcdiv,
+    aten.xlogy,
+    aten.logaddexp,
+    aten.frac,
+    aten.hardsigmoid,
+    aten.hardswish,
+    aten.log_sigmoid_forward,
+    aten.rsub,
+    aten.square,
+    aten.expand_as,
+    aten.squeeze_copy,
+    aten.unsqueeze_copy,
+    aten.t_copy,
+    aten.transpose_copy,
+    aten.permute_copy,
+    aten.view_copy,
+    aten.alias_copy,
+    aten.expand_copy,
+    aten.diagonal_copy,
+    aten.slice_scatter,
+    aten.select_scatter,
+    aten.index_select_backward,
+]
+
+_REMOVED = [
+    aten.adaptive_avg_pool2d.default,
+    aten.bernoulli.default,
+]
+
+
+def _build() -> dict[torch._ops.OpOverload, Callable]:
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(_ADDED))
+    for op in _REMOVED:
+        table.pop(op, None)
+    return table
+
+
+DECOMPOSITIONS: dict[torch._ops.OpOverload, Callable] = _build()
