@@ -2,7 +2,7 @@
 from . import verify_pass  # noqa: F401
 from . import autodiff, jvp  # noqa: F401
 from . import lower_to_linalg  # noqa: F401
-from . import fuse  # noqa: F401
+from . import fuse, remat  # noqa: F401
 from .registry import PASSES, PassError, build_pass_manager, register_pass, run_pipeline
 
 __all__ = ["PASSES", "PassError", "build_pass_manager", "register_pass", "run_pipeline"]
