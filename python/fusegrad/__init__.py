@@ -1,8 +1,59 @@
-"""fusegrad: an MLIR compiler for differentiable PyTorch programs."""
+"""fusegrad: an MLIR compiler for differentiable PyTorch programs.
+
+The public API is imported lazily (on first attribute access), so
+`import fusegrad` stays cheap; MLIR and Dynamo load when first needed.
+"""
 from __future__ import annotations
 
+import importlib
 import logging
+from typing import Any
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
+
+# public name -> defining submodule
+_EXPORTS = {
+    "compile": "compile",
+    "CompileOptions": "program",
+    "fusegrad_backend": "backend",
+    "FusegradFallbackWarning": "backend",
+    "grad": "functional",
+    "value_and_grad": "functional",
+    "vjp": "functional",
+    "jvp": "functional",
+    "hvp": "functional",
+    "hessian": "functional",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'fusegrad' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def _register_backend() -> None:
+    """Make `torch.compile(..., backend="fusegrad")` work.
+
+    An installed fusegrad declares the `torch_dynamo_backends` entry point,
+    which Dynamo loads and registers on first use (registering here as well
+    would make that registration fail as a duplicate); only without the
+    entry point (e.g. running from a source tree) do we register ourselves.
+    """
+    from importlib.metadata import entry_points
+
+    if entry_points(group="torch_dynamo_backends", name="fusegrad"):
+        return
+    from torch._dynamo import register_backend
+
+    register_backend(importlib.import_module(".backend", __name__).fusegrad_backend,
+                     name="fusegrad")
+
+
+_register_backend()

@@ -1,0 +1,31 @@
+"""`fusegrad.compile`: torch.compile with the fusegrad backend and its options."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import torch
+
+from .backend import fusegrad_backend
+from .program import CompileOptions
+
+
+def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool = True,
+            executor: str = "cpu", dynamic: bool = False, fullgraph: bool = False,
+            dump_dir: str | None = None, double_backward: bool = True) -> Callable[..., Any]:
+    """Compile an nn.Module or function of tensors with fusegrad.
+
+    Works like `torch.compile(model_or_fn, backend="fusegrad")`: Dynamo captures
+    graphs (graph breaks run eagerly), each graph is compiled for the shapes
+    and dtypes seen, and new shapes recompile. Training works: `backward()`
+    runs fusegrad's compiled backward. `executor="reference"` runs the dg IR
+    in the reference interpreter (slow; a debugging aid). `dump_dir` (or the
+    `FUSEGRAD_DUMP` environment variable) writes every stage's IR there.
+    `dynamic=True` is accepted for API parity, but graphs are always
+    specialised to static shapes (Dynamo recompiles per shape).
+    """
+    options = CompileOptions(fusion=fusion, remat=remat, executor=executor,
+                             double_backward=double_backward,
+                             **({"dump_dir": dump_dir} if dump_dir is not None else {}))
+    backend = functools.partial(fusegrad_backend, **vars(options))
+    return torch.compile(model_or_fn, backend=backend, dynamic=False, fullgraph=fullgraph)

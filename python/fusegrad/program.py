@@ -1,0 +1,231 @@
+"""A dg function and everything derived from it, built lazily and cached.
+
+A `Program` owns one public dg function `@name` in its own module. From it
+it derives, on first use, the executables the runtime needs: the plain
+forward, the `@name_fwd`/`@name_bwd` pair for a set of wrt inputs, the joint
+`@name_vjp` (itself a Program, so it can be differentiated again: double
+backward) and the forward-mode `@name_jvp` (also a Program). Each derivation
+works on a copy of the module, so stages never disturb each other, and each
+stage can be dumped as a `.mlir` file that `fusegrad-opt` reads back.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
+
+import torch
+from mlir import ir
+
+log = logging.getLogger(__name__)
+
+Executable = Callable[..., list]  # (*tensors) -> list[torch.Tensor]
+
+_EXECUTORS = ("cpu", "reference")
+_labels = itertools.count()
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How fusegrad compiles a captured graph.
+
+    `double_backward`: keep the inputs of a compiled function alive until its
+    backward, so that backward with `create_graph=True` can differentiate the
+    joint `@f_vjp`; costs the memory of inputs the backward would not otherwise
+    save (usually small: parameters are alive anyway). With False, such a
+    backward raises.
+    """
+
+    fusion: bool = True
+    remat: bool = True
+    executor: str = "cpu"
+    dump_dir: str | None = field(default_factory=lambda: os.environ.get("FUSEGRAD_DUMP") or None)
+    double_backward: bool = True
+
+    def __post_init__(self) -> None:
+        if self.executor not in _EXECUTORS:
+            raise ValueError(f"fusegrad: executor={self.executor!r} is not one of {_EXECUTORS}")
+
+    def with_(self, **changes: object) -> "CompileOptions":
+        return replace(self, **changes)
+
+
+@dataclass
+class Training:
+    """Compiled `@f_fwd(inputs) -> (outputs, saved)` and `@f_bwd(saved, cts) -> grads`."""
+
+    fwd: Executable
+    bwd: Executable
+    num_outputs: int
+    wrt: tuple[int, ...]
+    ct_outputs: tuple[int, ...]
+
+
+def _i64s(fn: ir.Operation, attr: str) -> tuple[int, ...]:
+    return tuple(ir.DenseI64ArrayAttr(fn.attributes[attr]))
+
+
+def _public_functions(module: ir.Module) -> dict[str, ir.Operation]:
+    out = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func":
+            continue
+        vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
+        if vis is None or ir.StringAttr(vis).value == "public":
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    return out
+
+
+class Program:
+    """One public dg function `@name` in its own module (see module docstring)."""
+
+    def __init__(self, module: ir.Module, name: str, options: CompileOptions,
+                 label: str | None = None, *, stage: str = "imported") -> None:
+        self.module = module
+        self.name = name
+        self.options = options
+        self.label = label or f"graph{next(_labels)}"
+        fn = self.function
+        ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        self.num_inputs = len(ftype.inputs)
+        self.num_results = len(ftype.results)
+        self.seed_input: int | None = (ir.IntegerAttr(fn.attributes["dg.seed_input"]).value
+                                       if "dg.seed_input" in fn.attributes else None)
+        self._forward: Executable | None = None
+        self._training: dict[tuple[int, ...], Training] = {}
+        self._joint: dict[tuple[int, ...], Program] = {}
+        self._jvp: dict[tuple[int, ...], Program] = {}
+        self.dump(stage, module)
+
+    @classmethod
+    def from_graph(cls, gm: torch.fx.GraphModule, options: CompileOptions,
+                   label: str | None = None) -> "Program":
+        """Import a functional core-ATen graph (raises importer.UnsupportedOp)."""
+        from .context import make_context
+        from .importer import import_graph
+
+        with make_context(), ir.Location.unknown():
+            module = import_graph(gm, name="main")
+        return cls(module, "main", options, label)
+
+    @property
+    def function(self) -> ir.Operation:
+        try:
+            return _public_functions(self.module)[self.name]
+        except KeyError:
+            raise KeyError(f"no public function @{self.name} in {self.label}") from None
+
+    # ------------------------------------------------------------ derivations
+    def _copy(self) -> ir.Module:
+        text = self.module.operation.get_asm(enable_debug_info=True)
+        return ir.Module.parse(text, self.module.context)
+
+    def _run(self, module: ir.Module, pipeline: str, stage: str) -> None:
+        from .passes import run_pipeline
+
+        with module.context, ir.Location.unknown():
+            run_pipeline(module, pipeline)
+        self.dump(stage, module)
+
+    def _optimize(self, module: ir.Module) -> None:
+        """dg-remat and dg-fuse when enabled and registered (no-ops until they exist)."""
+        from .passes import PASSES
+
+        for enabled, name, stage in ((self.options.remat, "dg-remat", "remat"),
+                                     (self.options.fusion, "dg-fuse", "fused")):
+            if enabled and name in PASSES:
+                self._run(module, name, stage)
+
+    def _keep_only(self, module: ir.Module, names: Sequence[str]) -> None:
+        """Erase the public functions not in `names` (nothing calls them)."""
+        for name, fn in _public_functions(module).items():
+            if name not in names:
+                fn.erase()
+
+    def _load(self, module: ir.Module, names: Sequence[str], stage: str) -> list[Executable]:
+        """Executables for the public functions `names` of `module`."""
+        self._keep_only(module, names)
+        if self.options.executor == "reference":
+            return [_Interpreted(module, n) for n in names]
+        from .passes.pipelines import compile_cpu
+
+        with module.context, ir.Location.unknown():
+            cpu = compile_cpu(module)
+        self.dump(stage, module)
+        return [cpu.function(n) for n in names]
+
+    def forward(self) -> Executable:
+        """The compiled plain forward (no autodiff)."""
+        if self._forward is None:
+            module = self._copy()
+            self._optimize(module)
+            (self._forward,) = self._load(module, [self.name], "lowered")
+        return self._forward
+
+    def training(self, wrt: Sequence[int]) -> Training:
+        """The compiled fwd/bwd pair differentiating the inputs `wrt` (non-empty)."""
+        wrt = tuple(wrt)
+        if not wrt:
+            raise ValueError(f"fusegrad: {self.label}: training needs at least one wrt input")
+        if wrt not in self._training:
+            module = self._copy()
+            self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}", f"autodiff-{_key(wrt)}")
+            self._optimize(module)
+            fns = _public_functions(module)
+            fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
+            meta = (ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value,
+                    _i64s(bwd_op, "dg.wrt"), _i64s(bwd_op, "dg.ct_outputs"))
+            fwd, bwd = self._load(module, [f"{self.name}_fwd", f"{self.name}_bwd"],
+                                  f"lowered-{_key(wrt)}")
+            self._training[wrt] = Training(fwd, bwd, *meta)
+        return self._training[wrt]
+
+    def _derived(self, cache: dict, wrt: Sequence[int], pipeline: str, suffix: str) -> "Program":
+        """A Program for `@name_<suffix>`, made by `pipeline` (formatted with `wrt`)."""
+        wrt = tuple(wrt)
+        if wrt not in cache:
+            module = self._copy()
+            self._run(module, pipeline.format(wrt=",".join(map(str, wrt))), f"{suffix}-{_key(wrt)}")
+            name = f"{self.name}_{suffix}"
+            self._keep_only(module, [name])
+            cache[wrt] = Program(module, name, self.options, f"{self.label}.{suffix}-{_key(wrt)}",
+                                 stage="derived")
+        return cache[wrt]
+
+    def joint(self, wrt: Sequence[int]) -> "Program":
+        """`@name_vjp(inputs..., cts...) -> (outputs..., grads...)` as a Program."""
+        return self._derived(self._joint, wrt, "dg-autodiff{{joint=true wrt={wrt}}}", "vjp")
+
+    def jvp(self, wrt: Sequence[int]) -> "Program":
+        """`@name_jvp(inputs..., tangents...) -> (outputs..., tangents...)` as a Program."""
+        return self._derived(self._jvp, wrt, "dg-jvp{{wrt={wrt}}}", "jvp")
+
+    # ------------------------------------------------------------ observability
+    def dump(self, stage: str, module: ir.Module) -> None:
+        """Write `module` to `<dump_dir>/<label>.<stage>.mlir` when dumping is on."""
+        if not self.options.dump_dir:
+            return
+        os.makedirs(self.options.dump_dir, exist_ok=True)
+        path = os.path.join(self.options.dump_dir, f"{self.label}.{stage}.mlir")
+        with open(path, "w") as f:
+            f.write(module.operation.get_asm(enable_debug_info=True))
+        log.info("fusegrad: wrote %s", path)
+
+
+class _Interpreted:
+    """`@name` of `module` run by the reference interpreter (keeps the module alive)."""
+
+    def __init__(self, module: ir.Module, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
+        from .dialects.interpreter import run_function
+
+        return run_function(_public_functions(self.module)[self.name], tensors)
+
+
+def _key(wrt: Sequence[int]) -> str:
+    return "wrt" + "_".join(map(str, wrt))
