@@ -65,7 +65,7 @@ def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
     def accumulate(value: ir.Value, ct: ir.Value, loc: ir.Location) -> None:
         cts[value] = ct if value not in cts else Builder(loc).add(cts[value], ct)
 
-    with ir.InsertionPoint(block):
+    with ir.InsertionPoint(block), fn.location:
         for op in ops:
             copy = clone_op(op, [env[v] for v in op.operands])
             env.update(zip(op.results, copy.results))

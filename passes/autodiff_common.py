@@ -58,11 +58,15 @@ def parse_wrt(option: str) -> list[int] | None:
 
 
 def resolve_wrt(fn: ir.Operation, option: list[int] | None) -> list[int]:
-    """Inputs to differentiate: the option, else @f's `dg.wrt`, else every float input."""
+    """Inputs to differentiate: the option, else @f's `dg.wrt`, else every float input.
+
+    On a generated function (`@f_bwd`, `@f_vjp`: it has `dg.ct_outputs`) `dg.wrt`
+    describes its results, not a request, so it is ignored there.
+    """
     inputs = function_type(fn).inputs
     if option is not None:
         wrt = option
-    elif WRT in fn.attributes:
+    elif WRT in fn.attributes and "dg.ct_outputs" not in fn.attributes:
         wrt = list(ir.DenseI64ArrayAttr(fn.attributes[WRT]))
     else:
         return float_indices(inputs)
@@ -114,7 +118,7 @@ def new_function(module: ir.Operation, after: ir.Operation, name: str,
                             "name", op.operation.location)
     with ir.InsertionPoint.after(after), loc:
         fn = func.FuncOp(name, ir.FunctionType.get(list(inputs), list(outputs)))
-    fn.add_entry_block()
+        fn.add_entry_block()
     return fn.operation
 
 

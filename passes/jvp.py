@@ -45,7 +45,7 @@ def build_jvp(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
     env = dict(zip(old_args, args))
     tangents = {old_args[i]: args[len(ins) + k] for k, i in enumerate(wrt)}
     active = active_values(ops, [old_args[i] for i in wrt])
-    with ir.InsertionPoint(out.regions[0].blocks[0]):
+    with ir.InsertionPoint(out.regions[0].blocks[0]), fn.location:
         for op in ops:
             copy = clone_op(op, [env[v] for v in op.operands])
             env.update(zip(op.results, copy.results))

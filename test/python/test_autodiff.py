@@ -1,0 +1,394 @@
+"""dg-autodiff against torch.autograd: every differentiable op, first and second order.
+
+Each case is a small dg function built with the Builder. The pass's @f_fwd /
+@f_bwd are run with the reference interpreter in float64 and compared with
+torch.autograd.grad through the same computation done by torch (the reference
+rules). Running the pass again differentiates @f_bwd, which is checked the same
+way; Hessian-vector products come from the joint function differentiated twice.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+import torch
+from mlir import ir
+from mlir.dialects import func
+
+from fusegrad.context import make_context
+from fusegrad.dialects import OPS
+from fusegrad.dialects.builder import Builder
+from fusegrad.dialects.interpreter import run_function
+from fusegrad.dialects.types import TensorSpec
+from fusegrad.passes import PassError, run_pipeline
+from fusegrad.passes.autodiff import autodiff_pass, build_joint, default_saved, partition
+
+F64 = torch.float64
+
+
+def rnd(*shape):
+    return torch.randn(*shape, dtype=F64)
+
+
+def pos(*shape):
+    return torch.rand(*shape, dtype=F64) + 0.5
+
+
+def idx(high, *shape):
+    return torch.randint(0, high, shape, dtype=torch.int64)
+
+
+def unary(op):
+    return lambda b, x: b.create(op, (x,))
+
+
+def binary(op):
+    return lambda b, x, y: b.create(op, (x, y))
+
+
+def with_ties(*shape):
+    x = rnd(*shape)
+    return [x, torch.where(torch.rand(*shape) < 0.5, x, rnd(*shape))]
+
+
+def row_ties():
+    x = rnd(3, 4)
+    x[:, 2] = x.max(1).values
+    x[0, 0] = x[0, 2]
+    return [x]
+
+
+def f64(b, v):
+    return b.convert(v, dtype="f64")
+
+
+_UNARY_INPUTS = {"log": pos, "sqrt": pos, "rsqrt": pos, "reciprocal": pos, "log1p": pos,
+                 "abs": lambda *s: torch.cat([rnd(5), torch.zeros(1, dtype=F64)]).reshape(2, 3)}
+# name -> (inputs, body); one case at least for every op of the table
+CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
+    **{op: (lambda op=op: [_UNARY_INPUTS.get(op, rnd)(2, 3)], unary(op))
+       for op in ("neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh",
+                  "sigmoid", "erf", "sin", "cos", "reciprocal", "sign", "floor", "ceil", "round")},
+    **{op: (lambda: [rnd(2, 3), rnd(2, 3)], binary(op)) for op in ("add", "sub", "mul")},
+    "div": (lambda: [rnd(2, 3), pos(2, 3)], binary("div")),
+    "pow": (lambda: [pos(2, 3), rnd(2, 3)], binary("pow")),
+    "pow_zero_base": (lambda: [torch.tensor([0.0, 0.0, 2.0, 0.5], dtype=F64),
+                               torch.tensor([2.0, 0.0, 0.0, 3.0], dtype=F64)], binary("pow")),
+    "max": (lambda: with_ties(2, 4), binary("max")),
+    "min": (lambda: with_ties(2, 4), binary("min")),
+    "and_or_not": (lambda: [rnd(2, 3), idx(4, 2, 3), idx(4, 2, 3)],
+                   lambda b, x, i, j: b.mul(x, f64(b, b.create("or", (
+                       b.create("and", (i, j)), b.create("not", (j,))))))),
+    "compare_select": (lambda: [rnd(2, 3), rnd(2, 3)],
+                       lambda b, x, y: b.select(b.compare(x, y, direction="lt"), x, b.exp(y))),
+    "convert": (lambda: [rnd(2, 3), idx(5, 2, 3)],
+                lambda b, x, i: b.mul(f64(b, b.convert(x, dtype="f32")), f64(b, i))),
+    "reduce_sum": (lambda: [rnd(2, 3, 4)], lambda b, x: b.reduce_sum(x, dims=[0, 2])),
+    "reduce_max": (row_ties, lambda b, x: b.reduce_max(x, dims=[1])),
+    "reduce_min": (lambda: [-row_ties()[0]], lambda b, x: b.reduce_min(x, dims=[1])),
+    "argmax_argmin": (lambda: [rnd(3, 4)],
+                      lambda b, x: b.mul(b.reduce_sum(x, dims=[1]),
+                                         f64(b, b.add(b.argmax(x, dim=1), b.argmin(x, dim=1))))),
+    "broadcast_in_dim": (lambda: [rnd(3, 1)],
+                         lambda b, x: b.mul(b.broadcast_in_dim(x, shape=(2, 3, 4), dims=[1, 2]),
+                                            b.full(shape=(2, 3, 4), dtype="f64", value=1.5))),
+    "reshape": (lambda: [rnd(2, 6)], lambda b, x: b.reshape(x, shape=(3, 4))),
+    "transpose": (lambda: [rnd(2, 3, 4)], lambda b, x: b.transpose(x, perm=[2, 0, 1])),
+    "slice": (lambda: [rnd(5, 7)],
+              lambda b, x: b.slice(x, start=[1, 0], limit=[5, 7], stride=[2, 3])),
+    "reverse": (lambda: [rnd(3, 4)], lambda b, x: b.reverse(x, dims=[1])),
+    "pad": (lambda: [rnd(2, 3)],
+            lambda b, x: b.pad(x, low=[1, 0], high=[0, 2], interior=[1, 2], value=1.5)),
+    "concatenate": (lambda: [rnd(2, 1), rnd(2, 3), rnd(2, 2)],
+                    lambda b, x, y, z: b.concatenate(x, y, z, dim=1)),
+    "gather": (lambda: [rnd(3, 5), idx(5, 2, 4)], lambda b, x, i: b.gather(x, i, dim=1)),
+    "index_select": (lambda: [rnd(4, 3), idx(4, 2, 3)],
+                     lambda b, x, i: b.index_select(x, i, dim=0)),
+    "scatter_add": (lambda: [rnd(3, 5), idx(5, 2, 4), rnd(2, 4)],
+                    lambda b, x, i, s: b.scatter_add(x, i, s, dim=1)),
+    "matmul": (lambda: [rnd(2, 3, 4), rnd(2, 4, 5)], binary("matmul")),
+    "conv2d": (lambda: [rnd(2, 4, 7, 6), rnd(6, 2, 3, 2)],
+               lambda b, x, w: b.conv2d(x, w, stride=[2, 1], padding=[1, 0], dilation=[1, 2],
+                                        groups=2)),
+    "constant_full_iota": (lambda: [rnd(2, 3)],
+                           lambda b, x: b.add(b.mul(x, b.constant(torch.arange(6.0, dtype=F64)
+                                                                  .reshape(2, 3))),
+                                              b.iota(shape=(2, 3), dtype="f64", dim=1))),
+    "rng": (lambda: [rnd(3, 4), torch.tensor(7)],
+            lambda b, x, s: b.mul(b.mul(x, b.rng_uniform(s, shape=(3, 4), dtype="f64")),
+                                  b.rng_bernoulli(s, shape=(3, 4), dtype="f64", p=0.5))),
+    # composites: fan-out, softmax, log-softmax, normalisation, max-subtraction
+    "fan_out": (lambda: [rnd(2, 3)], lambda b, x: b.mul(b.mul(x, x), b.sin(x))),
+    "softmax": (lambda: [rnd(3, 5)], lambda b, x: _softmax(b, x)),
+    "log_softmax": (lambda: [rnd(3, 5)],
+                    lambda b, x: b.sub(x, b.broadcast_in_dim(
+                        b.log(b.reduce_sum(b.exp(x), dims=[1])), shape=(3, 5), dims=[0]))),
+    "layer_norm": (lambda: [rnd(3, 6)], lambda b, x: _layer_norm(b, x)),
+    "two_outputs": (lambda: [rnd(2, 3), rnd(2, 3)],
+                    lambda b, x, y: [b.tanh(b.mul(x, y)), b.argmax(x, dim=1), b.exp(x)]),
+}
+
+
+def _softmax(b, x):
+    shape = (3, 5)
+    m = b.broadcast_in_dim(b.reduce_max(x, dims=[1]), shape=shape, dims=[0])
+    e = b.exp(b.sub(x, m))
+    return b.div(e, b.broadcast_in_dim(b.reduce_sum(e, dims=[1]), shape=shape, dims=[0]))
+
+
+def _layer_norm(b, x):
+    shape = (3, 6)
+
+    def mean(v):
+        return b.broadcast_in_dim(b.div(b.reduce_sum(v, dims=[1]),
+                                        b.full(shape=(3,), dtype="f64", value=6.0)),
+                                  shape=shape, dims=[0])
+    c = b.sub(x, mean(x))
+    return b.mul(c, b.rsqrt(b.add(mean(b.mul(c, c)), b.full_like(x, 1e-5))))
+
+
+# ---------------------------------------------------------------- harness
+def build(inputs: list[torch.Tensor], body: Callable, name: str = "f"):
+    """A module with `func.func @<name>` built by `body(b, *args)`; returns (ctx, module)."""
+    ctx = make_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        types = [TensorSpec.of(t).to_mlir() for t in inputs]
+        with ir.InsertionPoint(module.body):
+            @func.FuncOp.from_py_func(*types, name=name)
+            def _(*args):
+                return body(Builder(), *args)
+    return ctx, module
+
+
+def get_func(module, name):
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and \
+                ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op.operation
+    raise KeyError(f"no @{name} in\n{module}")
+
+
+def i64s(fn, attr):
+    return list(ir.DenseI64ArrayAttr(fn.attributes[attr]))
+
+
+def torch_vjp(fn, inputs, wrt, ct_outputs, cts):
+    """(outputs, grads) of `fn` by torch.autograd through the reference rules."""
+    leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]
+    outs = run_function(fn, leaves)
+    pairs = [(outs[i], c) for i, c in zip(ct_outputs, cts) if outs[i].requires_grad]
+    targets = [leaves[i] for i in wrt]
+    grads = torch.autograd.grad([o for o, _ in pairs], targets, [c for _, c in pairs],
+                                allow_unused=True, create_graph=False) if pairs else \
+        [None] * len(targets)
+    grads = [torch.zeros_like(t) if g is None else g for g, t in zip(grads, targets)]
+    return [o.detach() for o in outs], grads
+
+
+def assert_close(got, want, what):
+    assert len(got) == len(want), what
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{what} #{k}: {g.shape} vs {w.shape}"
+        torch.testing.assert_close(g, w, rtol=1e-7, atol=1e-9, msg=lambda m: f"{what} #{k}: {m}")
+
+
+def check_split(module, name, inputs):
+    """@name_fwd/@name_bwd agree with torch.autograd on @name; returns bwd's inputs."""
+    fwd, bwd = get_func(module, f"{name}_fwd"), get_func(module, f"{name}_bwd")
+    n_out = ir.IntegerAttr(fwd.attributes["dg.num_outputs"]).value
+    wrt, ct_outputs = i64s(bwd, "dg.wrt"), i64s(bwd, "dg.ct_outputs")
+    res = run_function(fwd, inputs)
+    outs, saved = res[:n_out], res[n_out:]
+    cts = [torch.randn_like(outs[i]) for i in ct_outputs]
+    grads = run_function(bwd, saved + cts)
+    want_outs, want_grads = torch_vjp(get_func(module, name), inputs, wrt, ct_outputs, cts)
+    assert_close(outs, want_outs, f"@{name}_fwd outputs")
+    assert_close(grads, want_grads, f"@{name}_bwd grads")
+    return saved + cts
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+# ---------------------------------------------------------------- tests
+def test_every_op_has_rules():
+    missing = [f"dg.{n}: {slot}" for n, d in OPS.items() if n != "fusion"
+               for slot in ("vjp", "jvp") if getattr(d, slot) is None]
+    assert not missing, f"ops without autodiff rules: {missing}"
+
+
+def test_every_op_has_a_case():
+    covered = set()
+    for make_inputs, body in CASES.values():
+        _, module = build(make_inputs(), body)
+        covered |= {op.operation.name[3:] for op in get_func(module, "f").regions[0].blocks[0]}
+    assert not set(OPS) - {"fusion"} - covered
+
+
+# The IRDL definition gives variadic operands one type constraint, so MLIR's
+# verifier rejects concatenations of differently sized operands; until that is
+# fixed in dialects/irdl.py these cases run the pass without the pass manager.
+UNVERIFIABLE = {"concatenate"}
+
+
+def differentiate(module, case):
+    if case not in UNVERIFIABLE:
+        run_pipeline(module, "dg-autodiff")
+        return
+    with module.context:
+        autodiff_pass(module.operation)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_first_and_second_order(case):
+    make_inputs, body = CASES[case]
+    inputs = make_inputs()
+    ctx, module = build(inputs, body)
+    differentiate(module, case)
+    bwd_inputs = check_split(module, "f", inputs)
+    differentiate(module, case)  # differentiates @f_bwd: second order
+    check_split(module, "f_bwd", bwd_inputs)
+    assert "dg.differentiated" in get_func(module, "f_bwd").attributes
+
+
+def joint_hvp(inputs, body, v):
+    """H v of the scalar @f by differentiating the joint @f_vjp a second time."""
+    ctx, module = build(inputs, body)
+    run_pipeline(module, "dg-autodiff{joint=true},dg-autodiff{joint=true}")
+    one = torch.ones((), dtype=F64)
+    zero = torch.zeros((), dtype=F64)
+    res = run_function(get_func(module, "f_vjp_vjp"), list(inputs) + [one, zero] + list(v))
+    n = len(inputs)
+    return res[1 + n: 1 + 2 * n]  # after y and the grads: d/dx of <grads, v>
+
+
+HVP_CASES = {
+    "matmul": ([rnd(3, 4), rnd(4, 2)],
+               lambda b, x, w: b.reduce_sum(b.tanh(b.matmul(x, w)), dims=[0, 1])),
+    "conv2d": ([rnd(1, 2, 5, 5), rnd(4, 1, 2, 3)],
+               lambda b, x, w: b.reduce_sum(b.mul(*[b.conv2d(x, w, stride=[2, 1], padding=[1, 1],
+                                                             dilation=[1, 2], groups=2)] * 2),
+                                            dims=[0, 1, 2, 3])),
+    "softmax": ([rnd(3, 5)],
+                lambda b, x: b.reduce_sum(b.mul(_softmax(b, x), b.sin(x)), dims=[0, 1])),
+    "reduce_max": ([rnd(3, 4)],
+                   lambda b, x: b.reduce_sum(b.mul(b.reduce_max(b.mul(x, x), dims=[1]),
+                                                   b.reduce_sum(x, dims=[1])), dims=[0])),
+    "layer_norm": ([rnd(3, 6)],
+                   lambda b, x: b.reduce_sum(b.exp(_layer_norm(b, x)), dims=[0, 1])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HVP_CASES))
+def test_hessian_vector_product(case):
+    inputs, body = HVP_CASES[case]
+    v = [torch.randn_like(t) for t in inputs]
+    ctx, module = build(inputs, body)
+    f = get_func(module, "f")
+    _, want = torch.autograd.functional.hvp(lambda *xs: run_function(f, xs)[0], tuple(inputs),
+                                            tuple(v))
+    assert_close(joint_hvp(inputs, body, v), list(want), f"{case}: H v")
+
+
+CONV_CONFIGS = [  # (N, C, H, W), (O, KH, KW), stride, padding, dilation, groups
+    ((2, 3, 7, 6), (4, 3, 2), (1, 1), (0, 0), (1, 1), 1),
+    ((1, 4, 8, 7), (6, 3, 3), (2, 3), (1, 2), (1, 1), 2),
+    ((2, 2, 9, 9), (4, 2, 3), (2, 2), (3, 1), (2, 1), 2),  # padding > dilated kernel: crops
+    ((1, 6, 10, 8), (3, 3, 3), (3, 2), (0, 1), (2, 2), 3),
+    ((1, 4, 6, 6), (4, 3, 3), (1, 1), (1, 1), (1, 1), 4),  # depthwise
+    ((1, 2, 9, 9), (2, 1, 1), (3, 3), (0, 0), (1, 1), 1),  # stride > kernel: skipped rows
+    ((1, 2, 8, 5), (4, 2, 2), (2, 2), (0, 0), (3, 1), 1),  # trailing rows never read
+]
+
+
+@pytest.mark.parametrize("config", CONV_CONFIGS)
+def test_conv2d_grid(config):
+    (n, c, h, w), (o, kh, kw), stride, padding, dilation, groups = config
+    x, wt = rnd(n, c, h, w), rnd(o, c // groups, kh, kw)
+    ctx, module = build([x, wt], lambda b, x, w: b.conv2d(
+        x, w, stride=list(stride), padding=list(padding), dilation=list(dilation), groups=groups))
+    run_pipeline(module, "dg-autodiff")
+    fwd, bwd = get_func(module, "f_fwd"), get_func(module, "f_bwd")
+    res = run_function(fwd, [x, wt])
+    g = torch.randn_like(res[0])
+    got = run_function(bwd, res[1:] + [g])
+    xl, wl = x.clone().requires_grad_(), wt.clone().requires_grad_()
+    y = torch.nn.functional.conv2d(xl, wl, None, stride, padding, dilation, groups)
+    assert_close(got, list(torch.autograd.grad(y, [xl, wl], g)), f"conv2d {config}")
+
+
+# ---------------------------------------------------------------- the pass's contract
+def test_integer_input_and_output_get_no_gradient():
+    ctx, module = build([rnd(3), idx(3, 3)],
+                        lambda b, x, i: [b.mul(x, f64(b, i)), b.add(i, i)])
+    run_pipeline(module, "dg-autodiff")
+    bwd = get_func(module, "f_bwd")
+    assert i64s(bwd, "dg.wrt") == [0] and i64s(bwd, "dg.ct_outputs") == [0]
+    assert len(ir.FunctionType(ir.TypeAttr(bwd.attributes["function_type"]).value).results) == 1
+
+
+def test_wrt_option_and_attribute():
+    inputs = [rnd(3), rnd(3)]
+    ctx, module = build(inputs, binary("mul"))
+    run_pipeline(module, "dg-autodiff{wrt=1}")
+    assert i64s(get_func(module, "f_bwd"), "dg.wrt") == [1]
+    check_split(module, "f", inputs)
+    ctx, module = build(inputs, binary("mul"))
+    get_func(module, "f").attributes["dg.wrt"] = ir.DenseI64ArrayAttr.get([0], context=ctx)
+    run_pipeline(module, "dg-autodiff")
+    assert i64s(get_func(module, "f_bwd"), "dg.wrt") == [0]
+
+
+def test_output_independent_of_input_gives_zeros():
+    inputs = [rnd(3), rnd(3)]
+    ctx, module = build(inputs, lambda b, x, y: b.exp(x))
+    run_pipeline(module, "dg-autodiff")
+    check_split(module, "f", inputs)
+
+
+def test_partition_with_other_saved_set_recomputes():
+    """Saving only the inputs makes the backward recompute exp(x * y)."""
+    inputs = [rnd(3), rnd(3)]
+    ctx, module = build(inputs, lambda b, x, y: b.exp(b.mul(x, y)))
+    f = get_func(module, "f")
+    with ctx, ir.Location.unknown():
+        joint = build_joint(f)
+        saved_default = default_saved(joint)
+        assert len(saved_default) == 3  # exp's result, x and y (for the mul)
+        args = list(joint.regions[0].blocks[0].arguments)
+        fwd, bwd = partition(joint, args[:2], fwd_name="g_fwd", bwd_name="g_bwd")
+    names = [op.operation.name for op in bwd.regions[0].blocks[0]]
+    assert "dg.exp" in names
+    res = run_function(fwd, inputs)
+    ct = torch.randn(3, dtype=F64)
+    _, want = torch_vjp(f, inputs, [0, 1], [0], [ct])
+    assert_close(run_function(bwd, res[1:] + [ct]), want, "recomputing backward")
+    with ctx, ir.Location.unknown(), pytest.raises(PassError, match="not saved"):
+        partition(joint, [args[0]], fwd_name="h_fwd", bwd_name="h_bwd")
+
+
+def test_backward_locations_point_at_forward_ops():
+    with make_context():
+        module = ir.Module.parse("""
+          func.func @f(%x: tensor<3xf32>) -> tensor<3xf32> {
+            %0 = "dg.exp"(%x) : (tensor<3xf32>) -> tensor<3xf32> loc("model.py":12:3)
+            return %0 : tensor<3xf32>
+          }""")
+        run_pipeline(module, "dg-autodiff")
+        text = get_func(module, "f_bwd").get_asm(enable_debug_info=True)
+    assert 'loc("grad of dg.exp"("model.py":12:3))' in text
+
+
+def test_non_dg_op_is_a_located_error():
+    ctx = make_context()
+    with ctx:
+        module = ir.Module.parse("""
+          func.func @f(%x: tensor<3xf32>) -> tensor<3xf32> {
+            %0 = arith.addf %x, %x : tensor<3xf32>
+            return %0 : tensor<3xf32>
+          }""")
+        with pytest.raises(Exception, match="only dg ops are differentiable"):
+            run_pipeline(module, "dg-autodiff")
