@@ -49,7 +49,8 @@ def element_type(dtype: str) -> ir.Type:
 
 def dtype_of(element: ir.Type) -> str:
     if isinstance(element, ir.IntegerType):
-        name = f"i{element.width}"
+        # ui8/si8 are not dg's i8: dg integers are signless
+        name = f"i{element.width}" if element.is_signless else str(element)
     else:
         name = str(element)
     if name not in _DTYPES:
