@@ -25,6 +25,7 @@ _EXPORTS = {
     "jvp": "functional",
     "hvp": "functional",
     "hessian": "functional",
+    "explain": "explain",
 }
 
 __all__ = sorted(_EXPORTS)
