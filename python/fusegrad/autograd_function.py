@@ -30,7 +30,8 @@ def _seed() -> torch.Tensor:
     return torch.randint(-2**63, 2**63 - 1, (), dtype=torch.int64)
 
 
-def _with_seed(program: Program, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def with_seed(program: Program, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """`inputs` plus a fresh seed when `program` takes one (random ops) and it is missing."""
     inputs = list(inputs)
     if program.seed_input is not None and len(inputs) == program.seed_input:
         inputs.append(_seed())
@@ -51,7 +52,7 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
     `non_differentiable`: output indices autograd must treat as constants
     (e.g. new values of mutated buffers).
     """
-    inputs = _with_seed(program, inputs)
+    inputs = with_seed(program, inputs)
     wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
     if torch.is_grad_enabled() and wrt:
         return list(ProgramFunction.apply(program, wrt, tuple(non_differentiable), *inputs))

@@ -1,0 +1,188 @@
+"""Function transforms compiled end to end: grad, value_and_grad, vjp, jvp, hvp, hessian.
+
+Each traces the function of tensors with make_fx (capture), imports it into
+dg once per input signature (shapes and dtypes), and derives what it needs
+with the dg passes: `grad` runs the joint `@f_vjp` (dg-autodiff joint=true),
+`vjp` the `@f_fwd`/`@f_bwd` pair, `jvp` `@f_jvp` (dg-jvp), and `hvp`/`hessian`
+forward-over-reverse (dg-jvp applied to `@f_vjp`). Results go through
+`run_program`, so they are differentiable by torch.autograd in turn.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Sequence
+
+import torch
+
+from .autograd_function import run_program, with_seed
+from .capture import Captured, capture
+from .program import CompileOptions, Program
+
+Argnums = int | tuple[int, ...]
+
+_CACHE: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDictionary()
+
+
+class _Traced:
+    """`fn` captured and imported for one input signature."""
+
+    def __init__(self, fn: Callable[..., Any], args: Sequence[torch.Tensor],
+                 options: CompileOptions) -> None:
+        self.captured: Captured = capture(fn, args)
+        if self.captured.mutated:
+            raise ValueError(f"fusegrad: {getattr(fn, '__name__', fn)} mutates its inputs "
+                             f"{list(self.captured.mutated)} in place; function transforms "
+                             "need pure functions")
+        self.program = Program.from_graph(self.captured.gm, options,
+                                          label=getattr(fn, "__name__", "fn").strip("<>"))
+
+
+def _traced(fn: Callable[..., Any], args: Sequence[torch.Tensor],
+            options: CompileOptions | None) -> _Traced:
+    """The cached `_Traced` of `fn` for the shapes/dtypes of `args`."""
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            raise TypeError(f"fusegrad: argument {i} is a {type(a).__name__}; function transforms "
+                            "take tensors (close over other values)")
+    options = options or CompileOptions()
+    key = (options, tuple((tuple(a.shape), a.dtype) for a in args))
+    per_fn = _CACHE.setdefault(fn, {})
+    if key not in per_fn:
+        per_fn[key] = _Traced(fn, args, options)
+    return per_fn[key]
+
+
+def _argnums(argnums: Argnums, nargs: int) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not 0 <= i < nargs:
+            raise ValueError(f"fusegrad: argnums {argnums} out of range for {nargs} arguments")
+    return nums
+
+
+def _pick(argnums: Argnums, values: Sequence[torch.Tensor]) -> Any:
+    return values[0] if isinstance(argnums, int) else tuple(values)
+
+
+def _output_specs(t: _Traced) -> list[torch.Tensor]:
+    return [n.meta["val"] for n in t.captured.gm.graph.output_node().args[0]]
+
+
+def _scalar_output(t: _Traced, what: str) -> None:
+    specs = _output_specs(t)
+    if len(specs) != 1 or specs[0].numel() != 1 or not specs[0].is_floating_point():
+        raise ValueError(f"fusegrad.{what}: the function must return one floating-point scalar "
+                         f"tensor, got {[(tuple(s.shape), s.dtype) for s in specs]}")
+
+
+def _ones_like_output(t: _Traced) -> torch.Tensor:
+    """The cotangent 1 for a scalar-valued function."""
+    (out,) = _output_specs(t)
+    return torch.ones(out.shape, dtype=out.dtype)
+
+
+def value_and_grad(fn: Callable[..., torch.Tensor], argnums: Argnums = 0, *,
+                   options: CompileOptions | None = None) -> Callable[..., tuple[torch.Tensor, Any]]:
+    """`(*args) -> (fn(*args), d fn / d args[argnums])` for scalar-valued `fn`."""
+    def run(*args: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        t = _traced(fn, args, options)
+        _scalar_output(t, "grad")
+        wrt = _argnums(argnums, len(args))
+        joint = t.program.joint(wrt)
+        value, *grads = run_program(joint, [*with_seed(t.program, args), _ones_like_output(t)])
+        return value, _pick(argnums, grads)
+    return run
+
+
+def grad(fn: Callable[..., torch.Tensor], argnums: Argnums = 0, *,
+         options: CompileOptions | None = None) -> Callable[..., Any]:
+    """`(*args) -> d fn / d args[argnums]` for scalar-valued `fn` (like torch.func.grad)."""
+    vg = value_and_grad(fn, argnums, options=options)
+    return lambda *args: vg(*args)[1]
+
+
+def vjp(fn: Callable[..., Any], *primals: torch.Tensor,
+        options: CompileOptions | None = None) -> tuple[Any, Callable[..., tuple]]:
+    """`(fn(*primals), vjp_fn)`; `vjp_fn(cotangents)` returns one gradient per primal.
+
+    The forward runs the compiled `@f_fwd`; `vjp_fn` runs `@f_bwd` on its saved
+    values. Cotangents have `fn`'s output structure (its float outputs).
+    """
+    t = _traced(fn, primals, options)
+    wrt = tuple(i for i, p in enumerate(primals) if p.is_floating_point())
+    training = t.program.training(wrt)
+    with torch.no_grad():
+        results = training.fwd(*with_seed(t.program, primals))
+    outputs, saved = results[:training.num_outputs], results[training.num_outputs:]
+
+    def vjp_fn(cotangents: Any) -> tuple[torch.Tensor | None, ...]:
+        cts, _ = torch.utils._pytree.tree_flatten(cotangents)
+        if len(cts) != len(training.ct_outputs):
+            raise ValueError(f"fusegrad.vjp: expected {len(training.ct_outputs)} cotangents "
+                             f"(one per floating-point output), got {len(cts)}")
+        with torch.no_grad():
+            grads = training.bwd(*saved, *(c.contiguous() for c in cts))
+        full: list[torch.Tensor | None] = [None] * len(primals)
+        for i, g in zip(training.wrt, grads):
+            full[i] = g
+        return tuple(full)
+    return t.captured.rebuild(outputs), vjp_fn
+
+
+def jvp(fn: Callable[..., Any], primals: Sequence[torch.Tensor], tangents: Sequence[torch.Tensor],
+        *, options: CompileOptions | None = None) -> tuple[Any, Any]:
+    """`(fn(*primals), J @ tangents)` by forward mode (dg-jvp), like torch.func.jvp.
+
+    Non-floating-point outputs get zero tangents.
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"fusegrad.jvp: {len(primals)} primals but {len(tangents)} tangents")
+    t = _traced(fn, primals, options)
+    wrt = tuple(i for i, p in enumerate(primals) if p.is_floating_point())
+    program = t.program.jvp(wrt)
+    results = run_program(program, [*with_seed(t.program, primals),
+                                    *(tangents[i].contiguous() for i in wrt)])
+    n = t.program.num_results
+    outputs, out_tangents = results[:n], iter(results[n:])
+    full = [next(out_tangents) if o.is_floating_point() else torch.zeros_like(o) for o in outputs]
+    return t.captured.rebuild(outputs), t.captured.rebuild(full)
+
+
+def hvp(fn: Callable[..., torch.Tensor], primals: Sequence[torch.Tensor],
+        tangents: Sequence[torch.Tensor], *,
+        options: CompileOptions | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """`(fn(*primals), H @ tangents)` for scalar `fn`: forward-over-reverse
+    (dg-jvp of the joint `@f_vjp`), like torch.autograd.functional.hvp."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"fusegrad.hvp: {len(primals)} primals but {len(tangents)} tangents")
+    t = _traced(fn, primals, options)
+    _scalar_output(t, "hvp")
+    wrt = tuple(i for i, p in enumerate(primals) if p.is_floating_point())
+    fwd_over_rev = t.program.joint(wrt).jvp(wrt)
+    results = run_program(fwd_over_rev, [*with_seed(t.program, primals), _ones_like_output(t),
+                                         *(tangents[i].contiguous() for i in wrt)])
+    # results: value, grads..., then the tangents of (value, grads...)
+    hvps = dict(zip(wrt, results[-len(wrt):]))
+    return results[0], tuple(hvps.get(i) for i in range(len(primals)))
+
+
+def hessian(fn: Callable[..., torch.Tensor], argnums: int = 0, *,
+            options: CompileOptions | None = None) -> Callable[..., torch.Tensor]:
+    """`(*args) -> d2 fn / d args[argnums]^2`, shape `x.shape + x.shape`: one compiled
+    Hessian-vector product per basis vector (fine for small inputs)."""
+    if not isinstance(argnums, int):
+        raise TypeError("fusegrad.hessian: argnums must be one int")
+
+    def run(*args: torch.Tensor) -> torch.Tensor:
+        x = args[argnums]
+        columns = []
+        for i in range(x.numel()):
+            e = torch.zeros(x.numel(), dtype=x.dtype)
+            e[i] = 1
+            tangents = [torch.zeros_like(a) if a.is_floating_point() else a for a in args]
+            tangents[argnums] = e.reshape(x.shape)
+            columns.append(hvp(fn, args, tangents, options=options)[1][argnums])
+        return torch.stack(columns).reshape(*x.shape, *x.shape)
+    return run
