@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import Attr, Kind, ShapeError, define, reference_rule, shape_rule
+from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
 
 define("matmul", ("lhs", "rhs"), kind=Kind.CONTRACTION,
        summary="[..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast explicitly)")
@@ -66,6 +66,51 @@ def _conv2d_ref(x, w, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+@lowering("matmul")
+def _matmul_lower(op, operands, *, op_name, attrs, out):
+    """linalg.matmul (rank 2) or linalg.batch_matmul into a zero fill; rank > 3 collapses
+    the batch dims into one and expands the result back."""
+    from mlir import ir
+    from mlir.dialects import linalg
+    from ..passes import linalg_builders as lb
+    a, b = operands
+    o = out[0]
+    if o.rank == 2:
+        return [linalg.matmul(a, b, outs=[lb.full(o.shape, o.dtype, 0)])]
+    groups = [list(range(o.rank - 2)), [o.rank - 2], [o.rank - 1]]
+    if o.rank > 3:
+        a, b = lb.collapse(a, groups), lb.collapse(b, groups)
+    batch = ir.RankedTensorType(a.type).shape[0]
+    shape3 = [batch, o.shape[-2], o.shape[-1]]
+    res = linalg.batch_matmul(a, b, outs=[lb.full(shape3, o.dtype, 0)])
+    return [lb.expand(res, groups, o.shape) if o.rank > 3 else res]
+
+
+@lowering("conv2d")
+def _conv2d_lower(op, operands, *, op_name, attrs, out):
+    """Zero-pad the input (fill + insert_slice), then linalg.conv_2d_nchw_fchw; groups > 1
+    split channels into a group dim and use linalg.conv_2d_ngchw_gfchw."""
+    from mlir import ir
+    from mlir.dialects import linalg
+    from ..passes import linalg_builders as lb
+    x, w = operands
+    o, g = out[0], attrs["groups"]
+    n, c, h, wd = ir.RankedTensorType(x.type).shape
+    f, cg, kh, kw = ir.RankedTensorType(w.type).shape
+    ph, pw = attrs["padding"]
+    if ph or pw:
+        x = lb.insert_slice(x, lb.full([n, c, h + 2 * ph, wd + 2 * pw], o.dtype, 0), [0, 0, ph, pw])
+    hp, wp = h + 2 * ph, wd + 2 * pw
+    kwargs = dict(strides=list(attrs["stride"]), dilations=list(attrs["dilation"]))
+    if g == 1:
+        return [linalg.conv_2d_nchw_fchw(x, w, outs=[lb.full(o.shape, o.dtype, 0)], **kwargs)]
+    xg = lb.expand(x, [[0], [1, 2], [3], [4]], [n, g, c // g, hp, wp])
+    wg = lb.expand(w, [[0, 1], [2], [3], [4]], [g, f // g, cg, kh, kw])
+    init = lb.full([n, g, f // g, o.shape[2], o.shape[3]], o.dtype, 0)
+    res = linalg.conv_2d_ngchw_gfchw(xg, wg, outs=[init], **kwargs)
+    return [lb.collapse(res, [[0], [1, 2], [3], [4]])]
+
+
 # (end of lowering rules)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import Attr, Kind, ShapeError, define, reference_rule, shape_rule
+from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
 from .reduction import check_dims
 
 define("gather", ("x", "indices"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
@@ -78,6 +78,76 @@ def _scatter_add_ref(x, idx, src, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+# Indices must lie in [0, size) of the indexed dim. The lowered code does not check them:
+# an out-of-range index reads or writes outside the tensor (undefined behaviour), as in
+# any unchecked kernel; frontends must validate indices they cannot prove in range.
+def _to_index(v):
+    from mlir import ir
+    from ..passes import linalg_builders as lb
+    return lb.index_cast(v, ir.IndexType.get())
+
+
+@lowering("gather")
+def _gather_lower(op, operands, *, op_name, attrs, out):
+    """A generic over the indices: out[i..] = x[i.. with i_dim := indices[i..]]."""
+    from ..passes import linalg_builders as lb
+    x, idx = operands
+    o, dim = out[0], attrs["dim"]
+
+    def body(a):
+        coords = [_to_index(a[0]) if d == dim else lb.loop_index(d) for d in range(o.rank)]
+        return [lb.extract(x, coords)]
+
+    return lb.elementwise([idx], o.shape, [o.dtype], body)
+
+
+@lowering("index_select")
+def _index_select_lower(op, operands, *, op_name, attrs, out):
+    """A generic over the result: loops [dim, dim+k) address the k-d indices tensor."""
+    from mlir import ir
+    from ..passes import linalg_builders as lb
+    x, idx = operands
+    o, dim = out[0], attrs["dim"]
+    k = ir.RankedTensorType(idx.type).rank
+    x_rank = ir.RankedTensorType(x.type).rank
+
+    def body(_):
+        i = _to_index(lb.extract(idx, [lb.loop_index(d) for d in range(dim, dim + k)]))
+        coords = [lb.loop_index(d) for d in range(dim)] + [i] + \
+                 [lb.loop_index(d + k - 1) for d in range(dim + 1, x_rank)]
+        return [lb.extract(x, coords)]
+
+    return lb.elementwise([], o.shape, [o.dtype], body)
+
+
+@lowering("scatter_add")
+def _scatter_add_lower(op, operands, *, op_name, attrs, out):
+    """A scf.for nest over src carrying the result tensor: extract, add, insert (in order,
+    so repeated indices accumulate like torch)."""
+    from mlir import ir
+    from mlir.dialects import scf
+    from ..passes import linalg_builders as lb
+    from .core import lookup
+    x, idx, src = operands
+    o, dim = out[0], attrs["dim"]
+    shape = ir.RankedTensorType(src.type).shape
+    add = lookup("add")
+
+    def nest(d, acc, ivs):
+        if d == len(shape):
+            coords = [_to_index(lb.extract(idx, ivs)) if k == dim else iv
+                      for k, iv in enumerate(ivs)]
+            total = add.scalar([lb.extract(acc, coords), lb.extract(src, ivs)], op="add", attrs={},
+                               in_dtypes=[o.dtype] * 2, out_dtype=o.dtype)
+            return lb.insert(total, acc, coords)
+        loop = scf.ForOp(lb.index(0), lb.index(shape[d]), lb.index(1), [acc])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([nest(d + 1, loop.inner_iter_args[0], ivs + [loop.induction_variable])])
+        return loop.results[0]
+
+    return [nest(0, x, [])]
+
+
 # (end of lowering rules)
 
 

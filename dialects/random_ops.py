@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import Attr, Kind, ShapeError, define, reference_rule, shape_rule
+from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
 from .types import is_float, torch_dtype
 
 MIX_MUL1 = 0x7FEB352D
@@ -63,6 +63,47 @@ def _rng_ref(seed, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+def _mix32(x):
+    """mix32 on an i32 scalar (wrapping arithmetic, logical shifts)."""
+    from mlir.dialects import arith
+    from ..passes import linalg_builders as lb
+    for shift, mul in ((16, MIX_MUL1), (15, MIX_MUL2)):
+        x = arith.xori(x, arith.shrui(x, lb.const("i32", shift)))
+        x = arith.muli(x, lb.const("i32", mul))
+    return arith.xori(x, arith.shrui(x, lb.const("i32", 16)))
+
+
+@lowering("rng_uniform", "rng_bernoulli")
+def _rng_lower(op, operands, *, op_name, attrs, out):
+    """The module docstring's hash per element in i32 arithmetic; the float is formed in
+    f64 and converted once, exactly as the reference does."""
+    from mlir.dialects import arith
+    from ..passes import linalg_builders as lb
+    from .core import lookup
+    o = out[0]
+    i32, i64 = lb.element_type("i32"), lb.element_type("i64")
+    seed = lb.extract(operands[0], [])
+    lo = arith.trunci(i32, seed)
+    hi = arith.trunci(i32, arith.shrui(seed, lb.const("i64", 32)))
+    key = _mix32(arith.xori(lo, _mix32(hi)))
+    convert = lookup("convert")
+
+    def body(_):
+        linear = lb.const("i64", 0)
+        for d, size in enumerate(o.shape):  # row-major element number
+            linear = arith.addi(arith.muli(linear, lb.const("i64", size)),
+                                lb.index_cast(lb.loop_index(d), i64))
+        bits = _mix32(arith.addi(_mix32(arith.xori(arith.trunci(i32, linear), key)), key))
+        u = arith.mulf(arith.uitofp(lb.element_type("f64"), arith.shrui(bits, lb.const("i32", 8))),
+                       lb.const("f64", 2.0 ** -24))
+        if op_name == "rng_bernoulli":
+            u = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, u, lb.const("f64", attrs["p"])),
+                             lb.const("f64", 1.0), lb.const("f64", 0.0))
+        return [convert.scalar([u], op="convert", attrs={}, in_dtypes=["f64"], out_dtype=o.dtype)]
+
+    return lb.elementwise([], o.shape, [o.dtype], body)
+
+
 # (end of lowering rules)
 
 

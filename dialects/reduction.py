@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import Attr, Kind, ShapeError, define, reference_rule, shape_rule
+from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
 from .types import TensorSpec
 
 REDUCTIONS = {
@@ -68,6 +68,84 @@ def _argreduce_ref(x, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+def _reduction_init(op, dtype):
+    """Identity of the reduction: 0, or the lowest/highest value (+-inf for floats)."""
+    from .types import is_float
+    if op == "reduce_sum":
+        return 0
+    lowest = op in ("reduce_max", "argmax")
+    if is_float(dtype):
+        return float("-inf") if lowest else float("inf")
+    if dtype == "i1":
+        return not lowest
+    bits = int(dtype[1:])
+    return -(1 << (bits - 1)) if lowest else (1 << (bits - 1)) - 1
+
+
+def _reduction_maps(rank, reduced):
+    from mlir import ir
+    from ..passes import linalg_builders as lb
+    kept = [ir.AffineDimExpr.get(d) for d in range(rank) if d not in reduced]
+    iterators = ["reduction" if d in reduced else "parallel" for d in range(rank)]
+    return lb.identity_map(rank), ir.AffineMap.get(rank, 0, kept), iterators
+
+
+@lowering(*REDUCTIONS)
+def _reduce_lower(op, operands, *, op_name, attrs, out):
+    """A generic with reduction iterators over `dims` into a filled init; combiner = the
+    scalar rule of add/max/min (so max/min propagate NaN)."""
+    from mlir import ir
+    from ..passes import linalg_builders as lb
+    from .core import lookup
+    (x,) = operands
+    dims = tuple(attrs["dims"])
+    if not dims:
+        return [x]
+    o = out[0]
+    rank = ir.RankedTensorType(x.type).rank
+    in_map, out_map, iterators = _reduction_maps(rank, dims)
+    init = lb.full(o.shape, o.dtype, _reduction_init(op_name, o.dtype))
+    combine = lookup({"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min"}[op_name])
+    return lb.generic([x], [init], [in_map, out_map], iterators, lambda a: [combine.scalar(
+        a, op=combine.name, attrs={}, in_dtypes=[o.dtype] * 2, out_dtype=o.dtype)])
+
+
+@lowering(*ARG_REDUCTIONS)
+def _argreduce_lower(op, operands, *, op_name, attrs, out):
+    """A generic with two outputs (best value, its index). The candidate replaces the best
+    when strictly better, or when it is NaN and the best is not: first index on ties and
+    NaN counts as the extreme, like torch."""
+    from mlir import ir
+    from mlir.dialects import arith
+    from ..passes import linalg_builders as lb
+    from .types import dtype_of, is_float
+    (x,) = operands
+    dim = attrs["dim"]
+    xt = ir.RankedTensorType(x.type)
+    dt, o = dtype_of(xt.element_type), out[0]
+    in_map, out_map, iterators = _reduction_maps(xt.rank, (dim,))
+    best = lb.full(o.shape, dt, _reduction_init(op_name, dt))
+    best_idx = lb.full(o.shape, "i64", 0)
+    is_max = op_name == "argmax"
+
+    def body(a):
+        v, acc, acc_idx = a
+        idx = lb.index_cast(lb.loop_index(dim), "i64")
+        if is_float(dt):
+            better = arith.cmpf(arith.CmpFPredicate.OGT if is_max else arith.CmpFPredicate.OLT,
+                                v, acc)
+            v_nan = arith.cmpf(arith.CmpFPredicate.UNO, v, v)
+            acc_nan = arith.cmpf(arith.CmpFPredicate.UNO, acc, acc)
+            nan_wins = arith.andi(v_nan, arith.xori(acc_nan, lb.const("i1", True)))
+            take = arith.ori(better, nan_wins)
+        else:
+            pred = ("ugt" if is_max else "ult") if dt == "i1" else ("sgt" if is_max else "slt")
+            take = arith.cmpi(getattr(arith.CmpIPredicate, pred), v, acc)
+        return [arith.select(take, v, acc), arith.select(take, idx, acc_idx)]
+
+    return [lb.generic([x], [best, best_idx], [in_map, out_map, out_map], iterators, body)[1]]
+
+
 # (end of lowering rules)
 
 

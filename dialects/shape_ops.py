@@ -159,16 +159,11 @@ def _concat_ref(*xs, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
-def _lb():
-    from ..passes import linalg_builders
-    return linalg_builders
-
-
 @lowering("broadcast_in_dim")
 def _broadcast_lower(op, operands, *, op_name, attrs, out):
     """A generic reading operand dim i at result dim dims[i] (constant 0 for size-1 dims)."""
     from mlir import ir
-    lb = _lb()
+    from ..passes import linalg_builders as lb
     (x,) = operands
     o = out[0]
     xshape = ir.RankedTensorType(x.type).shape
@@ -181,30 +176,32 @@ def _broadcast_lower(op, operands, *, op_name, attrs, out):
 
 @lowering("reshape")
 def _reshape_lower(op, operands, *, op_name, attrs, out):
-    return [_lb().reshape(operands[0], out[0].shape)]
+    from ..passes import linalg_builders as lb
+    return [lb.reshape(operands[0], out[0].shape)]
 
 
 @lowering("transpose")
 def _transpose_lower(op, operands, *, op_name, attrs, out):
     from mlir.dialects import linalg
-    lb = _lb()
+    from ..passes import linalg_builders as lb
     o = out[0]
     if list(attrs["perm"]) == list(range(o.rank)):
         return [operands[0]]
     return [linalg.transpose(operands[0], outs=[lb.empty(o.shape, o.dtype)],
-                             permutation=list(attrs["perm"])).result]
+                             permutation=list(attrs["perm"])).results[0]]
 
 
 @lowering("slice")
 def _slice_lower(op, operands, *, op_name, attrs, out):
-    return [_lb().extract_slice(operands[0], attrs["start"], out[0].shape, attrs["stride"])]
+    from ..passes import linalg_builders as lb
+    return [lb.extract_slice(operands[0], attrs["start"], out[0].shape, attrs["stride"])]
 
 
 @lowering("reverse")
 def _reverse_lower(op, operands, *, op_name, attrs, out):
     """A generic reading index size-1-d along the flipped dims."""
     from mlir import ir
-    lb = _lb()
+    from ..passes import linalg_builders as lb
     (x,) = operands
     o = out[0]
     exprs = [ir.AffineConstantExpr.get(o.shape[d] - 1) - ir.AffineDimExpr.get(d)
@@ -227,7 +224,7 @@ def pad_value(dtype, value):
 @lowering("pad")
 def _pad_lower(op, operands, *, op_name, attrs, out):
     """Fill the result with `value`, insert the operand with stride interior+1 at `low`."""
-    lb = _lb()
+    from ..passes import linalg_builders as lb
     o = out[0]
     filled = lb.full(o.shape, o.dtype, pad_value(o.dtype, attrs["value"]))
     return [lb.insert_slice(operands[0], filled, attrs["low"], [i + 1 for i in attrs["interior"]])]
@@ -236,7 +233,7 @@ def _pad_lower(op, operands, *, op_name, attrs, out):
 @lowering("concatenate")
 def _concat_lower(op, operands, *, op_name, attrs, out):
     from mlir import ir
-    lb = _lb()
+    from ..passes import linalg_builders as lb
     o, dim = out[0], attrs["dim"]
     result = lb.empty(o.shape, o.dtype)
     offset = 0

@@ -5,7 +5,8 @@ import numpy as np
 import torch
 from mlir import ir
 
-from .core import Attr, Kind, ShapeError, define, elements_to_numpy, reference_rule, shape_rule
+from .core import (Attr, Kind, ShapeError, define, elements_to_numpy, lowering, reference_rule,
+                   shape_rule)
 from .types import TensorSpec, torch_dtype
 
 define("constant", (), attrs={"value": Attr.ELEMENTS}, kind=Kind.SOURCE,
@@ -58,6 +59,32 @@ def _iota_ref(*, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
+@lowering("constant")
+def _constant_lower(op, operands, *, op_name, attrs, out):
+    from mlir.dialects import arith
+    return [arith.ConstantOp(out[0].to_mlir(), attrs["value"]).result]
+
+
+@lowering("full")
+def _full_lower(op, operands, *, op_name, attrs, out):
+    from ..passes import linalg_builders as lb
+    from .shape_ops import pad_value
+    o = out[0]
+    return [lb.full(o.shape, o.dtype, pad_value(o.dtype, attrs["value"]))]
+
+
+@lowering("iota")
+def _iota_lower(op, operands, *, op_name, attrs, out):
+    """A generic yielding linalg.index(dim), converted like dg.convert from i64."""
+    from ..passes import linalg_builders as lb
+    from .core import lookup
+    o = out[0]
+    convert = lookup("convert")
+    return lb.elementwise([], o.shape, [o.dtype], lambda a: [convert.scalar(
+        [lb.index_cast(lb.loop_index(attrs["dim"]), "i64")], op="convert", attrs={},
+        in_dtypes=["i64"], out_dtype=o.dtype)])
+
+
 # (end of lowering rules)
 
 

@@ -108,3 +108,74 @@ def index_cast(value: ir.Value, to: str | ir.Type) -> ir.Value:
     """index <-> integer cast (signed)."""
     t = element_type(to) if isinstance(to, str) else to
     return arith.IndexCastOp(t, value).result
+
+
+def _i64_array(values: Sequence[int]) -> ir.DenseI64ArrayAttr:
+    return ir.DenseI64ArrayAttr.get([int(v) for v in values])
+
+
+def _reassociation(groups: Sequence[Sequence[int]]) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g])
+                             for g in groups])
+
+
+def _with_shape(x: ir.Value, shape: Sequence[int]) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(list(shape), ir.RankedTensorType(x.type).element_type)
+
+
+def collapse(x: ir.Value, groups: Sequence[Sequence[int]]) -> ir.Value:
+    """`tensor.collapse_shape`: result dim i is the product of operand dims groups[i]."""
+    shape = list(ir.RankedTensorType(x.type).shape)
+    out = []
+    for g in groups:
+        n = 1
+        for d in g:
+            n *= shape[d]
+        out.append(n)
+    return tensor.CollapseShapeOp(_with_shape(x, out), x, _reassociation(groups)).result
+
+
+def expand(x: ir.Value, groups: Sequence[Sequence[int]], shape: Sequence[int]) -> ir.Value:
+    """`tensor.expand_shape` into static `shape`; operand dim i becomes dims groups[i]."""
+    return tensor.ExpandShapeOp(_with_shape(x, shape), x, _reassociation(groups), [],
+                                _i64_array(shape)).result
+
+
+def reshape(x: ir.Value, shape: Sequence[int]) -> ir.Value:
+    """Row-major reshape: collapse to 1-D, then expand (0-d ends use empty reassociations)."""
+    src = list(ir.RankedTensorType(x.type).shape)
+    if src == list(shape):
+        return x
+    if not src:
+        x = expand(x, [], [1])
+    elif len(src) > 1:
+        x = collapse(x, [list(range(len(src)))])
+    if not shape:
+        return collapse(x, [])
+    if len(shape) > 1:
+        return expand(x, [list(range(len(shape)))], shape)
+    return x
+
+
+def extract_slice(x: ir.Value, offsets: Sequence[int], sizes: Sequence[int],
+                  strides: Sequence[int]) -> ir.Value:
+    return tensor.ExtractSliceOp(_with_shape(x, sizes), x, [], [], [], _i64_array(offsets),
+                                 _i64_array(sizes), _i64_array(strides)).result
+
+
+def insert_slice(x: ir.Value, dest: ir.Value, offsets: Sequence[int],
+                 strides: Sequence[int] | None = None) -> ir.Value:
+    """Insert all of `x` into `dest` at `offsets` (element strides `strides`)."""
+    sizes = list(ir.RankedTensorType(x.type).shape)
+    strides = list(strides) if strides is not None else [1] * len(sizes)
+    return tensor.InsertSliceOp(x, dest, [], [], [], _i64_array(offsets), _i64_array(sizes),
+                                _i64_array(strides)).result
+
+
+def extract(x: ir.Value, indices: Sequence[ir.Value]) -> ir.Value:
+    return tensor.ExtractOp(x, list(indices)).result
+
+
+def insert(scalar: ir.Value, dest: ir.Value, indices: Sequence[ir.Value]) -> ir.Value:
+    return tensor.InsertOp(scalar, dest, list(indices)).result

@@ -51,17 +51,16 @@ def lower_op(op: ir.Operation) -> None:
     try:
         with ir.InsertionPoint(op), op.location:
             values = d.lower(op, list(op.operands), op_name=d.name, attrs=attrs_of(op), out=out)
+        got = [str(v.type) for v in values]
     except PassError:
         raise
     except Exception as e:
         raise PassError(f"lowering {op.name} failed: {type(e).__name__}: {e}", op.location) from e
-    if len(values) != len(op.results):
-        raise PassError(f"lowering rule of {op.name} returned {len(values)} values for "
-                        f"{len(op.results)} results", op.location)
+    want = [str(r.type) for r in op.results]
+    if got != want:
+        raise PassError(f"lowering rule of {op.name} produced values of types {got} for results "
+                        f"{want}", op.location)
     for r, v in zip(op.results, values):
-        if r.type != v.type:
-            raise PassError(f"lowering rule of {op.name} produced {v.type} for result type "
-                            f"{r.type}", op.location)
         r.replace_all_uses_with(v)
     op.erase()
 

@@ -13,7 +13,7 @@ import time
 from mlir import ir
 
 from ..dialects.types import TensorSpec
-from . import widen_bool  # noqa: F401  (registers dg-widen-bool-memrefs)
+from . import strided_copy, widen_bool  # noqa: F401  (register their passes)
 from .registry import run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
@@ -40,12 +40,18 @@ BUFFERIZE_PIPELINE = ",".join([
     "canonicalize",
 ])
 
-# memrefs + loops -> LLVM dialect. ipowi needs math-to-funcs; ops without an
-# LLVM intrinsic (erf, ...) become libm calls, which the JIT resolves in-process.
+# memrefs + loops -> LLVM dialect. No MLIR runtime library is needed: strided
+# copies become loops, i1 is stored as i8, bf16/f16 math runs in f32 (bf16
+# conversions expand to integer ops; f16 ones call libgcc_s, see runtime.cpu),
+# ipowi becomes a function, and ops without an LLVM intrinsic (erf) call libm.
 LLVM_PIPELINE = ",".join([
+    "dg-strided-copy-to-linalg",
     "func.func(convert-linalg-to-loops)",
     "dg-widen-bool-memrefs",
     "lower-affine",
+    "func.func(math-extend-to-supported-types{target-type=f32})",
+    "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32}",
+    "arith-expand{include-bf16=1}",
     "convert-math-to-funcs",
     "convert-scf-to-cf",
     "expand-strided-metadata",

@@ -12,6 +12,7 @@ passing real strides would be wrong.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import functools
 import logging
 from typing import Callable, Sequence
@@ -25,6 +26,17 @@ from ..dialects.types import TensorSpec, torch_dtype
 log = logging.getLogger("fusegrad.runtime.cpu")
 
 _PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@functools.lru_cache(maxsize=1)
+def load_builtins() -> None:
+    """Make libgcc_s's f16 conversion builtins (__truncdfhf2, ...) visible to the JIT,
+    which resolves undefined symbols in the process's global namespace (as it does libm's)."""
+    name = ctypes.util.find_library("gcc_s")
+    if name:
+        ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    else:
+        log.warning("libgcc_s not found: f16 conversions in compiled code will not link")
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,6 +103,7 @@ class CpuModule:
     def __init__(self, module: ir.Module,
                  entries: dict[str, tuple[list[TensorSpec], list[TensorSpec]]],
                  opt_level: int = 3, shared_libs: Sequence[str] = ()) -> None:
+        load_builtins()
         self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(shared_libs))
         self.engine.initialize()
         self.entries = dict(entries)
