@@ -180,11 +180,6 @@ def _convert_ref(x, *, op, attrs, out):
 # Scalar rules emit arith/math on one element; the single-op lowering and the
 # fusion lowering both wrap them in a linalg.generic (passes/linalg_builders).
 # Integers are signed; i1 is unsigned (False < True) like torch.bool.
-def _lb():
-    from ..passes import linalg_builders
-    return linalg_builders
-
-
 _FLOAT_UNARY = {
     "exp": "ExpOp", "log": "LogOp", "log1p": "Log1pOp", "expm1": "ExpM1Op", "sqrt": "SqrtOp",
     "rsqrt": "RsqrtOp", "tanh": "TanhOp", "erf": "ErfOp", "sin": "SinOp", "cos": "CosOp",
@@ -195,7 +190,7 @@ _FLOAT_UNARY = {
 @scalar_rule(*UNARY)
 def _unary_scalar(args, *, op, attrs, in_dtypes, out_dtype):
     from mlir.dialects import arith, math
-    lb = _lb()
+    from ..passes import linalg_builders as lb
     (x,) = args
     dt = in_dtypes[0]
     if op in _FLOAT_UNARY:
@@ -211,12 +206,12 @@ def _unary_scalar(args, *, op, attrs, in_dtypes, out_dtype):
     if op == "sigmoid":
         one = lb.const(dt, 1.0)
         return arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))
-    if op == "sign":  # torch: sign(0) = 0, sign(NaN) = NaN
+    if op == "sign":  # like torch (2.13): sign(+-0) = 0 and sign(NaN) = 0
         zero, one, minus = lb.const(dt, 0), lb.const(dt, 1), lb.const(dt, -1)
         if is_float(dt):
             gt = arith.cmpf(arith.CmpFPredicate.OGT, x, zero)
             lt = arith.cmpf(arith.CmpFPredicate.OLT, x, zero)
-            return arith.select(gt, one, arith.select(lt, minus, x))
+            return arith.select(gt, one, arith.select(lt, minus, zero))
         gt = arith.cmpi(arith.CmpIPredicate.sgt, x, zero)
         lt = arith.cmpi(arith.CmpIPredicate.slt, x, zero)
         return arith.select(gt, one, arith.select(lt, minus, zero))
@@ -273,7 +268,7 @@ def _bits(dtype):
 @scalar_rule("convert")
 def _convert_scalar(args, *, op, attrs, in_dtypes, out_dtype):
     from mlir.dialects import arith
-    lb = _lb()
+    from ..passes import linalg_builders as lb
     (x,) = args
     src, dst = in_dtypes[0], out_dtype
     if src == dst:
@@ -300,7 +295,7 @@ def _convert_scalar(args, *, op, attrs, in_dtypes, out_dtype):
 @lowering(*UNARY, *BINARY, "compare", "select", "convert")
 def _lower_elementwise(op, operands, *, op_name, attrs, out):
     """One all-parallel linalg.generic whose body is the op's scalar rule."""
-    lb = _lb()
+    from ..passes import linalg_builders as lb
     d = lookup(op_name)
     in_dtypes = [dtype_of(ir.RankedTensorType(v.type).element_type) for v in operands]
     return lb.elementwise(operands, out[0].shape, [out[0].dtype], lambda xs: [d.scalar(
