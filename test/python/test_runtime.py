@@ -1,0 +1,127 @@
+"""CPU runtime: marshalling torch tensors to compiled entries, errors, threads, no recompiles."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from mlir import ir
+from mlir.dialects import func
+
+from fusegrad.context import make_context
+from fusegrad.dialects import TensorSpec
+from fusegrad.dialects.builder import Builder
+from fusegrad.passes import pipelines
+from fusegrad.passes.pipelines import compile_cpu
+
+
+def _compile(*funcs):
+    """funcs: (name, [TensorSpec], body(b, *values) -> list of values)."""
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            for name, specs, body in funcs:
+                func.FuncOp.from_py_func(*[s.to_mlir() for s in specs], name=name)(
+                    lambda *v, body=body: body(Builder(), *v))
+        return compile_cpu(module)
+
+
+@pytest.fixture(scope="module")
+def cm():
+    f32 = lambda *s: TensorSpec(s, "f32")  # noqa: E731
+    return _compile(
+        ("affine", [f32(3, 4), f32(3, 4)], lambda b, x, y: [b.add(b.mul(x, y), x)]),
+        ("scalar", [f32(), TensorSpec((), "f64")],
+         lambda b, x, y: [b.exp(x), b.neg(y)]),
+        ("bools", [TensorSpec((5,), "i1"), TensorSpec((5,), "i1")],
+         lambda b, p, q: [b.create("and", [p, q]), b.create("not", [p])]),
+        ("ints", [TensorSpec((2, 3), "i64")], lambda b, x: [b.reduce_sum(x, dims=[1]), x]),
+        ("empty", [f32(0, 3)], lambda b, x: [b.exp(x), b.reduce_sum(x, dims=[0])]),
+        ("passthrough", [f32(2, 2), f32(2, 2)], lambda b, x, y: [y, x]),
+    )
+
+
+def test_non_contiguous_inputs(cm):
+    x = torch.randn(4, 3).t()  # (3, 4), strides (1, 3)
+    y = torch.randn(3, 8)[:, ::2]  # (3, 4), strides (8, 2)
+    base = torch.randn(10)
+    z = base[2:].as_strided((3, 4), (0, 1))  # broadcast-like: stride 0
+    assert not x.is_contiguous() and not y.is_contiguous()
+    fn = cm.function("affine")
+    torch.testing.assert_close(fn(x, y)[0], x * y + x)
+    torch.testing.assert_close(fn(z, y)[0], z * y + z)
+    torch.testing.assert_close(fn(x, z)[0], x * z + x)
+
+
+def test_zero_dim_and_f64(cm):
+    x, y = torch.tensor(0.5), torch.tensor(2.0, dtype=torch.float64)
+    ex, ny = cm.function("scalar")(x, y)
+    assert ex.shape == () and ny.dtype == torch.float64
+    torch.testing.assert_close(ex, torch.exp(x))
+    assert ny.item() == -2.0
+
+
+def test_bool_in_and_out(cm):
+    p = torch.tensor([True, False, True, False, True])
+    q = torch.tensor([True, True, False, False, True])
+    both, notp = cm.function("bools")(p, q)
+    assert both.dtype == torch.bool and torch.equal(both, p & q)
+    assert torch.equal(notp, ~p)
+    assert torch.equal(notp.view(torch.uint8), (~p).view(torch.uint8))  # bytes are 0/1
+
+
+def test_multiple_outputs_int64_and_returned_input(cm):
+    x = torch.arange(6).reshape(2, 3)
+    s, same = cm.function("ints")(x)
+    assert torch.equal(s, x.sum(1)) and torch.equal(same, x)
+    assert same.data_ptr() != x.data_ptr()  # outputs are fresh tensors
+    a, b = torch.randn(2, 2), torch.randn(2, 2)
+    ra, rb = cm.function("passthrough")(a, b)
+    assert torch.equal(ra, b) and torch.equal(rb, a)
+
+
+def test_size_zero_dims(cm):
+    e, s = cm.function("empty")(torch.empty(0, 3))
+    assert e.shape == (0, 3) and torch.equal(s, torch.zeros(3))
+
+
+def test_argument_errors_name_function_and_argument(cm):
+    fn = cm.function("affine")
+    with pytest.raises(TypeError, match=r"@affine: argument #1 is \(3, 5\)"):
+        fn(torch.randn(3, 4), torch.randn(3, 5))
+    with pytest.raises(TypeError, match=r"@affine: argument #0 is \(3, 4\) torch.float64"):
+        fn(torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4))
+    with pytest.raises(TypeError, match="takes 2 tensors"):
+        fn(torch.randn(3, 4))
+    with pytest.raises(KeyError, match="no entry function @nope"):
+        cm.function("nope")
+
+
+def test_threads_share_one_function(cm):
+    fn = cm.function("affine")
+    errors = []
+
+    def work(seed):
+        g = torch.Generator().manual_seed(seed)
+        for _ in range(200):
+            x, y = torch.randn(3, 4, generator=g), torch.randn(3, 4, generator=g)
+            if not torch.allclose(fn(x, y)[0], x * y + x):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_calls_do_not_recompile(cm, monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("recompiled")
+    monkeypatch.setattr(pipelines, "run_pipeline", boom)
+    monkeypatch.setattr("fusegrad.runtime.cpu.ExecutionEngine", boom)
+    fn = cm.function("affine")
+    assert fn is cm.function("affine")
+    for _ in range(3):
+        fn(torch.randn(3, 4), torch.randn(3, 4))
