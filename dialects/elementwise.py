@@ -385,7 +385,7 @@ def _add_opt(b, u, v):
     """u + v where None means zero."""
     if u is None:
         return v
-    return v if v is None else b.add(u, v)
+    return u if v is None else b.add(u, v)
 
 
 def _sub_opt(b, u, v):

@@ -13,6 +13,7 @@ from .registry import PassError
 
 DIFFERENTIATED = "dg.differentiated"
 WRT = "dg.wrt"
+GENERATED_MARKERS = ("dg.ct_outputs", "dg.tangent_outputs")
 
 
 def func_name(fn: ir.Operation) -> str:
@@ -60,13 +61,14 @@ def parse_wrt(option: str) -> list[int] | None:
 def resolve_wrt(fn: ir.Operation, option: list[int] | None) -> list[int]:
     """Inputs to differentiate: the option, else @f's `dg.wrt`, else every float input.
 
-    On a generated function (`@f_bwd`, `@f_vjp`: it has `dg.ct_outputs`) `dg.wrt`
-    describes its results, not a request, so it is ignored there.
+    On a generated function (`@f_bwd`, `@f_vjp`, `@f_jvp`: it has `dg.ct_outputs` or
+    `dg.tangent_outputs`) `dg.wrt` describes what it computed, not a request, so
+    it is ignored there.
     """
     inputs = function_type(fn).inputs
     if option is not None:
         wrt = option
-    elif WRT in fn.attributes and "dg.ct_outputs" not in fn.attributes:
+    elif WRT in fn.attributes and not any(a in fn.attributes for a in GENERATED_MARKERS):
         wrt = list(ir.DenseI64ArrayAttr(fn.attributes[WRT]))
     else:
         return float_indices(inputs)
