@@ -1,0 +1,27 @@
+"""fusegrad.explain: the report's fields and table."""
+from __future__ import annotations
+
+import torch
+
+import fusegrad
+
+
+def test_explain_forward_and_backward():
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+    report = fusegrad.explain(mlp, torch.randn(4, 16))
+    (g,) = report.graphs
+    assert set(g.kernels) == {"f_fwd", "f_bwd"}  # parameters require grad
+    for fn in g.kernels:
+        assert 0 < g.kernels[fn] < g.dg_ops[fn]
+    assert g.saved_bytes_after_remat <= g.saved_bytes_before_remat
+    assert {"capture", "import", "autodiff", "remat", "fuse"} <= set(g.compile_seconds)
+    text = str(report)
+    assert "kernels" in text and "f_bwd" in text and "saved for backward" in text
+
+
+def test_explain_inference_only():
+    with torch.no_grad():
+        report = fusegrad.explain(lambda x: torch.softmax(x, -1) * 2, torch.randn(4, 8))
+    (g,) = report.graphs
+    assert set(g.kernels) == {"f"} and g.saved_bytes_before_remat is None
+    assert g.kernels["f"] <= 2
