@@ -93,10 +93,14 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tenso
 
 
 def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
-                     **options: Any) -> Callable[..., Any]:
-    """torch.compile backend (`backend="fusegrad"`); options as in `CompileOptions`."""
+                     options: dict[str, Any] | None = None, **kwargs: Any) -> Callable[..., Any]:
+    """torch.compile backend (`backend="fusegrad"`).
+
+    Options are `CompileOptions` fields, given as keywords (functools.partial)
+    or as torch.compile's `options={...}` dict.
+    """
     try:
-        return compile_graph(gm, example_inputs, CompileOptions(**options))
+        return compile_graph(gm, example_inputs, CompileOptions(**(options or {}), **kwargs))
     except Exception as e:  # any failure: eager, with the reason
         fallback_warning("a graph", e)
         return gm.forward

@@ -1,0 +1,128 @@
+"""fusegrad.compile and torch.compile(backend="fusegrad") against eager PyTorch."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import fusegrad
+from compile_options import OPTIONS
+from fusegrad.backend import FusegradFallbackWarning, fusegrad_backend
+
+
+
+def compiled(fn, **kw):
+    return fusegrad.compile(fn, **OPTIONS, **kw)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        # a silent fallback to eager would make every comparison below vacuous
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        yield
+
+
+def f_pointwise(x, y):
+    return torch.tanh(x) * y + torch.exp(-y).sum(dim=1, keepdim=True)
+
+
+def test_function_matches_eager():
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    torch.testing.assert_close(compiled(f_pointwise)(x, y), f_pointwise(x, y))
+
+
+def test_torch_compile_backend_name():
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    cf = torch.compile(f_pointwise, backend="fusegrad", options=OPTIONS)
+    torch.testing.assert_close(cf(x, y), f_pointwise(x, y))
+
+
+def test_nested_and_non_tensor_outputs():
+    def f(x):
+        return {"a": x.sin(), "b": (x.cos(), None)}
+    x = torch.randn(6)
+    out = compiled(f)(x)
+    assert out["b"][1] is None
+    torch.testing.assert_close(out["a"], x.sin())
+    torch.testing.assert_close(out["b"][0], x.cos())
+
+
+def test_recompiles_on_new_shape_and_caches():
+    calls = []
+
+    def counting(gm, example_inputs):
+        calls.append(tuple(example_inputs[0].shape))
+        return fusegrad_backend(gm, example_inputs, **OPTIONS)
+
+    cf = torch.compile(f_pointwise, backend=counting, dynamic=False)
+    for shape in [(2, 3), (2, 3), (4, 7), (2, 3)]:
+        x, y = torch.randn(shape), torch.randn(shape)
+        torch.testing.assert_close(cf(x, y), f_pointwise(x, y))
+    assert calls == [(2, 3), (4, 7)]
+
+
+def test_unsupported_op_warns_once_and_runs_eagerly():
+    def f(x):
+        return torch.special.bessel_j0(x) + 1
+
+    x = torch.rand(8)
+    cf = compiled(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out1, out2 = cf(x), cf(x)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert len(msgs) == 1, msgs
+    assert "bessel_j0" in msgs[0] and "test_compile.py" in msgs[0]
+    torch.testing.assert_close(out1, f(x))
+    torch.testing.assert_close(out2, f(x))
+
+
+def test_no_grad_inference():
+    lin = torch.nn.Linear(5, 3)
+    cm = compiled(lin)
+    x = torch.randn(4, 5)
+    with torch.no_grad():
+        out = cm(x)
+        expected = lin(x)
+    assert not out.requires_grad
+    torch.testing.assert_close(out, expected)
+
+
+def test_outputs_do_not_alias_inputs():
+    def f(x):
+        return x.reshape(-1), x * 2
+    x = torch.randn(3, 4)
+    flat, _ = compiled(f)(x)
+    assert flat.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    torch.testing.assert_close(flat, x.reshape(-1))
+
+
+def test_input_mutation_is_written_back():
+    def f(x, buf):
+        buf.mul_(0.5).add_(x)
+        return x * buf
+    x = torch.randn(5)
+    buf, buf_eager = torch.ones(5), torch.ones(5)
+    out = compiled(f)(x, buf)
+    expected = f(x, buf_eager)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(buf, buf_eager)
+
+
+def test_dump_dir_writes_parseable_stages(tmp_path):
+    from mlir import ir
+
+    from fusegrad.context import make_context
+
+    x, y = torch.randn(2, 3, requires_grad=True), torch.randn(2, 3)
+    compiled(f_pointwise, dump_dir=str(tmp_path))(x, y).sum().backward()
+    stages = sorted(p.name for p in tmp_path.iterdir())
+    assert any(".imported." in s for s in stages), stages
+    assert any(".autodiff-" in s for s in stages), stages
+    ctx = make_context()
+    for p in tmp_path.iterdir():
+        if ".lowered" not in p.name:  # LLVM-dialect stages need no dg, parse the rest
+            ir.Module.parse(p.read_text(), ctx)
