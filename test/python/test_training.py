@@ -1,0 +1,89 @@
+"""Training through compiled functions: .grad, retain_graph, double backward, gradcheck."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import fusegrad
+from compile_options import OPTIONS
+from fusegrad.backend import FusegradFallbackWarning
+
+
+@pytest.fixture(autouse=True)
+def no_fallback():
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        yield
+
+
+def f(x, w, b):
+    return torch.tanh(x @ w + b).pow(2).sum(dim=1)
+
+
+def leaves(dtype=torch.float32):
+    torch.manual_seed(0)
+    return [torch.randn(4, 3, dtype=dtype, requires_grad=True),
+            torch.randn(3, 5, dtype=dtype, requires_grad=True),
+            torch.randn(5, dtype=dtype, requires_grad=True)]
+
+
+def test_grad_matches_eager_for_params_and_inputs():
+    lin = torch.nn.Linear(3, 2)
+    cm = fusegrad.compile(lin, **OPTIONS)
+    x = torch.randn(5, 3, requires_grad=True)
+    cm(x).sin().sum().backward()
+    got = [x.grad.clone()] + [p.grad.clone() for p in lin.parameters()]
+    x.grad = None
+    lin.zero_grad()
+    lin(x).sin().sum().backward()
+    expected = [x.grad] + [p.grad for p in lin.parameters()]
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+
+
+def test_only_inputs_requiring_grad_get_grads():
+    x, w, b = leaves()
+    x.requires_grad_(False)
+    fusegrad.compile(f, **OPTIONS)(x, w, b).sum().backward()
+    assert x.grad is None and w.grad is not None and b.grad is not None
+
+
+def test_retain_graph_and_second_backward_error():
+    x, w, b = leaves()
+    out = fusegrad.compile(f, **OPTIONS)(x, w, b).sum()
+    out.backward(retain_graph=True)
+    first = w.grad.clone()
+    out.backward()
+    torch.testing.assert_close(w.grad, 2 * first)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.backward()
+
+
+def test_double_backward_and_hvp_match_eager():
+    x, w, b = leaves(torch.float64)
+    cf = fusegrad.compile(f, **OPTIONS)
+    v = torch.randn_like(w)
+
+    def hvp_and_grad(fn):
+        gw, gx = torch.autograd.grad(fn(x, w, b).sum(), (w, x), create_graph=True)
+        return (gw, *torch.autograd.grad((gw * v).sum() + gx.pow(2).sum(), (w, x, b)))
+
+    for got, expected in zip(hvp_and_grad(cf), hvp_and_grad(f)):
+        torch.testing.assert_close(got, expected)
+
+
+def test_gradcheck_and_gradgradcheck():
+    cf = fusegrad.compile(f, **OPTIONS)
+    inputs = tuple(leaves(torch.float64))
+    assert torch.autograd.gradcheck(cf, inputs)
+    assert torch.autograd.gradgradcheck(cf, inputs)
+
+
+def test_create_graph_without_saved_inputs_raises():
+    x, w, b = leaves()
+    out = fusegrad.compile(f, double_backward=False, **OPTIONS)(x, w, b).sum()
+    with pytest.raises(RuntimeError, match="double_backward=True"):
+        torch.autograd.grad(out, w, create_graph=True)
