@@ -1,0 +1,19 @@
+// dg-fuse: a matmul stays its own kernel; its pointwise epilogue fuses with the
+// sibling value it reads, but not across the matmul (exp feeds the matmul).
+// RUN: fusegrad-opt %s -p dg-fuse | filecheck %s
+
+// CHECK-LABEL: func.func @f(
+// CHECK-NEXT: %[[E:.*]] = "dg.exp"(%arg0)
+// CHECK-NEXT: %[[M:.*]] = "dg.matmul"(%[[E]], %arg1)
+// CHECK-NEXT: "dg.fusion"(%[[M]], %[[E]]) ({
+// CHECK: "dg.tanh"
+// CHECK: "dg.add"
+// CHECK: gpu.yield
+// CHECK-NOT: dg.matmul
+func.func @f(%a: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %e = "dg.exp"(%a) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %m = "dg.matmul"(%e, %w) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %t = "dg.tanh"(%m) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %s = "dg.add"(%t, %e) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %s : tensor<8x8xf32>
+}
