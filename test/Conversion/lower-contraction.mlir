@@ -1,0 +1,39 @@
+// matmul -> linalg.matmul / batch_matmul on a zero fill; conv2d -> padded
+// linalg.conv_2d_nchw_fchw, or the grouped form for groups > 1.
+// RUN: fusegrad-opt %s -p dg-lower-to-linalg | filecheck %s
+
+// CHECK-LABEL: func.func @matmul
+// CHECK: %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<3x5xf32>)
+// CHECK: linalg.matmul ins(%arg0, %arg1 : tensor<3x4xf32>, tensor<4x5xf32>) outs(%[[Z]] : tensor<3x5xf32>)
+func.func @matmul(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) -> tensor<3x5xf32> {
+  %0 = "dg.matmul"(%a, %b) : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  return %0 : tensor<3x5xf32>
+}
+
+// Batch dims beyond one are collapsed, then expanded back.
+// CHECK-LABEL: func.func @matmul4d
+// CHECK: tensor.collapse_shape %arg0 {{\[\[}}0, 1], [2], [3]] : tensor<2x3x4x5xf32> into tensor<6x4x5xf32>
+// CHECK: linalg.batch_matmul
+// CHECK: tensor.expand_shape {{.*}} : tensor<6x4x6xf32> into tensor<2x3x4x6xf32>
+func.func @matmul4d(%a: tensor<2x3x4x5xf32>, %b: tensor<2x3x5x6xf32>) -> tensor<2x3x4x6xf32> {
+  %0 = "dg.matmul"(%a, %b) : (tensor<2x3x4x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x4x6xf32>
+  return %0 : tensor<2x3x4x6xf32>
+}
+
+// CHECK-LABEL: func.func @conv
+// CHECK: tensor.insert_slice %arg0 into %{{.*}}[0, 0, 1, 1] [1, 3, 8, 8] [1, 1, 1, 1] : tensor<1x3x8x8xf32> into tensor<1x3x10x10xf32>
+// CHECK: linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+func.func @conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x4x4xf32> {
+  %0 = "dg.conv2d"(%x, %w) {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x4x4xf32>
+  return %0 : tensor<1x4x4x4xf32>
+}
+
+// CHECK-LABEL: func.func @grouped
+// CHECK: tensor.expand_shape %arg0 {{.*}} : tensor<1x4x6x6xf32> into tensor<1x2x2x6x6xf32>
+// CHECK: tensor.expand_shape %arg1 {{.*}} : tensor<6x2x3x3xf32> into tensor<2x3x2x3x3xf32>
+// CHECK: linalg.conv_2d_ngchw_gfchw
+// CHECK: tensor.collapse_shape {{.*}} : tensor<1x2x3x4x4xf32> into tensor<1x6x4x4xf32>
+func.func @grouped(%x: tensor<1x4x6x6xf32>, %w: tensor<6x2x3x3xf32>) -> tensor<1x6x4x4xf32> {
+  %0 = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 2} : (tensor<1x4x6x6xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x4x4xf32>
+  return %0 : tensor<1x6x4x4xf32>
+}

@@ -1,0 +1,36 @@
+// Indexing ops: generics that tensor.extract at computed coordinates; scatter_add
+// is an scf.for nest carrying the result tensor.
+// RUN: fusegrad-opt %s -p dg-lower-to-linalg | filecheck %s
+
+// CHECK-LABEL: func.func @gather
+// CHECK: linalg.generic {{.*}} ins(%arg1 : tensor<2x4xi64>) outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK: ^bb0(%[[IDX:.*]]: i64, %{{.*}}: f32):
+// CHECK: %[[I:.*]] = arith.index_cast %[[IDX]] : i64 to index
+// CHECK: %[[J:.*]] = linalg.index 1 : index
+// CHECK: tensor.extract %arg0[%[[I]], %[[J]]] : tensor<3x4xf32>
+func.func @gather(%x: tensor<3x4xf32>, %i: tensor<2x4xi64>) -> tensor<2x4xf32> {
+  %0 = "dg.gather"(%x, %i) {dim = 0} : (tensor<3x4xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @index_select
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2x2xf32>)
+// CHECK: tensor.extract %arg1[{{.*}}] : tensor<2x2xi32>
+// CHECK: tensor.extract %arg0[{{.*}}] : tensor<4x5xf32>
+func.func @index_select(%x: tensor<4x5xf32>, %i: tensor<2x2xi32>) -> tensor<4x2x2xf32> {
+  %0 = "dg.index_select"(%x, %i) {dim = 1} : (tensor<4x5xf32>, tensor<2x2xi32>) -> tensor<4x2x2xf32>
+  return %0 : tensor<4x2x2xf32>
+}
+
+// CHECK-LABEL: func.func @scatter_add
+// CHECK: scf.for {{.*}} iter_args(%[[T0:.*]] = %arg0) -> (tensor<3x4xf32>)
+// CHECK: scf.for {{.*}} iter_args(%[[T1:.*]] = %[[T0]]) -> (tensor<3x4xf32>)
+// CHECK: tensor.extract %arg1
+// CHECK: tensor.extract %[[T1]]
+// CHECK: tensor.extract %arg2
+// CHECK: arith.addf
+// CHECK: tensor.insert {{.*}} into %[[T1]]
+func.func @scatter_add(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %0 = "dg.scatter_add"(%x, %i, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
