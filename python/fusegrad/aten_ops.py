@@ -126,6 +126,9 @@ def norm_dim(d: int, rank: int) -> int:
 
 
 def norm_dims(dims: Any, rank: int) -> list[int]:
+    """Sorted non-negative reduction dims; None or [] mean all dims (none for a 0-d tensor)."""
+    if rank == 0:
+        return []
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return list(range(rank))
     if isinstance(dims, int):

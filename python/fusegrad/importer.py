@@ -33,6 +33,7 @@ from mlir.dialects import func
 
 from . import aten_ops
 from .dialects.builder import Builder, spec
+from .dialects.core import ShapeError
 from .dialects.types import TensorSpec, from_torch_dtype
 
 log = logging.getLogger(__name__)
@@ -251,6 +252,10 @@ class _GraphImporter:
                 result = handler(em, *args, **kwargs)
             except aten_ops.Unsupported as e:
                 raise self.unsupported(node, str(e)) from None
+            except ShapeError as e:
+                raise ImporterError(f"importer bug: mapping node '{node.name}' ({node.target}) at "
+                                    f"{describe_location(node)} built invalid dg: {e}; fix its "
+                                    "mapping in fusegrad/aten_ops.py") from e
             results = list(result) if isinstance(result, (tuple, list)) else [result]
             self.env[node] = results if isinstance(node.meta.get("val"), (tuple, list)) \
                 else results[0]

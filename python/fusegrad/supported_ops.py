@@ -1,0 +1,96 @@
+"""The ops fusegrad claims, by OpInfo name: `op_db` entries (name + variant).
+
+Every claimed op is tested on every float32 OpInfo sample (and float64 where
+cheap) against eager PyTorch in `test/python/test_opinfo.py`. A claim may
+exclude samples with `unsupported(sample) -> reason | None`: for those the
+importer must raise `UnsupportedOp` (the graph then runs eagerly) rather
+than compute anything. `stochastic` ops are checked statistically.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One OpInfo entry fusegrad compiles."""
+
+    name: str
+    variant: str = ""
+    note: str = ""
+    # reason string for samples that must raise UnsupportedOp, else None
+    unsupported: Callable[[Any], str | None] | None = None
+    atol: float | None = None  # float32 tolerances when the default is too tight
+    rtol: float | None = None
+    stochastic: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}.{self.variant}" if self.variant else self.name
+
+
+def _adaptive_not_divisible(sample: Any) -> str | None:
+    h, w = sample.input.shape[-2:]
+    out = sample.args[0]
+    oh, ow = (out, out) if isinstance(out, int) or out is None else out
+    oh, ow = oh or h, ow or w
+    return None if h % oh == 0 and w % ow == 0 else "output size does not divide the input"
+
+
+_CONTRACTION_TOL = dict(atol=1e-4, rtol=1e-4)  # summation order differs from MKL/oneDNN
+_TRANSCENDENTAL_TOL = dict(atol=1e-5, rtol=1e-5)  # libm vs. vectorised SLEEF ulp differences
+
+_PLAIN = """
+add sub mul div.no_rounding_mode div.trunc_rounding div.floor_rounding true_divide rsub
+pow neg abs exp log log1p expm1 sqrt rsqrt tanh sigmoid erf sin cos reciprocal sign floor
+ceil round trunc square clamp clamp_min clamp_max maximum minimum max.binary min.binary
+eq ne lt le gt ge logical_not logical_and logical_or logical_xor where masked_fill
+isnan positive sum mean amax amin argmax argmin var var.unbiased std std.unbiased var_mean
+var_mean.unbiased std_mean max.reduction_with_dim min.reduction_with_dim
+max.reduction_no_dim min.reduction_no_dim any all softmax log_softmax
+nn.functional.softmin view reshape view_as reshape_as flatten unflatten permute transpose t
+expand expand_as squeeze unsqueeze slice select narrow cat stack split split.list_args
+split_with_sizes chunk unbind clone contiguous flip __getitem__ index_select gather
+scatter_add take_along_dim repeat tile roll nn.functional.pad.constant full zeros ones
+full_like zeros_like ones_like arange scalar_tensor nn.functional.relu nn.functional.relu6
+nn.functional.leaky_relu nn.functional.hardtanh nn.functional.elu nn.functional.hardsigmoid
+nn.functional.hardswish nn.functional.silu nn.functional.embedding nn.functional.mse_loss
+nn.functional.l1_loss nn.functional.smooth_l1_loss nn.functional.huber_loss
+nn.functional.nll_loss lerp addcmul addcdiv frac deg2rad rad2deg remainder fmod
+nn.functional.avg_pool2d nn.functional.max_pool2d
+"""
+
+_TOLERANT = """
+mm bmm matmul addmm addmm.decomposed baddbmm mv dot nn.functional.linear
+nn.functional.conv1d nn.functional.conv2d nn.functional.layer_norm nn.functional.group_norm
+nn.functional.batch_norm nn.functional.cross_entropy logsumexp nn.functional.gelu
+nn.functional.softplus nn.functional.mish nn.functional.logsigmoid
+nn.functional.binary_cross_entropy_with_logits tan log2 log10 xlogy logaddexp
+"""
+
+
+def _split(key: str, **kw: Any) -> Claim:
+    name, _, variant = key.partition(".") if key.count(".") and not key.startswith("nn.") \
+        else (key, "", "")
+    if key.startswith("nn.functional.") and key.count(".") == 3:
+        name, variant = key.rsplit(".", 1)
+    return Claim(name, variant, **kw)
+
+
+CLAIMS: list[Claim] = (
+    [_split(k) for k in _PLAIN.split()]
+    + [_split(k, **(_CONTRACTION_TOL if k in ("mm", "bmm", "matmul", "addmm", "baddbmm", "mv",
+                                                "dot", "nn.functional.linear",
+                                                "nn.functional.conv1d", "nn.functional.conv2d")
+                    else _TRANSCENDENTAL_TOL)) for k in _TOLERANT.split()]
+    + [
+        Claim("nn.functional.adaptive_avg_pool2d", unsupported=_adaptive_not_divisible,
+              note="output sizes that divide the input only"),
+        Claim("nn.functional.dropout", stochastic=True,
+              note="seeded by the function's dg.seed_input argument; checked statistically"),
+        Claim("bernoulli", stochastic=True, note="checked statistically"),
+    ]
+)
+
+CLAIMED: dict[str, Claim] = {c.key: c for c in CLAIMS}

@@ -1,0 +1,191 @@
+"""Importer unit tests: locations, unsupported ops, type checks, random-op seeds."""
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+from mlir import ir
+from torch.func import functionalize
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from fusegrad.capture import capture
+from fusegrad.context import make_context
+from fusegrad.decompositions import DECOMPOSITIONS
+from fusegrad.dialects.interpreter import run_function
+from fusegrad.importer import SEED_ATTR, ImporterError, UnsupportedOp, import_graph, user_frame
+
+aten = torch.ops.aten
+
+
+def trace(fn, *args):
+    """A functional core-ATen graph with user stack traces, like capture's from Dynamo."""
+    with torch.no_grad():
+        return make_fx(functionalize(fn, remove="mutations_and_views"),
+                       decomposition_table=DECOMPOSITIONS, record_stack_traces=True)(*args)
+
+
+def dynamo_trace(fn, *args):
+    """The user path: Dynamo's graph (with stack traces) through fusegrad's capture."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(capture(gm, example_inputs).gm)
+        return gm
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    return graphs[0]
+
+
+@pytest.fixture(autouse=True)
+def ctx():
+    """Every test runs inside one dg-enabled MLIR context (IR dies with its context)."""
+    context = make_context()
+    with context:
+        yield context
+
+
+def import_and_run(gm, args):
+    module = import_graph(gm)
+    func_op = module.body.operations[0]
+    return module, func_op, run_function(func_op, list(args))
+
+
+def _user_line(fn) -> int:
+    return fn.__code__.co_firstlineno + 1
+
+
+def test_location_names_aten_op_and_user_line():
+    def f(x):
+        return torch.exp(x)  # the line the location must point at
+
+    module, func_op, _ = import_and_run(dynamo_trace(f, torch.randn(3)), [torch.randn(3)])
+    op = next(o for o in func_op.regions[0].blocks[0].operations if o.operation.name == "dg.exp")
+    loc = str(op.location)
+    assert "aten.exp.default" in loc
+    assert f"{__file__}\":{_user_line(f)}" in loc
+
+
+def test_user_frame_skips_library_frames():
+    trace_text = (f'  File "{__file__}", line 7, in f\n    y = g(x)\n'
+                  f'  File "{torch.__file__}", line 99, in g\n    return h(x)\n')
+    assert user_frame(trace_text)[:2] == (__file__, 7)
+    assert user_frame(None) is None
+
+
+def test_unsupported_op_names_op_and_line():
+    def f(x):
+        return torch.cumsum(x, 0)
+
+    gm = dynamo_trace(f, torch.randn(4))
+    with pytest.raises(UnsupportedOp) as info:
+        import_and_run(gm, [torch.randn(4)])
+    assert info.value.op_name == "aten.cumsum.default"
+    msg = str(info.value)
+    assert "aten.cumsum.default" in msg and f"test_importer.py:{_user_line(f)}" in msg
+    assert "eagerly" in msg
+
+
+def test_unsupported_kwarg_raises_instead_of_wrong_numbers():
+    def f(x):
+        return torch.nn.functional.adaptive_avg_pool2d(x, (3, 2))
+
+    with pytest.raises(UnsupportedOp, match="adaptive_avg_pool2d"):
+        import_and_run(trace(f, torch.randn(1, 2, 5, 4)), [torch.randn(1, 2, 5, 4)])
+
+
+def test_meta_mismatch_is_an_internal_error():
+    gm = trace(lambda x: x * 2, torch.randn(3))
+    node = next(n for n in gm.graph.nodes if n.target is aten.mul.Tensor)
+    node.meta["val"] = torch.empty(4)  # PyTorch "says" 4 elements: the mapping gives 3
+    with pytest.raises(ImporterError, match="mul"):
+        import_and_run(gm, [torch.randn(3)])
+
+
+def test_promotion_and_broadcast_are_explicit():
+    def f(x, i):
+        return x + i, (i < 2.5)
+
+    x, i = torch.randn(2, 3), torch.arange(3, dtype=torch.int32)
+    module, _, (s, lt) = import_and_run(trace(f, x, i), [x, i])
+    text = str(module)
+    assert "dg.convert" in text and "dg.broadcast_in_dim" in text
+    torch.testing.assert_close(s, x + i)
+    assert torch.equal(lt, i < 2.5)
+
+
+def test_tuple_outputs_are_flattened():
+    def f(x):
+        return (x.sin(), (x.cos(), x.exp()))
+
+    x = torch.randn(5)
+    module, func_op, outs = import_and_run(trace(f, x), [x])
+    assert len(outs) == 3
+    torch.testing.assert_close(outs[2], x.exp())
+
+
+def test_non_tensor_output_is_rejected():
+    gm = trace(lambda x: x + 1, torch.randn(2))
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    out.args = ((out.args[0], 3),)
+    with pytest.raises(UnsupportedOp, match="non-tensor"):
+        import_and_run(gm, [torch.randn(2)])
+
+
+def test_max_pool_indices_when_used():
+    def f(x):
+        v, i = torch.nn.functional.max_pool2d(x, 3, 2, 1, return_indices=True)
+        return v, i
+
+    x = torch.randn(2, 3, 7, 6)
+    x[0, 0, :3, :3] = float("nan")
+    _, _, (v, i) = import_and_run(trace(f, x), [x])
+    ev, ei = f(x)
+    torch.testing.assert_close(v, ev, equal_nan=True)
+    assert torch.equal(i, ei)
+
+
+def test_random_ops_take_a_seed_input():
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.25, training=True), torch.bernoulli(x, 0.5)
+
+    x = torch.ones(64, 64)
+    module = import_graph(trace(f, x))
+    func_op = module.body.operations[0]
+    seed_index = ir.IntegerAttr(func_op.attributes[SEED_ATTR]).value
+    assert seed_index == 1
+    ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
+    assert str(ftype.inputs[seed_index]) == "tensor<i64>"
+    y1, b1 = run_function(func_op, [x, torch.tensor(1)])
+    y1_again, _ = run_function(func_op, [x, torch.tensor(1)])
+    y2, _ = run_function(func_op, [x, torch.tensor(2)])
+    assert torch.equal(y1, y1_again) and not torch.equal(y1, y2)
+    kept = (y1 != 0).float().mean().item()
+    assert abs(kept - 0.75) < 0.03
+    torch.testing.assert_close(y1[y1 != 0], torch.full_like(y1[y1 != 0], 1 / 0.75))
+    assert abs(b1.mean().item() - 0.5) < 0.03
+    assert not torch.equal((y1 != 0).float(), b1), "random ops must use distinct streams"
+
+
+def test_getitem_of_multi_output_op():
+    def f(x):
+        return torch.max(x, dim=1)
+
+    x = torch.randn(4, 5)
+    _, _, (v, i) = import_and_run(trace(f, x), [x])
+    ev, ei = torch.max(x, dim=1)
+    assert torch.equal(v, ev) and torch.equal(i, ei)
+    assert operator.getitem in {n.target for n in trace(f, x).graph.nodes}
+
+
+def test_import_graph_takes_ctx_or_needs_one(ctx):
+    gm = trace(lambda x: x.abs(), torch.randn(2))
+    other = make_context()
+    module = import_graph(gm, name="absval", ctx=other)
+    assert "@absval" in str(module) and module.context is other
+    ctx.__exit__(None, None, None)
+    try:
+        with pytest.raises(RuntimeError, match="MLIR context"):
+            import_graph(gm)
+    finally:
+        ctx.__enter__()
