@@ -46,16 +46,17 @@ def _fresh(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> l
 
 
 def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
-                non_differentiable: Sequence[int] = ()) -> list[torch.Tensor]:
+                mutated: Sequence[int] = ()) -> list[torch.Tensor]:
     """Outputs of `program` on `inputs` (a seed input, if any, is appended here).
 
-    `non_differentiable`: output indices autograd must treat as constants
-    (e.g. new values of mutated buffers).
+    `mutated`: indices of inputs the caller overwrites after the call with the
+    first `len(mutated)` outputs (see `capture.Captured`); autograd treats those
+    outputs as constants, and the inputs are saved by value.
     """
     inputs = with_seed(program, inputs)
     wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
     if torch.is_grad_enabled() and wrt:
-        return list(ProgramFunction.apply(program, wrt, tuple(non_differentiable), *inputs))
+        return list(ProgramFunction.apply(program, wrt, tuple(mutated), *inputs))
     with torch.no_grad():
         return _fresh(program.forward()(*inputs), inputs)
 
@@ -64,18 +65,20 @@ class ProgramFunction(torch.autograd.Function):
     """Compiled forward/backward of one Program as an autograd node."""
 
     @staticmethod
-    def forward(ctx, program: Program, wrt: tuple[int, ...], non_differentiable: tuple[int, ...],
+    def forward(ctx, program: Program, wrt: tuple[int, ...], mutated: tuple[int, ...],
                 *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         t = program.training(wrt)
         results = t.fwd(*inputs)
         outputs = _fresh(results[:t.num_outputs], inputs)
-        saved = results[t.num_outputs:]
+        saved = _fresh(results[t.num_outputs:], [inputs[i] for i in mutated])
         keep_inputs = program.options.double_backward
-        ctx.save_for_backward(*saved, *(inputs if keep_inputs else ()))
+        # inputs the caller overwrites next are kept by value (the backward reads the old one)
+        kept = [x.clone() if i in mutated else x for i, x in enumerate(inputs)] if keep_inputs else []
+        ctx.save_for_backward(*saved, *kept)
         ctx.program, ctx.training, ctx.num_saved = program, t, len(saved)
         ctx.keep_inputs, ctx.num_inputs = keep_inputs, len(inputs)
         ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs)
-                                      if i in non_differentiable or not o.is_floating_point()))
+                                      if i < len(mutated) or not o.is_floating_point()))
         return tuple(outputs)
 
     @staticmethod

@@ -54,7 +54,6 @@ class CompiledGraph:
         self.program = program
         self.eager = eager
         self.failed = False
-        self.mutation_outputs = tuple(range(captured.num_mutations))
 
     def __call__(self, *args: torch.Tensor) -> Any:
         if self.failed:
@@ -65,7 +64,7 @@ class CompiledGraph:
                 "an input that requires grad is mutated in place; compile without the in-place "
                 "update"), args)
         try:
-            outputs = run_program(self.program, inputs, non_differentiable=self.mutation_outputs)
+            outputs = run_program(self.program, inputs, mutated=self.captured.mutated)
         except Exception as e:  # building a lazily compiled variant failed: eager is still right
             return self._fail(e, args)
         n = self.captured.num_mutations
