@@ -95,6 +95,7 @@ class Program:
         self.seed_input: int | None = (ir.IntegerAttr(fn.attributes["dg.seed_input"]).value
                                        if "dg.seed_input" in fn.attributes else None)
         self._forward: Executable | None = None
+        self._engines: list = []
         self._training: dict[tuple[int, ...], Training] = {}
         self._joint: dict[tuple[int, ...], Program] = {}
         self._jvp: dict[tuple[int, ...], Program] = {}
@@ -154,6 +155,7 @@ class Program:
 
         with module.context, ir.Location.unknown():
             cpu = compile_cpu(module)
+        self._engines.append(cpu)  # its functions point into the JIT's memory
         self.dump(stage, module)
         return [cpu.function(n) for n in names]
 
