@@ -23,9 +23,9 @@ from mlir.dialects import func
 
 from ..dialects.builder import Builder, spec
 from .autodiff_common import (
-    active_values, apply_rule, body_ops, check_rule_result, clone_op, erase_dead_ops, float_indices,
+    WRT, active_values, apply_rule, body_ops, check_rule_result, clone_op, erase_dead_ops, float_indices,
     func_name, function_type, functions_to_differentiate, get_i64s, grad_location,
-    mark_differentiated, new_function, parse_wrt, resolve_wrt, rule_of, set_i64s,
+    mark_differentiated, new_function, parse_wrt, resolve_wrt, set_i64s,
 )
 from .registry import PassError, register_pass
 
@@ -33,7 +33,6 @@ log = logging.getLogger("fusegrad.passes.autodiff")
 
 NUM_OUTPUTS = "dg.num_outputs"
 CT_OUTPUTS = "dg.ct_outputs"
-WRT = "dg.wrt"
 
 
 def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
