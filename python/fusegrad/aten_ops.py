@@ -558,6 +558,17 @@ def _reshape(em: Emit, x: ir.Value, *args: Any) -> ir.Value:
     return reshape(em, x, em.out0.shape)
 
 
+@handles(aten.as_strided.default, aten.as_strided_copy.default)
+def _as_strided(em: Emit, x: ir.Value, size: Sequence[int], stride: Sequence[int],
+                storage_offset: int | None = None) -> ir.Value:
+    """Only the contiguous case: a reshape of the whole (contiguous) operand."""
+    contiguous = [math.prod(size[i + 1:]) for i in range(len(size))]
+    same = all(st == c for n, st, c in zip(size, stride, contiguous) if n != 1)
+    if not same or storage_offset or math.prod(size) != spec(x).numel:
+        raise Unsupported("as_strided with non-contiguous strides or an offset")
+    return reshape(em, x, em.out0.shape)
+
+
 @handles(aten.permute.default, aten.permute_copy.default)
 def _permute(em: Emit, x: ir.Value, dims: Sequence[int]) -> ir.Value:
     rank = spec(x).rank
@@ -598,6 +609,10 @@ def slice_dim(em: Emit, x: ir.Value, dim: int, start: int, end: int, step: int =
     limits = list(s.shape)
     strides = [1] * s.rank
     starts[dim], limits[dim], strides[dim] = start, end, step
+    if end <= start:  # an empty slice: nothing to read
+        shape = list(s.shape)
+        shape[dim] = 0
+        return em.b.full(shape=shape, dtype=s.dtype, value=0.0)
     if starts == [0] * s.rank and limits == list(s.shape) and step == 1:
         return x
     return em.b.slice(x, start=starts, limit=limits, stride=strides)

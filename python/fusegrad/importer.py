@@ -249,7 +249,11 @@ class _GraphImporter:
             kwargs = {k: self._arg(v, node) for k, v in node.kwargs.items()}
             em = aten_ops.Emit(b, node, specs, self)
             try:
-                result = handler(em, *args, **kwargs)
+                if len(specs) == 1 and specs[0] is not None and specs[0].numel == 0:
+                    # an empty result has no data: no need to lower the op at all
+                    result = b.full(shape=specs[0].shape, dtype=specs[0].dtype, value=0.0)
+                else:
+                    result = handler(em, *args, **kwargs)
             except aten_ops.Unsupported as e:
                 raise self.unsupported(node, str(e)) from None
             except ShapeError as e:

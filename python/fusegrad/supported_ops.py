@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import torch
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -38,6 +40,11 @@ def _adaptive_not_divisible(sample: Any) -> str | None:
     return None if h % oh == 0 and w % ow == 0 else "output size does not divide the input"
 
 
+def _tensor_start(sample: Any) -> str | None:
+    start = sample.args[1] if len(sample.args) > 1 else None
+    return "a tensor start is data-dependent" if isinstance(start, torch.Tensor) else None
+
+
 _CONTRACTION_TOL = dict(atol=1e-4, rtol=1e-4)  # summation order differs from MKL/oneDNN
 _TRANSCENDENTAL_TOL = dict(atol=1e-5, rtol=1e-5)  # libm vs. vectorised SLEEF ulp differences
 
@@ -50,7 +57,7 @@ isnan positive sum mean amax amin argmax argmin var var.unbiased std std.unbiase
 var_mean.unbiased std_mean max.reduction_with_dim min.reduction_with_dim
 max.reduction_no_dim min.reduction_no_dim any all softmax log_softmax
 nn.functional.softmin view reshape view_as reshape_as flatten unflatten permute transpose t
-expand expand_as squeeze unsqueeze slice select narrow cat stack split split.list_args
+expand expand_as squeeze unsqueeze slice select cat stack split split.list_args
 split_with_sizes chunk unbind clone contiguous flip __getitem__ index_select gather
 scatter_add take_along_dim repeat tile roll nn.functional.pad.constant full zeros ones
 full_like zeros_like ones_like arange scalar_tensor nn.functional.relu nn.functional.relu6
@@ -87,6 +94,7 @@ CLAIMS: list[Claim] = (
     + [
         Claim("nn.functional.adaptive_avg_pool2d", unsupported=_adaptive_not_divisible,
               note="output sizes that divide the input only"),
+        Claim("narrow", unsupported=_tensor_start, note="int start only"),
         Claim("nn.functional.dropout", stochastic=True,
               note="seeded by the function's dg.seed_input argument; checked statistically"),
         Claim("bernoulli", stochastic=True, note="checked statistically"),

@@ -1,0 +1,13 @@
+"""Shared pytest hooks for the Python test suite."""
+from __future__ import annotations
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line with how much of the OpInfo suite ran (test_opinfo.STATS)."""
+    import sys
+    mod = sys.modules.get("test_opinfo") or sys.modules.get("test.python.test_opinfo")
+    if mod is not None and mod.STATS["ops"]:
+        s = mod.STATS
+        terminalreporter.write_line(
+            f"fusegrad OpInfo: {s['ops']} ops, {s['samples']} samples compared with eager "
+            f"via {mod.EXECUTOR}, {s['unsupported']} samples correctly rejected as unsupported")
