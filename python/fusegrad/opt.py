@@ -313,7 +313,10 @@ def _write_output(path: str, text: str) -> None:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """The whole command; returns the exit status (raises CliError for fatal input errors)."""
-    args = _arg_parser().parse_args(argv)
+    try:
+        args = _arg_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error already reported
+        return int(e.code or 0)
     if args.dump_dialect:
         _write_output(args.output, dialect_irdl())
         return 0

@@ -5,6 +5,6 @@
 // PASSES: Upstream passes: every pass that mlir-opt registers
 // RUN: fusegrad-opt --dump-dialect | filecheck %s --check-prefix=IRDL
 // IRDL: irdl.dialect @dg {
-// IRDL: irdl.operation @fusion {
-// IRDL: irdl.regions(body: %body)
+// IRDL: irdl.operation @matmul {
+// IRDL: irdl.operands(lhs: %in0, rhs: %in1)
 // RUN: %python -m fusegrad.opt --list-passes | filecheck %s --check-prefix=PASSES

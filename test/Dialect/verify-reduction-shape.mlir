@@ -145,14 +145,6 @@ func.func @pad_negative(%x: tensor<2x3xf32>) {
 
 // -----
 
-func.func @concat_empty() {
-  // expected-error @+1 {{'dg.concatenate' op needs at least one operand}}
-  %0 = "dg.concatenate"() {dim = 0 : i64} : () -> tensor<2xf32>
-  return
-}
-
-// -----
-
 func.func @concat_dim(%x: tensor<2x3xf32>) {
   // expected-error @+1 {{'dg.concatenate' op dim 2 out of range for rank 2}}
   %0 = "dg.concatenate"(%x, %x) {dim = 2 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
@@ -164,5 +156,13 @@ func.func @concat_dim(%x: tensor<2x3xf32>) {
 func.func @concat_result(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) {
   // expected-error @+1 {{'dg.concatenate' op result type(s) tensor<5x3xf32> do not match the inferred tensor<4x3xf32>}}
   %0 = "dg.concatenate"(%x, %y) {dim = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_operands(%x: tensor<2x3xf32>, %y: tensor<2x4xf32>) {
+  // expected-error @+1 {{'dg.concatenate' op operand #1 tensor<2x4xf32> does not match operand #0 tensor<2x3xf32> outside dim 0}}
+  %0 = "dg.concatenate"(%x, %y) {dim = 0 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
   return
 }

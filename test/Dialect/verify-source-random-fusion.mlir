@@ -1,4 +1,4 @@
-// Source, random and fusion ops, and the checks common to every dg op
+// Source and random ops, fusion regions, and the checks common to every dg op
 // (static tensor types, supported dtypes, attribute kinds, result types).
 // RUN: fusegrad-opt %s --split-input-file --verify-diagnostics
 
@@ -50,82 +50,46 @@ func.func @bernoulli_p(%s: tensor<i64>) {
 
 // -----
 
-func.func @fusion_blocks(%a: tensor<4xf32>) {
-  // expected-error @+1 {{'dg.fusion' op body must have exactly one block, has 2}}
-  %0 = "dg.fusion"(%a) ({
-  ^bb0(%x: tensor<4xf32>):
-    "gpu.yield"(%x) : (tensor<4xf32>) -> ()
-  ^bb1(%y: tensor<4xf32>):
-    "gpu.yield"(%y) : (tensor<4xf32>) -> ()
-  }) : (tensor<4xf32>) -> tensor<4xf32>
-  return
-}
-
-// -----
-
-func.func @fusion_args(%a: tensor<4xf32>) {
-  // expected-error @+1 {{'dg.fusion' op body block arguments must match the operand types}}
-  %0 = "dg.fusion"(%a) ({
-  ^bb0(%x: tensor<2xf32>):
-    "gpu.yield"(%x) : (tensor<2xf32>) -> ()
-  }) : (tensor<4xf32>) -> tensor<2xf32>
-  return
-}
-
-// -----
-
-func.func @fusion_no_terminator(%a: tensor<4xf32>) {
-  %0 = "dg.fusion"(%a) ({
-  ^bb0(%x: tensor<4xf32>):
-    // expected-error @+1 {{block with no terminator}}
+func.func @fusion_blocks(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'dg.fusion' region must have exactly one block, has 2}}
+  %0 = scf.execute_region -> tensor<4xf32> no_inline {
+    cf.br ^bb1
+  ^bb1:
     %e = "dg.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
-  }) : (tensor<4xf32>) -> tensor<4xf32>
+    scf.yield %e : tensor<4xf32>
+  } {dg.fusion}
   return
 }
 
 // -----
 
-func.func @fusion_terminator(%a: tensor<4xf32>) {
-  // expected-error @+1 {{'dg.fusion' op body must end in gpu.yield}}
-  %0 = "dg.fusion"(%a) ({
-  ^bb0(%x: tensor<4xf32>):
-    llvm.unreachable
-  }) : (tensor<4xf32>) -> tensor<4xf32>
-  return
-}
-
-// -----
-
-func.func @fusion_yield(%a: tensor<4xf32>) {
-  // expected-error @+1 {{'dg.fusion' op yielded types must match the result types}}
-  %0 = "dg.fusion"(%a) ({
-  ^bb0(%x: tensor<4xf32>):
-    "gpu.yield"() : () -> ()
-  }) : (tensor<4xf32>) -> tensor<4xf32>
-  return
-}
-
-// -----
-
-func.func @fusion_foreign_op(%a: tensor<4xf32>) {
-  // expected-error @+1 {{'dg.fusion' op body may contain only dg ops, found 'arith.constant'}}
-  %0 = "dg.fusion"(%a) ({
-  ^bb0(%x: tensor<4xf32>):
+func.func @fusion_foreign_op(%x: tensor<4xf32>) {
+  %0 = scf.execute_region -> tensor<4xf32> no_inline {
+    // expected-error @+1 {{'dg.fusion' region may contain only dg ops, found 'arith.constant'}}
     %c = arith.constant dense<1.0> : tensor<4xf32>
-    "gpu.yield"(%c) : (tensor<4xf32>) -> ()
-  }) : (tensor<4xf32>) -> tensor<4xf32>
+    scf.yield %c : tensor<4xf32>
+  } {dg.fusion}
   return
 }
 
 // -----
 
-func.func @fusion_inner(%a: tensor<4xi32>) {
-  %0 = "dg.fusion"(%a) ({
-  ^bb0(%x: tensor<4xi32>):
+func.func @fusion_dynamic(%x: tensor<?xf32>) {
+  // expected-error @+1 {{'dg.fusion' region result #0: expected a statically shaped ranked tensor, got tensor<?xf32>}}
+  %0 = scf.execute_region -> tensor<?xf32> no_inline {
+    scf.yield %x : tensor<?xf32>
+  } {dg.fusion}
+  return
+}
+
+// -----
+
+func.func @fusion_inner(%x: tensor<4xi32>) {
+  %0 = scf.execute_region -> tensor<4xi32> no_inline {
     // expected-error @+1 {{'dg.exp' op takes floating-point operands, got i32}}
     %e = "dg.exp"(%x) : (tensor<4xi32>) -> tensor<4xi32>
-    "gpu.yield"(%e) : (tensor<4xi32>) -> ()
-  }) : (tensor<4xi32>) -> tensor<4xi32>
+    scf.yield %e : tensor<4xi32>
+  } {dg.fusion}
   return
 }
 
