@@ -13,7 +13,7 @@ import torch
 from mlir import ir
 
 from .core import OPS, ShapeError, lookup
-from .region_ops import FUSION_TERMINATOR
+from .region_ops import create_fusion, create_fusion_yield
 from .types import TensorSpec, from_torch_dtype
 
 
@@ -58,7 +58,7 @@ class Builder:
         op = ir.Operation.create(
             d.full_name, results=[r.to_mlir() for r in results], operands=list(operands),
             attributes={k: d.attrs[k].to_mlir(v) for k, v in attrs.items()},
-            regions=1 if d.has_region else 0, loc=self.loc)
+            loc=self.loc)
         return op.results[0] if len(d.results) == 1 and not d.results[0].startswith("*") \
             else list(op.results)
 
@@ -100,12 +100,16 @@ class Builder:
             raise ShapeError(f"cannot broadcast {s} to {list(shape)}")
         return self.broadcast_in_dim(x, shape=shape, dims=list(range(offset, len(shape))))
 
-    def fusion(self, inputs: Sequence[ir.Value], result_types: Sequence[TensorSpec]) -> ir.Operation:
-        """An empty dg.fusion whose body block has one argument per input."""
-        op = ir.Operation.create("dg.fusion", results=[r.to_mlir() for r in result_types],
-                                 operands=list(inputs), regions=1, loc=self.loc)
-        op.regions[0].blocks.append(*[v.type for v in inputs])
-        return op
+    def concat(self, values: Sequence[ir.Value], dim: int) -> ir.Value:
+        """Concatenate any number of tensors as a chain of binary dg.concatenate."""
+        out = values[0]
+        for v in values[1:]:
+            out = self.concatenate(out, v, dim=dim)
+        return out
+
+    def fusion(self, result_types: Sequence[TensorSpec]) -> ir.Operation:
+        """An empty fusion region (see region_ops); fill its block, then `fusion_yield`."""
+        return create_fusion(result_types, self.loc)
 
     def fusion_yield(self, values: Sequence[ir.Value]) -> ir.Operation:
-        return ir.Operation.create(FUSION_TERMINATOR, operands=list(values), loc=self.loc)
+        return create_fusion_yield(values, self.loc)

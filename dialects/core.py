@@ -17,7 +17,7 @@ Rules are attached with the decorators `shape_rule`, `reference_rule`,
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -42,7 +42,6 @@ class Kind(enum.Enum):
     REDUCTION = "reduction"
     GATHER = "gather"  # gather, index_select, scatter_add
     CONTRACTION = "contraction"  # matmul, conv2d
-    REGION = "region"
 
 
 class Attr(enum.Enum):
@@ -95,7 +94,6 @@ class OpDef:
     attrs: dict[str, Attr]
     kind: Kind
     summary: str
-    has_region: bool = False
     # rules (see module docstring); None until registered
     shape: Callable | None = None
     reference: Callable | None = None
@@ -103,7 +101,6 @@ class OpDef:
     lower: Callable | None = None
     vjp: Callable | None = None
     jvp: Callable | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:
@@ -119,11 +116,10 @@ OPS: dict[str, OpDef] = {}
 
 def define(name: str, operands: tuple[str, ...], results: tuple[str, ...] = ("result",),
            attrs: dict[str, Attr] | None = None, *, kind: Kind, summary: str,
-           has_region: bool = False, **extra: Any) -> OpDef:
+           ) -> OpDef:
     if name in OPS:
         raise ValueError(f"dg.{name} is defined twice")
-    op = OpDef(name, tuple(operands), tuple(results), dict(attrs or {}), kind, summary,
-               has_region, extra=extra)
+    op = OpDef(name, tuple(operands), tuple(results), dict(attrs or {}), kind, summary)
     OPS[name] = op
     return op
 

@@ -11,7 +11,7 @@ import torch
 from mlir import ir
 
 from .core import attrs_of, lookup
-from .region_ops import FUSION_TERMINATOR
+from .region_ops import FUSION_TERMINATOR, is_fusion
 from .types import TensorSpec, torch_dtype
 
 
@@ -19,20 +19,24 @@ class InterpreterError(RuntimeError):
     pass
 
 
-def _run_block(block: ir.Block, args: Sequence[torch.Tensor], module: ir.Operation | None):
-    env: dict = {}
+def _run_block(block: ir.Block, args: Sequence[torch.Tensor], module: ir.Operation | None,
+               env: dict | None = None):
+    env = dict(env or {})  # a fusion region sees the values of its enclosing block
     for a, t in zip(block.arguments, args):
         env[a] = t
     for op in block.operations:
         name = op.operation.name
         if name in ("func.return", FUSION_TERMINATOR):
             return [env[v] for v in op.operands]
+        if is_fusion(op):
+            outs = _run_block(op.regions[0].blocks[0], [], module, env)
+            for r, t in zip(op.results, outs):
+                env[r] = t
+            continue
         ins = [env[v] for v in op.operands]
         if name == "func.call":
             callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
             outs = run_function(_find_func(module, callee), ins)
-        elif name == "dg.fusion":
-            outs = _run_block(op.regions[0].blocks[0], ins, module)
         elif name.startswith("dg."):
             d = lookup(name)
             out_specs = [TensorSpec.from_mlir(r.type) for r in op.results]

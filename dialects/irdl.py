@@ -24,9 +24,6 @@ def _operation(op: OpDef) -> list[str]:
             lines.append(f'    %attr{i} = irdl.base "{kind.irdl_base}"')
             entries.append(f'"{name}" = %attr{i}')
         lines.append("    irdl.attributes {" + ", ".join(entries) + "}")
-    if op.has_region:
-        lines.append("    %body = irdl.region")
-        lines.append("    irdl.regions(body: %body)")
     lines.append("  }")
     return lines
 

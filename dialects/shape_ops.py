@@ -18,8 +18,9 @@ define("pad", ("x",), attrs={"low": Attr.I64S, "high": Attr.I64S, "interior": At
                              "value": Attr.F64},
        kind=Kind.DATA_MOVEMENT,
        summary="pad with `value`: low/high edges and `interior` elements between neighbours")
-define("concatenate", ("*xs",), attrs={"dim": Attr.I64}, kind=Kind.DATA_MOVEMENT,
-       summary="join operands along dim")
+define("concatenate", ("lhs", "rhs"), attrs={"dim": Attr.I64}, kind=Kind.DATA_MOVEMENT,
+       summary="join two operands along dim (Builder.concat chains more); binary because IRDL "
+               "variadics force equal types")
 
 
 @shape_rule("broadcast_in_dim")
@@ -102,8 +103,6 @@ def _pad_shape(ins, attrs, hint, *, op):
 
 @shape_rule("concatenate")
 def _concat_shape(ins, attrs, hint, *, op):
-    if not ins:
-        raise ShapeError("dg.concatenate needs at least one operand")
     first = ins[0]
     (dim,) = check_dims([attrs["dim"]], first.rank, "dg.concatenate")
     for i, t in enumerate(ins[1:], 1):

@@ -12,7 +12,7 @@ from typing import Iterator, Sequence
 from mlir import ir
 
 from .core import OpDef, ShapeError, attrs_of, lookup
-from .region_ops import FUSION_TERMINATOR
+from .region_ops import FUSION_ATTR, is_fusion
 from .types import TensorSpec
 
 
@@ -60,35 +60,32 @@ def verify_op(op: ir.Operation) -> None:
         if expected != results:
             raise ShapeError("result type(s) " + ", ".join(map(str, results)) +
                              " do not match the inferred " + ", ".join(map(str, expected)))
-        if d.has_region:
-            _verify_fusion_body(op)
     except (ShapeError, TypeError) as e:
         raise VerifyError(_mlir_style(d, str(e)), op.location) from None
 
 
-def _verify_fusion_body(op: ir.Operation) -> None:
+def verify_fusion(op: ir.Operation) -> None:
+    """A fusion region (region_ops) holds one block of dg ops; scf verifies the rest."""
     blocks = list(op.regions[0].blocks)
     if len(blocks) != 1:
-        raise ShapeError(f"body must have exactly one block, has {len(blocks)}")
-    block = blocks[0]
-    if _specs(block.arguments, "body argument") != _specs(op.operands, "operand"):
-        raise ShapeError("body block arguments must match the operand types")
-    ops = list(block.operations)
-    if not ops or ops[-1].operation.name != FUSION_TERMINATOR:
-        raise ShapeError(f"body must end in {FUSION_TERMINATOR}")
-    if _specs(ops[-1].operands, "yielded value") != _specs(op.results, "result"):
-        raise ShapeError("yielded types must match the result types")
-    for inner in ops[:-1]:
+        raise VerifyError(f"'{FUSION_ATTR}' region must have exactly one block, has {len(blocks)}",
+                          op.location)
+    for inner in list(blocks[0].operations)[:-1]:
         if not inner.operation.name.startswith("dg."):
-            raise ShapeError(f"body may contain only dg ops, found '{inner.operation.name}'")
+            raise VerifyError(f"'{FUSION_ATTR}' region may contain only dg ops, found "
+                              f"'{inner.operation.name}'", inner.location)
+    try:
+        _specs(op.results, "result")
+    except ShapeError as e:
+        raise VerifyError(f"'{FUSION_ATTR}' region {e}", op.location) from None
 
 
 def dg_ops(root: ir.Operation) -> Iterator[ir.Operation]:
-    """Every dg op nested under `root`, in pre-order."""
+    """Every dg op and fusion region nested under `root`, in pre-order."""
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name.startswith("dg."):
+        if op.name.startswith("dg.") or is_fusion(op):
             found.append(op)
         return ir.WalkResult.ADVANCE
     root.walk(visit, ir.WalkOrder.PRE_ORDER)
@@ -98,4 +95,7 @@ def dg_ops(root: ir.Operation) -> Iterator[ir.Operation]:
 def verify(root: ir.Operation) -> None:
     """Verify every dg op under `root`; raises the first VerifyError."""
     for op in dg_ops(root):
-        verify_op(op)
+        if is_fusion(op):
+            verify_fusion(op)
+        else:
+            verify_op(op)

@@ -8,6 +8,7 @@ from mlir.dialects import func
 
 from ..dialects.builder import Builder
 from ..dialects.core import ShapeError, attrs_of, lookup
+from ..dialects.region_ops import is_fusion
 from ..dialects.types import TensorSpec, is_float
 from .registry import PassError
 
@@ -93,8 +94,8 @@ def body_ops(fn: ir.Operation) -> tuple[list[ir.Operation], list[ir.Value]]:
         raise PassError(f"@{func_name(fn)} must have a single block ending in func.return",
                         fn.location)
     for op in ops[:-1]:
-        if op.name == "dg.fusion":
-            raise PassError(f"cannot differentiate dg.fusion in @{func_name(fn)}: run "
+        if is_fusion(op):
+            raise PassError(f"cannot differentiate a fusion region in @{func_name(fn)}: run "
                             "dg-autodiff before dg-fuse", op.location)
         if not op.name.startswith("dg."):
             raise PassError(f"cannot differentiate '{op.name}' in @{func_name(fn)}: only dg ops "

@@ -1,4 +1,4 @@
-"""dg-fuse: group the dg ops of each function into dg.fusion regions, one kernel each.
+"""dg-fuse: group the dg ops of each function into fusion regions, one kernel each.
 
 Greedy, in the spirit of Inductor's scheduler: cheap index ops and sources
 (`full`, `iota`, splat constants, broadcasts, transposes) are first cloned
@@ -11,7 +11,7 @@ what a region may hold) and it creates no cycle between regions.
 Contractions, gathers, random ops and data movement stay their own kernels.
 
 `count_kernels` defines the kernel count reported everywhere (explain,
-benchmarks): each dg.fusion is 1 kernel, and each other top-level dg op is 1,
+benchmarks): each fusion region is 1 kernel, and each other top-level dg op is 1,
 except ops that lower to no loop (`ZERO_COST`: dense literals and the views
 reshape/slice, which become tensor.expand/collapse_shape/extract_slice).
 """
@@ -23,6 +23,7 @@ from typing import Iterator
 from mlir import ir
 
 from ..dialects.builder import Builder
+from ..dialects.region_ops import fusion_inputs, is_fusion
 from ..dialects.types import TensorSpec
 from .fusion_lowering import Plan, duplicable, fusible, plan_region
 from .registry import register_pass
@@ -40,25 +41,25 @@ def functions(module: ir.Operation) -> Iterator[ir.Operation]:
 
 
 def count_kernels(root: ir.Operation) -> int:
-    """Kernels `root` (a module or func) runs: dg.fusion = 1, other dg ops = 1, ZERO_COST = 0."""
+    """Kernels `root` (a module or func) runs: fusion region = 1, other dg ops = 1, ZERO_COST = 0."""
     root = root.operation
     funcs = [root] if root.name == "func.func" else list(functions(root))
     n = 0
     for fn in funcs:
         for op in fn.regions[0].blocks[0].operations:
             name = op.operation.name
-            if name.startswith("dg.") and name not in ZERO_COST:
+            if is_fusion(op) or (name.startswith("dg.") and name not in ZERO_COST):
                 n += 1
     return n
 
 
 def count_dg_ops(root: ir.Operation) -> int:
-    """dg ops of `root`'s functions, counting the bodies of dg.fusion regions, not the regions."""
+    """dg ops of `root`'s functions, counting the bodies of fusion regions, not the regions."""
     n = 0
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         nonlocal n
-        if op.name.startswith("dg.") and op.name != "dg.fusion":
+        if op.name.startswith("dg."):
             n += 1
         return ir.WalkResult.ADVANCE
     root.operation.walk(visit)
@@ -199,7 +200,7 @@ class _Grouping:
 
 
 def _outline(ops: list[ir.Operation]) -> ir.Operation:
-    """Replace `ops` (program order) by one dg.fusion placed after the last of them."""
+    """Replace `ops` (program order) by one fusion region placed after the last of them."""
     inside = set(ops)
     inputs: list[ir.Value] = []
     for op in ops:
@@ -210,9 +211,9 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
                if any(u.owner.operation not in inside for u in r.uses)]
     loc = ir.Location.fused([op.location for op in ops])
     with ir.InsertionPoint.after(ops[-1]):
-        fusion = Builder(loc).fusion(inputs, [TensorSpec.from_mlir(v.type) for v in outputs])
+        fusion = Builder(loc).fusion([TensorSpec.from_mlir(v.type) for v in outputs])
     body = fusion.regions[0].blocks[0]
-    env = dict(zip(inputs, body.arguments))
+    env = {x: x for x in inputs}  # the region captures its inputs from above
     with ir.InsertionPoint(body):
         for op in ops:
             clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
@@ -234,7 +235,7 @@ def _toposort(block: ir.Block) -> None:
     ops = [o.operation for o in block.operations]
     body, terminator = ops[:-1], ops[-1]
     index = {op: i for i, op in enumerate(body)}
-    deps = [{index[x.owner.operation] for x in op.operands
+    deps = [{index[x.owner.operation] for x in (fusion_inputs(op) if is_fusion(op) else op.operands)
              if not isinstance(x.owner, ir.Block) and x.owner.operation in index} for op in body]
     done: set[int] = set()
     order: list[int] = []
@@ -262,8 +263,7 @@ def fuse_function(fn: ir.Operation, max_ops: int = 64) -> int:
     """Form the fusion regions of one func.func; returns how many were made."""
     block = fn.regions[0].blocks[0]
     _clone_duplicables(block)
-    ops = [o.operation for o in block.operations if o.operation.name.startswith("dg.")
-           and o.operation.name != "dg.fusion"]
+    ops = [o.operation for o in block.operations if o.operation.name.startswith("dg.")]
     groups = _Grouping(ops, max_ops).run()
     for members in groups:
         _outline([ops[i] for i in sorted(members)])
@@ -279,7 +279,7 @@ def _erase_dead(block: ir.Block) -> None:
             op.erase()
 
 
-@register_pass("dg-fuse", "group dg ops into dg.fusion regions (one kernel each)", max_ops=64)
+@register_pass("dg-fuse", "group dg ops into fusion regions (one kernel each)", max_ops=64)
 def fuse_pass(module: ir.Operation, max_ops: int = 64) -> None:
     for fn in functions(module):
         made = fuse_function(fn, max_ops)

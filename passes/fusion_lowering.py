@@ -1,4 +1,4 @@
-"""What a dg.fusion region may hold, and how it becomes one loop nest of linalg.
+"""What a fusion region may hold, and how it becomes one loop nest of linalg.
 
 This module is the single source of truth for fusion legality: `dg-fuse`
 forms only regions that `plan_region` accepts, and the `fusion` lowering rule
@@ -26,6 +26,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ..dialects.core import Kind, attrs_of, lookup
+from ..dialects.region_ops import fusion_body, fusion_inputs
 from ..dialects.types import TensorSpec, is_float
 from . import linalg_builders as lb
 
@@ -286,17 +287,14 @@ def _emit_parallel(shape: tuple, values: list, leaves: dict) -> list[ir.Value]:
                       lambda args: [body.emit(v, ident, args) for v in values])
 
 
-def lower_region(fusion: ir.Operation, operands: Sequence[ir.Value]) -> list[ir.Value]:
-    """Emit the linalg loop nests of a dg.fusion at the current insertion point."""
-    block = fusion.regions[0].blocks[0]
-    body_ops = [op.operation for op in block.operations]
-    ops, terminator = body_ops[:-1], body_ops[-1]
-    yielded = list(terminator.operands)
+def lower_region(fusion: ir.Operation) -> list[ir.Value]:
+    """Emit the linalg loop nests of a fusion region at the current insertion point."""
+    ops, yielded = fusion_body(fusion)
     plan = plan_region(ops, yielded)
     if isinstance(plan, str):
-        raise ValueError(f"dg.fusion at {fusion.location} cannot be lowered: {plan}; "
+        raise ValueError(f"fusion region at {fusion.location} cannot be lowered: {plan}; "
                          "form regions with dg-fuse only")
-    leaves = dict(zip(block.arguments, operands))
+    leaves = {v: v for v in fusion_inputs(fusion)}
     if plan.reductions:
         results = _emit_reductions(plan.reductions, leaves)
         leaves.update({r.results[0]: t for r, t in zip(plan.reductions, results)})

@@ -1,16 +1,16 @@
 """dg-lower-to-linalg: replace every dg op by its `lower` rule's linalg/tensor IR.
 
-Ops are lowered outermost first, in block order. A `dg.fusion` is lowered by
-its own rule when one is registered; otherwise its body is inlined into the
-parent block and its ops are lowered one by one.
+Ops are lowered outermost first, in block order; a fusion region (see
+dialects/region_ops.py) is lowered as a whole by passes/fusion_lowering.py.
 """
 from __future__ import annotations
 
 from mlir import ir
 
 from ..dialects.core import attrs_of, lookup
-from ..dialects.region_ops import FUSION_TERMINATOR
+from ..dialects.region_ops import is_fusion
 from ..dialects.types import TensorSpec
+from .fusion_lowering import lower_region
 from .registry import PassError, register_pass
 
 
@@ -19,38 +19,21 @@ def _rule_missing(op: ir.Operation) -> PassError:
                      "in its op family module", op.location)
 
 
-def _inline_fusion(op: ir.Operation) -> list[ir.Operation]:
-    """Move a fusion body before `op`, rewire its values, erase `op`; returns the moved ops."""
-    block = op.regions[0].blocks[0]
-    for arg, operand in zip(block.arguments, op.operands):
-        arg.replace_all_uses_with(operand)
-    moved = []
-    for inner in list(block.operations):
-        inner = inner.operation
-        if inner.name == FUSION_TERMINATOR:
-            for r, v in zip(op.results, inner.operands):
-                r.replace_all_uses_with(v)
-            break
-        inner.move_before(op)
-        moved.append(inner)
-    op.erase()
-    return moved
+def _emit(op: ir.Operation) -> list[ir.Value]:
+    if is_fusion(op):
+        return lower_region(op)
+    d = lookup(op.name)
+    if d.lower is None:
+        raise _rule_missing(op)
+    out = [TensorSpec.from_mlir(r.type) for r in op.results]
+    return d.lower(op, list(op.operands), op_name=d.name, attrs=attrs_of(op), out=out)
 
 
 def lower_op(op: ir.Operation) -> None:
-    """Lower one dg op (and, for an inlined fusion, its body) in place."""
-    d = lookup(op.name)
-    if d.lower is None:
-        if op.name == "dg.fusion":
-            for inner in _inline_fusion(op):
-                if inner.name.startswith("dg."):
-                    lower_op(inner)
-            return
-        raise _rule_missing(op)
-    out = [TensorSpec.from_mlir(r.type) for r in op.results]
+    """Lower one dg op or fusion region in place."""
     try:
         with ir.InsertionPoint(op), op.location:
-            values = d.lower(op, list(op.operands), op_name=d.name, attrs=attrs_of(op), out=out)
+            values = _emit(op)
         got = [str(v.type) for v in values]
     except PassError:
         raise
@@ -70,7 +53,7 @@ def _lower_region_ops(op: ir.Operation) -> None:
         for block in region.blocks:
             for inner in list(block.operations):
                 inner = inner.operation
-                if inner.name.startswith("dg."):
+                if inner.name.startswith("dg.") or is_fusion(inner):
                     lower_op(inner)
                 else:
                     _lower_region_ops(inner)

@@ -644,7 +644,7 @@ def _cat(em: Emit, tensors: Sequence[ir.Value], dim: int = 0) -> ir.Value:
         return em.b.full(shape=out.shape, dtype=out.dtype, value=0.0)
     if len(parts) == 1:
         return parts[0]
-    return em.b.concatenate(*parts, dim=norm_dim(dim, out.rank))
+    return em.b.concat(parts, dim=norm_dim(dim, out.rank))
 
 
 @handles(aten.split_with_sizes.default, aten.split.Tensor,

@@ -5,10 +5,11 @@
 // CHECK-LABEL: func.func @f(
 // CHECK-NEXT: %[[E:.*]] = "dg.exp"(%arg0)
 // CHECK-NEXT: %[[M:.*]] = "dg.matmul"(%[[E]], %arg1)
-// CHECK-NEXT: "dg.fusion"(%[[M]], %[[E]]) ({
-// CHECK: "dg.tanh"
-// CHECK: "dg.add"
-// CHECK: gpu.yield
+// CHECK-NEXT: scf.execute_region -> tensor<8x8xf32> no_inline {
+// CHECK-NEXT: "dg.tanh"(%[[M]])
+// CHECK-NEXT: "dg.add"(%{{.*}}, %[[E]])
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: } {dg.fusion}
 // CHECK-NOT: dg.matmul
 func.func @f(%a: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %e = "dg.exp"(%a) : (tensor<8x8xf32>) -> tensor<8x8xf32>

@@ -100,7 +100,7 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
     "pad": (lambda: [rnd(2, 3)],
             lambda b, x: b.pad(x, low=[1, 0], high=[0, 2], interior=[1, 2], value=1.5)),
     "concatenate": (lambda: [rnd(2, 1), rnd(2, 3), rnd(2, 2)],
-                    lambda b, x, y, z: b.concatenate(x, y, z, dim=1)),
+                    lambda b, x, y, z: b.concat([x, y, z], dim=1)),
     "gather": (lambda: [rnd(3, 5), idx(5, 2, 4)], lambda b, x, i: b.gather(x, i, dim=1)),
     "index_select": (lambda: [rnd(4, 3), idx(4, 2, 3)],
                      lambda b, x, i: b.index_select(x, i, dim=0)),

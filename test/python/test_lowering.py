@@ -168,7 +168,7 @@ def shape_cases():
         c.append(Case("pad", [x], lambda b, x, v=value: b.pad(x, low=[0, 0], high=[0, 0], interior=[0, 0], value=v)))
     for xs, dim in (([_f(2, 3), _f(4, 3, seed=1)], 0), ([_i(2, 1), _i(2, 3), _i(2, 2)], 1),
                     ([_b(3)], 0), ([_f(2, 0), _f(2, 2)], 1)):
-        c.append(Case("concatenate", xs, lambda b, *xs, dim=dim: b.concatenate(*xs, dim=dim)))
+        c.append(Case("concatenate", xs, lambda b, *xs, dim=dim: b.concat(xs, dim=dim)))
     return c
 
 
