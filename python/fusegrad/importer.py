@@ -118,7 +118,11 @@ def meta_specs(node: torch.fx.Node) -> list[TensorSpec | None]:
     out = []
     for v in vals:
         if isinstance(v, torch.Tensor):
-            out.append(TensorSpec(tuple(int(d) for d in v.shape), from_torch_dtype(v.dtype)))
+            try:
+                dtype = from_torch_dtype(v.dtype)
+            except TypeError as e:
+                raise UnsupportedOp(str(node.target), str(e), describe_location(node)) from None
+            out.append(TensorSpec(tuple(int(d) for d in v.shape), dtype))
         else:
             out.append(None)
     return out

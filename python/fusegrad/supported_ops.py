@@ -45,6 +45,25 @@ def _tensor_start(sample: Any) -> str | None:
     return "a tensor start is data-dependent" if isinstance(start, torch.Tensor) else None
 
 
+def _tensors(sample: Any) -> list:
+    return [t for t in [sample.input, *sample.args, *sample.kwargs.values()]
+            for t in (t if isinstance(t, (list, tuple)) else [t]) if isinstance(t, torch.Tensor)]
+
+
+def _uint8(sample: Any) -> str | None:
+    return "uint8 has no dg dtype" if any(t.dtype == torch.uint8 for t in _tensors(sample)) \
+        else None
+
+
+def _bool_index(sample: Any) -> str | None:
+    return "boolean-mask indexing has a data-dependent shape" \
+        if any(t.dtype == torch.bool for t in _tensors(sample)[1:]) else None
+
+
+def _max_norm(sample: Any) -> str | None:
+    return "max_norm renormalises the weight in place" if sample.kwargs.get("max_norm") else None
+
+
 _CONTRACTION_TOL = dict(atol=1e-4, rtol=1e-4)  # summation order differs from MKL/oneDNN
 _TRANSCENDENTAL_TOL = dict(atol=1e-5, rtol=1e-5)  # libm vs. vectorised SLEEF ulp differences
 
@@ -58,11 +77,11 @@ var_mean.unbiased std_mean max.reduction_with_dim min.reduction_with_dim
 max.reduction_no_dim min.reduction_no_dim any all softmax log_softmax
 nn.functional.softmin view reshape view_as reshape_as flatten unflatten permute transpose t
 expand expand_as squeeze unsqueeze slice select cat stack split split.list_args
-split_with_sizes chunk unbind clone contiguous flip __getitem__ index_select gather
+split_with_sizes chunk clone contiguous flip index_select
 scatter_add take_along_dim repeat tile roll nn.functional.pad.constant full zeros ones
 full_like zeros_like ones_like arange scalar_tensor nn.functional.relu nn.functional.relu6
 nn.functional.leaky_relu nn.functional.hardtanh nn.functional.elu nn.functional.hardsigmoid
-nn.functional.hardswish nn.functional.silu nn.functional.embedding nn.functional.mse_loss
+nn.functional.hardswish nn.functional.silu nn.functional.mse_loss
 nn.functional.l1_loss nn.functional.smooth_l1_loss nn.functional.huber_loss
 nn.functional.nll_loss lerp addcmul addcdiv frac deg2rad rad2deg remainder fmod
 nn.functional.avg_pool2d nn.functional.max_pool2d
@@ -94,6 +113,9 @@ CLAIMS: list[Claim] = (
     + [
         Claim("nn.functional.adaptive_avg_pool2d", unsupported=_adaptive_not_divisible,
               note="output sizes that divide the input only"),
+        Claim("gather", unsupported=_uint8, note="int64/int32 indices"),
+        Claim("__getitem__", unsupported=_bool_index, note="no boolean masks"),
+        Claim("nn.functional.embedding", unsupported=_max_norm, note="no max_norm"),
         Claim("narrow", unsupported=_tensor_start, note="int start only"),
         Claim("nn.functional.dropout", stochastic=True,
               note="seeded by the function's dg.seed_input argument; checked statistically"),
