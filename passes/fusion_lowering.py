@@ -261,6 +261,12 @@ def _emit_reductions(reductions: list, leaves: dict) -> list[ir.Value]:
     ins, maps = body.inputs_and_maps(n)
     kept = [k for k in range(n) if k not in dims]
     out_map = _affine(n, tuple(kept))
+    covered = {d for (_, m) in body.reads for d in m if d is not None} | set(kept)
+    if len(covered) < n:
+        # no operand spans the loop domain (e.g. a broadcast reduced over its new dim):
+        # an unused shape-carrying operand lets linalg derive the loop sizes
+        ins.append(lb.empty(full, "i1"))
+        maps.append(_affine(n, ident))
     inits = []
     for r in reductions:
         s = _spec(r.results[0])

@@ -81,7 +81,18 @@ func.func @f(%x: {T}) -> ({T}, {T}, {R}) {{
   return %a, %b, %s : {T}, {T}, {R}
 }}"""
 
+# the reduced dim exists only through a broadcast (bias-gradient shape): no operand
+# spans the loop domain, so the lowering must supply one
+BROADCAST_REDUCE = f"""
+func.func @f(%b: tensor<8xf32>) -> tensor<8xf32> {{
+  %bb = "dg.broadcast_in_dim"(%b) {{dims = array<i64: 1>}} : (tensor<8xf32>) -> {T}
+  %e = "dg.exp"(%bb) : ({T}) -> {T}
+  %s = "dg.reduce_sum"(%e) {{dims = array<i64: 0>}} : ({T}) -> tensor<8xf32>
+  return %s : tensor<8xf32>
+}}"""
+
 CASES = {  # name -> (text, input shapes, expected kernels after fusion)
+    "broadcast_reduce": (BROADCAST_REDUCE, [(8,)], 1),
     "softmax": (SOFTMAX, [(4, 8)], 2),
     "layernorm": (LAYERNORM, [(4, 8), (8,)], 2),
     "gelu": (GELU, [(4, 8), (8,)], 1),

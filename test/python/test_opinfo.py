@@ -197,14 +197,11 @@ def test_bernoulli_statistics():
 
 
 # ------------------------------------------------------------------ gradients through fusegrad.compile
-LINEAR_GRAD_BUG = pytest.param("nn.functional.linear", marks=pytest.mark.xfail(
-    strict=True, reason="dg-fuse lowering: 'linalg.generic' indexing map (d0, d1) -> (d1, d1) "
-    "for a fused reshape/broadcast grad"))
 GRAD_OPS = """
 add mul div.no_rounding_mode exp log tanh sigmoid sqrt pow sum mean amax softmax log_softmax
 matmul nn.functional.conv2d nn.functional.layer_norm nn.functional.gelu
 nn.functional.relu nn.functional.cross_entropy nn.functional.max_pool2d nn.functional.avg_pool2d
-nn.functional.embedding where cat index_select gather var
+nn.functional.embedding where cat index_select gather var nn.functional.linear
 """.split()
 
 
@@ -226,7 +223,7 @@ def no_fallback():
         yield
 
 
-@pytest.mark.parametrize("key", [*GRAD_OPS, LINEAR_GRAD_BUG])
+@pytest.mark.parametrize("key", GRAD_OPS)
 @pytest.mark.usefixtures("no_fallback")
 def test_compiled_gradients_float32(key: str):
     import fusegrad
