@@ -1,0 +1,95 @@
+"""Training-step benchmark: eager vs fusegrad vs torch.compile (Inductor), CPU.
+
+For each model: compile time (first step, including capture and codegen),
+median step time over the following steps (forward + backward + SGD), and the
+largest loss/parameter difference from eager after the same steps.
+
+    .venv/bin/python benchmarks/train_step.py [--steps 30] [--threads 1] [--no-inductor]
+
+Prints a markdown table; the numbers quoted in the README/notes come from it.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+import fusegrad
+
+
+def mlp() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
+                                torch.nn.Linear(512, 512), torch.nn.GELU(),
+                                torch.nn.Linear(512, 10))
+    return model, torch.randn(128, 256), torch.randn(128, 10)
+
+
+def transformer() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    model = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                             dropout=0.0, batch_first=True)
+    return model, torch.randn(8, 32, 64), torch.randn(8, 32, 64)
+
+
+def cnn() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 32, 3, padding=1),
+                                torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(32 * 8 * 8, 10))
+    return model, torch.randn(16, 3, 16, 16), torch.randn(16, 10)
+
+
+MODELS = {"mlp": mlp, "transformer-layer": transformer, "cnn": cnn}
+
+
+def run(model: torch.nn.Module, step: Callable, x, y, steps: int):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    times, losses = [], []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(step(x), y)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    return times, losses
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-inductor", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    backends = {"eager": lambda m: m, "fusegrad": fusegrad.compile}
+    if not args.no_inductor:
+        backends["inductor"] = lambda m: torch.compile(m, backend="inductor")
+    print(f"torch {torch.__version__}, {args.threads} thread(s), {args.steps} SGD steps\n")
+    print("| model | backend | first step (s) | median step (ms) | vs eager | max abs diff vs eager |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, make in MODELS.items():
+        torch.manual_seed(0)
+        base, x, y = make()
+        results = {}
+        for backend, wrap in backends.items():
+            torch._dynamo.reset()
+            model = copy.deepcopy(base)
+            times, losses = run(model, wrap(model), x, y, args.steps)
+            results[backend] = (model, times, losses)
+        eager_model, eager_times, eager_losses = results["eager"]
+        eager_med = statistics.median(eager_times[1:])
+        for backend, (model, times, losses) in results.items():
+            med = statistics.median(times[1:])
+            diff = max([abs(a - b) for a, b in zip(losses, eager_losses)] +
+                       [(p - q).abs().max().item()
+                        for p, q in zip(model.parameters(), eager_model.parameters())])
+            print(f"| {name} | {backend} | {times[0]:.2f} | {med * 1e3:.2f} | "
+                  f"{eager_med / med:.2f}x | {diff:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
