@@ -13,7 +13,7 @@ import time
 from mlir import ir
 
 from ..dialects.types import TensorSpec
-from . import strided_copy, widen_bool  # noqa: F401  (register their passes)
+from . import distinct_results, strided_copy, widen_bool  # noqa: F401  (register their passes)
 from .registry import run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
@@ -34,6 +34,7 @@ BUFFERIZE_PIPELINE = ",".join([
     "one-shot-bufferize{bufferize-function-boundaries=1 "
     "function-boundary-type-conversion=identity-layout-map}",
     "canonicalize", "cse", "canonicalize",
+    "dg-distinct-result-buffers",
     "buffer-results-to-out-params{hoist-static-allocs=1 modify-public-functions=1}",
     "canonicalize", "cse",
     "buffer-deallocation-pipeline",

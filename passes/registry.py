@@ -93,7 +93,8 @@ def _external(p: DgPass, options: dict[str, Any]) -> Callable:
         # exceptions must not cross into C++: report and signal failure instead
         try:
             log.debug("running %s %s", p.name, options)
-            p.run(op, **options)
+            with op.location:  # ops and types a pass creates default to the module's location
+                p.run(op, **options)
         except PassError as e:
             loc = e.location or op.location
             loc.emit_error(f"{p.name}: {e}")

@@ -64,8 +64,9 @@ class CpuFunction:
     """Callable `(*tensors) -> list[tensor]` for one entry; holds no per-call state."""
 
     def __init__(self, name: str, fn: Callable, inputs: Sequence[TensorSpec],
-                 outputs: Sequence[TensorSpec]) -> None:
+                 outputs: Sequence[TensorSpec], engine: ExecutionEngine) -> None:
         self.name = name
+        self._engine = engine  # `fn` points into the engine's JIT code: keep it alive
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self._fn = fn
@@ -113,7 +114,7 @@ class CpuModule:
             if not addr:
                 raise RuntimeError(f"compiled module has no entry @{name} (no C interface)")
             fn = _PACKED_FN(addr)
-            self._functions[name] = CpuFunction(name, fn, ins, outs)
+            self._functions[name] = CpuFunction(name, fn, ins, outs, self.engine)
 
     def function(self, name: str) -> CpuFunction:
         try:

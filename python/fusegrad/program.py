@@ -95,7 +95,6 @@ class Program:
         self.seed_input: int | None = (ir.IntegerAttr(fn.attributes["dg.seed_input"]).value
                                        if "dg.seed_input" in fn.attributes else None)
         self._forward: Executable | None = None
-        self._engines: list = []
         self._training: dict[tuple[int, ...], Training] = {}
         self._joint: dict[tuple[int, ...], Program] = {}
         self._jvp: dict[tuple[int, ...], Program] = {}
@@ -132,12 +131,10 @@ class Program:
         self.dump(stage, module)
 
     def _optimize(self, module: ir.Module) -> None:
-        """dg-remat and dg-fuse when enabled and registered (no-ops until they exist)."""
-        from .passes import PASSES
-
+        """dg-remat and dg-fuse, as enabled by the options."""
         for enabled, name, stage in ((self.options.remat, "dg-remat", "remat"),
                                      (self.options.fusion, "dg-fuse", "fused")):
-            if enabled and name in PASSES:
+            if enabled:
                 self._run(module, name, stage)
 
     def _keep_only(self, module: ir.Module, names: Sequence[str]) -> None:
@@ -155,7 +152,6 @@ class Program:
 
         with module.context, ir.Location.unknown():
             cpu = compile_cpu(module)
-        self._engines.append(cpu)  # its functions point into the JIT's memory
         self.dump(stage, module)
         return [cpu.function(n) for n in names]
 

@@ -125,3 +125,38 @@ def test_calls_do_not_recompile(cm, monkeypatch):
     assert fn is cm.function("affine")
     for _ in range(3):
         fn(torch.randn(3, 4), torch.randn(3, 4))
+
+
+def test_repeated_results_get_distinct_buffers():
+    """The same value returned twice (or an input returned twice) -> independent outputs."""
+    f32 = TensorSpec((3,), "f32")
+    cm = _compile(("twice", [f32], lambda b, x: [x, x, b.exp(x), b.exp(x)]),
+                  ("full_twice", [f32], lambda b, x: [b.full_like(x, 1.0)] * 2))
+    x = torch.randn(3)
+    outs = cm.function("twice")(x)
+    for o, want in zip(outs, [x, x, x.exp(), x.exp()]):
+        torch.testing.assert_close(o, want)
+    assert len({o.data_ptr() for o in outs} | {x.data_ptr()}) == 5
+    a, b = cm.function("full_twice")(x)
+    a.add_(1)
+    torch.testing.assert_close(b, torch.ones(3))
+
+
+def test_function_outlives_its_module_object():
+    """A CpuFunction keeps the JIT engine alive on its own."""
+    fn = _compile(("f", [TensorSpec((2,), "f32")], lambda b, x: [b.neg(x)])).function("f")
+    import gc
+    gc.collect()
+    torch.testing.assert_close(fn(torch.ones(2))[0], -torch.ones(2))
+
+
+def test_compile_without_a_location_in_scope():
+    """Passes get the module's location: no `with ir.Location` needed by callers."""
+    with make_context():
+        module = ir.Module.parse(
+            'func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xi1> {\n'
+            '  %0 = "dg.compare"(%a, %b) {direction = "lt"} : (tensor<4xf32>, tensor<4xf32>) '
+            '-> tensor<4xi1>\n  return %0 : tensor<4xi1>\n}')
+        fn = compile_cpu(module).function("f")
+    a, b = torch.randn(4), torch.randn(4)
+    assert torch.equal(fn(a, b)[0], a < b)
