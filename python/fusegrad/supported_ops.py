@@ -77,7 +77,7 @@ var_mean.unbiased std_mean max.reduction_with_dim min.reduction_with_dim
 max.reduction_no_dim min.reduction_no_dim any all softmax log_softmax
 nn.functional.softmin view reshape view_as reshape_as flatten unflatten permute transpose t
 expand expand_as squeeze unsqueeze slice select cat stack split split.list_args
-split_with_sizes chunk clone contiguous flip index_select
+split_with_sizes chunk unbind clone contiguous flip index_select
 scatter_add take_along_dim repeat tile roll nn.functional.pad.constant full zeros ones
 full_like zeros_like ones_like arange scalar_tensor nn.functional.relu nn.functional.relu6
 nn.functional.leaky_relu nn.functional.hardtanh nn.functional.elu nn.functional.hardsigmoid
