@@ -90,6 +90,9 @@ def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[Tensor
             raise TypeError(f"compile_cpu: @{name} at {op.location}: {e}; entry functions must "
                             "take and return statically shaped tensors") from None
         op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+        # inputs are the caller's tensors: bufferization must copy, never update them in place
+        read_only = ir.DictAttr.get({"bufferization.writable": ir.BoolAttr.get(False)})
+        op.attributes["arg_attrs"] = ir.ArrayAttr.get([read_only] * len(ftype.inputs))
     return entries
 
 
