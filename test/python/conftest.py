@@ -11,3 +11,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(
             f"fusegrad OpInfo: {s['ops']} ops, {s['samples']} samples compared with eager "
             f"via {mod.EXECUTOR}, {s['unsupported']} samples correctly rejected as unsupported")
+    if mod is not None and mod.STATS.get("grad_ops"):
+        terminalreporter.write_line(
+            f"fusegrad OpInfo gradients: {mod.STATS['grad_ops']} ops checked through "
+            "fusegrad.compile (float32 vs eager, gradcheck + gradgradcheck in float64)")

@@ -2,11 +2,15 @@
 
 Each sample becomes a function of its tensors (other arguments are
 constants), captured with `fusegrad.capture.capture` (functional core ATen,
-`DECOMPOSITIONS`), imported, and executed. All samples of one op are
-imported as functions `@s0, @s1, ...` of ONE module and compiled with one
-`compile_cpu` call (the JIT dominates the cost), else run by the reference
-interpreter when the CPU pipeline is unavailable. Samples a claim marks
-unsupported must raise `UnsupportedOp` (or fail capture), never compute.
+`DECOMPOSITIONS`), imported, fused with `dg-fuse` (as `fusegrad.compile`
+does by default; FUSEGRAD_TEST_FUSION=0 skips it) and executed. All samples of
+one op are imported as functions `@s0, @s1, ...` of ONE module and compiled
+with one `compile_cpu` call (the JIT dominates the cost). Samples a claim
+marks unsupported must raise `UnsupportedOp` (or fail capture), never compute.
+
+Gradients go through `fusegrad.compile` (autodiff, remat and fusion on): for
+every claimed differentiable op, float32 gradients vs eager, and
+`gradcheck`/`gradgradcheck` in float64.
 """
 from __future__ import annotations
 
@@ -17,13 +21,15 @@ from typing import Any, Callable
 
 import pytest
 import torch
+from compile_options import OPTIONS
 from mlir import ir
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils import _pytree as pytree
 
 from fusegrad.capture import CaptureError, capture
 from fusegrad.context import make_context
-from fusegrad.dialects.interpreter import run_function
+from fusegrad.passes import run_pipeline
+from fusegrad.passes.pipelines import compile_cpu
 from fusegrad.importer import UnsupportedOp, import_graph
 from fusegrad.supported_ops import CLAIMS, Claim
 
@@ -36,23 +42,14 @@ STATS = {"ops": 0, "samples": 0, "unsupported": 0}
 OPINFOS = {o.name + ("." + o.variant_test_name if o.variant_test_name else ""): o for o in op_db}
 
 
-def _cpu_executor() -> Callable | None:
-    """`compile_cpu` if it imports and runs a one-op module, else None."""
-    try:
-        from fusegrad.passes.pipelines import compile_cpu
-        x = torch.randn(3)
-        c = capture(lambda a: a + 1, [x])
-        with make_context():
-            cm = compile_cpu(import_graph(c.gm, name="s0"))
-            torch.testing.assert_close(cm.function("s0")(x)[0], x + 1)
-        return compile_cpu
-    except Exception as e:  # noqa: BLE001 - any failure means "use the interpreter"
-        log.warning("compile_cpu unavailable (%s); using the reference interpreter", e)
-        return None
+EXECUTOR = "compile_cpu + dg-fuse" if OPTIONS["fusion"] else "compile_cpu"
 
 
-COMPILE_CPU = _cpu_executor()
-EXECUTOR = "compile_cpu" if COMPILE_CPU else "interpreter"
+def compile_module(module: ir.Module):
+    """What `fusegrad.compile` does to a forward graph: fuse, lower, JIT."""
+    if OPTIONS["fusion"]:
+        run_pipeline(module, "dg-fuse")
+    return compile_cpu(module)
 
 
 @dataclass
@@ -99,12 +96,8 @@ def run_cases(cases: list[Case]) -> list[list[torch.Tensor]]:
             else:
                 module.body.append(m.body.operations[0].operation.clone())
         ins = [[*c.captured.lifted, *c.tensors] for c in cases]
-        if COMPILE_CPU is not None:
-            with ir.Location.unknown():  # dg-widen-bool-memrefs needs a default location
-                cm = COMPILE_CPU(module)
-            return [cm.function(f"s{i}")(*x) for i, x in enumerate(ins)]
-        funcs = list(module.body.operations)
-        return [run_function(f, x) for f, x in zip(funcs, ins)]
+        cm = compile_module(module)
+        return [cm.function(f"s{i}")(*x) for i, x in enumerate(ins)]
 
 
 def check_op(claim: Claim, dtype: torch.dtype, samples: list) -> int:
@@ -164,16 +157,8 @@ def _run_stochastic(fn: Callable, x: torch.Tensor, seed: int) -> torch.Tensor:
         module = import_graph(c.gm, name="s0")
         func_op = module.body.operations[0]
         assert ir.IntegerAttr(func_op.attributes[SEED_ATTR]).value == len(c.lifted) + 1
-        (out,) = run_cases_with_seed(module, [*c.lifted, x, torch.tensor(seed)])
+        (out,) = compile_module(module).function("s0")(*c.lifted, x, torch.tensor(seed))
     return out
-
-
-def run_cases_with_seed(module, ins):
-    if COMPILE_CPU is not None:
-        with ir.Location.unknown():
-            cm = COMPILE_CPU(module)  # keep the engine alive while its function runs
-        return cm.function("s0")(*ins)
-    return run_function(module.body.operations[0], ins)
 
 
 def test_dropout_statistics():
@@ -197,21 +182,25 @@ def test_bernoulli_statistics():
 
 
 # ------------------------------------------------------------------ gradients through fusegrad.compile
-GRAD_OPS = """
-add mul div.no_rounding_mode exp log tanh sigmoid sqrt pow sum mean amax softmax log_softmax
-matmul nn.functional.conv2d nn.functional.layer_norm nn.functional.gelu
-nn.functional.relu nn.functional.cross_entropy nn.functional.max_pool2d nn.functional.avg_pool2d
-nn.functional.embedding where cat index_select gather var nn.functional.linear
-""".split()
+GRAD_CLAIMS = [c for c in DETERMINISTIC if OPINFOS[c.key].supports_autograd]
 
 
-def _first_grad_sample(op, dtype):
+def _first_grad_sample(claim: Claim, dtype: torch.dtype) -> Case | None:
+    """The first sample with a float input requiring grad and a non-empty float output."""
+    op = OPINFOS[claim.key]
     for sample in op.sample_inputs("cpu", dtype, requires_grad=True):
+        if claim.unsupported and claim.unsupported(sample):
+            continue
         case = make_case(op, sample)
-        floats = [t for t in case.tensors if t.is_floating_point() and t.requires_grad]
-        if floats and isinstance(case.expected, torch.Tensor) and case.expected.numel():
+        if any(t.is_floating_point() and t.requires_grad for t in case.tensors) and \
+                _float_outputs(case.expected):
             return case
-    pytest.skip("no differentiable sample")
+    return None
+
+
+def _float_outputs(out: Any) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(out)
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()]
 
 
 @pytest.fixture
@@ -223,34 +212,42 @@ def no_fallback():
         yield
 
 
-@pytest.mark.parametrize("key", GRAD_OPS)
-@pytest.mark.usefixtures("no_fallback")
-def test_compiled_gradients_float32(key: str):
+def _check_float32_grads(claim: Claim, case: Case) -> None:
     import fusegrad
-    op = OPINFOS[key]
-    case = _first_grad_sample(op, torch.float32)
     torch._dynamo.reset()
-    compiled = fusegrad.compile(case.fn)
+    compiled = fusegrad.compile(case.fn, **OPTIONS)
     leaves = [t for t in case.tensors if t.requires_grad]
-    got_out = compiled(*case.tensors)
-    ct = torch.randn_like(got_out)
-    got = torch.autograd.grad(got_out, leaves, ct, allow_unused=True)
-    want = torch.autograd.grad(case.fn(*case.tensors), leaves, ct, allow_unused=True)
-    claim = next(c for c in CLAIMS if c.key == key)
+    got_outs = [t for t in _float_outputs(compiled(*case.tensors)) if t.requires_grad]
+    want_outs = [t for t in _float_outputs(case.fn(*case.tensors)) if t.requires_grad]
+    cts = [torch.randn_like(t) for t in want_outs]
+    got = torch.autograd.grad(got_outs, leaves, cts, allow_unused=True)
+    want = torch.autograd.grad(want_outs, leaves, cts, allow_unused=True)
     atol, rtol = (claim.atol, claim.rtol) if claim.atol else (1e-5, 1e-5)
     for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, atol=atol, rtol=rtol, msg=lambda m: f"{key} grad: {m}")
-    STATS["grad_ops"] = STATS.get("grad_ops", 0) + 1
+        if w is None:
+            assert g is None or not g.any(), f"{claim.key}: gradient where eager has none"
+            continue
+        torch.testing.assert_close(g, w, atol=atol, rtol=rtol,
+                                   msg=lambda m: f"{claim.key} float32 grad: {m}")
 
 
-@pytest.mark.parametrize("key", ["mul", "tanh", "softmax", "nn.functional.layer_norm",
-                                 "matmul", "nn.functional.conv2d"])
+@pytest.mark.parametrize("claim", GRAD_CLAIMS, ids=lambda c: c.key)
 @pytest.mark.usefixtures("no_fallback")
-def test_compiled_gradcheck_float64(key: str):
+def test_compiled_gradients(claim: Claim):
+    """float32 gradients vs eager; gradcheck and gradgradcheck in float64."""
     import fusegrad
-    case = _first_grad_sample(OPINFOS[key], torch.float64)
-    torch._dynamo.reset()
-    compiled = fusegrad.compile(case.fn)
-    inputs = tuple(case.tensors)
-    assert torch.autograd.gradcheck(compiled, inputs)
-    assert torch.autograd.gradgradcheck(compiled, inputs)
+    op = OPINFOS[claim.key]
+    case32 = _first_grad_sample(claim, torch.float32)
+    case64 = _first_grad_sample(claim, torch.float64)
+    if case32 is None and case64 is None:
+        pytest.skip(f"{claim.key}: OpInfo has no sample with a differentiable float output")
+    if case32 is not None:
+        _check_float32_grads(claim, case32)
+    if case64 is not None:
+        torch._dynamo.reset()
+        compiled = fusegrad.compile(case64.fn, **OPTIONS)
+        inputs = tuple(case64.tensors)
+        assert torch.autograd.gradcheck(compiled, inputs)
+        if op.supports_gradgrad:
+            assert torch.autograd.gradgradcheck(compiled, inputs)
+    STATS["grad_ops"] = STATS.get("grad_ops", 0) + 1
