@@ -77,7 +77,7 @@ class CompiledGraph:
         return self.eager(*args)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
+def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor],
                   options: CompileOptions) -> CompiledGraph:
     """Capture, import and compile the variant the example inputs need (raises on failure)."""
     captured = capture(gm, example_inputs)
@@ -88,7 +88,50 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tenso
         program.training(wrt)
     else:
         program.forward()
-    return CompiledGraph(captured, program, gm.forward)
+    return CompiledGraph(captured, program, getattr(gm, "forward", gm))
+
+
+def _is_symbolic(x: Any) -> bool:
+    return isinstance(x, torch.SymInt) or (
+        isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape))
+
+
+class ShapeSpecializedGraph:
+    """A dynamic-shape Dynamo graph, compiled once per concrete signature at call time.
+
+    dg is statically shaped: when Dynamo marks dims dynamic (it does after a
+    shape change unless `dynamic=False`), each new shape (and each value of an
+    integer input) gets its own `CompiledGraph`, with the integers baked in.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, options: CompileOptions) -> None:
+        self.gm = gm
+        self.options = options
+        self.variants: dict[tuple, Callable[..., Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else ("int", int(a))
+                    for a in args)
+        variant = self.variants.get(key)
+        if variant is None:
+            variant = self.variants[key] = self._compile(args)
+        return variant(*[a for a in args if isinstance(a, torch.Tensor)])
+
+    def _compile(self, args: Sequence[Any]) -> Callable[..., Any]:
+        where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+        def specialized(*tensors: torch.Tensor) -> Any:
+            full = list(args)
+            for i, t in zip(where, tensors):
+                full[i] = t
+            return self.gm(*full)
+        log.info("compiling a dynamic-shape graph for %s", [
+            tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args])
+        try:
+            return compile_graph(specialized, [args[i] for i in where], self.options)
+        except Exception as e:  # this signature runs eagerly; others may still compile
+            fallback_warning("a graph", e)
+            return specialized
 
 
 def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
@@ -99,7 +142,10 @@ def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Te
     or as torch.compile's `options={...}` dict.
     """
     try:
-        return compile_graph(gm, example_inputs, CompileOptions(**(options or {}), **kwargs))
+        opts = CompileOptions(**(options or {}), **kwargs)
+        if any(_is_symbolic(x) for x in example_inputs):
+            return ShapeSpecializedGraph(gm, opts)
+        return compile_graph(gm, example_inputs, opts)
     except Exception as e:  # any failure: eager, with the reason
         fallback_warning("a graph", e)
         return gm.forward

@@ -126,3 +126,26 @@ def test_dump_dir_writes_parseable_stages(tmp_path):
     for p in tmp_path.iterdir():
         if ".lowered" not in p.name:  # LLVM-dialect stages need no dg, parse the rest
             ir.Module.parse(p.read_text(), ctx)
+
+
+def test_dynamic_shapes_are_specialised_per_shape():
+    """torch.compile marks dims dynamic after a shape change; fusegrad compiles one
+    static variant per concrete shape instead of falling back to eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+    def fn(x):
+        return model(x.view(x.shape[0], -1)).sum(1)
+    compiled = torch.compile(fn, backend="fusegrad")
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        for batch in (2, 3, 5, 3):
+            x = torch.randn(batch, 2, 4, requires_grad=True)
+            got = compiled(x)
+            got.sum().backward()
+            want_x = x.detach().clone().requires_grad_()
+            want = fn(want_x)
+            want.sum().backward()
+            torch.testing.assert_close(got, want)
+            torch.testing.assert_close(x.grad, want_x.grad)
