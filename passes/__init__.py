@@ -3,6 +3,9 @@ from . import verify_pass  # noqa: F401
 from . import autodiff, jvp  # noqa: F401
 from . import lower_to_linalg  # noqa: F401
 from . import fuse, remat  # noqa: F401
-from .registry import PASSES, PassError, build_pass_manager, register_pass, run_pipeline
+from . import pipelines  # noqa: F401  (CPU helper passes and named pipelines)
+from .registry import (PASSES, PIPELINES, PassError, build_pass_manager, register_pass,
+                       run_pipeline)
 
-__all__ = ["PASSES", "PassError", "build_pass_manager", "register_pass", "run_pipeline"]
+__all__ = ["PASSES", "PIPELINES", "PassError", "build_pass_manager", "register_pass",
+           "run_pipeline"]

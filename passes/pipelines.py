@@ -13,8 +13,8 @@ import time
 from mlir import ir
 
 from ..dialects.types import TensorSpec
-from . import distinct_results, strided_copy, widen_bool  # noqa: F401  (register their passes)
-from .registry import run_pipeline
+from . import function_boundary, strided_copy, widen_bool  # noqa: F401  (register their passes)
+from .registry import register_pipeline, run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
 
@@ -27,9 +27,10 @@ LINALG_PIPELINE = ",".join([
     "cse",
 ])
 
-# tensors -> memrefs; outputs become out-params; temporaries are freed.
-# memcpy-op=linalg.copy: strided copies become loops (no memrefCopy runtime call).
+# tensors -> memrefs; arguments are never written; outputs become out-params;
+# temporaries are freed.
 BUFFERIZE_PIPELINE = ",".join([
+    "dg-readonly-arguments",
     "eliminate-empty-tensors",
     "one-shot-bufferize{bufferize-function-boundaries=1 "
     "function-boundary-type-conversion=identity-layout-map}",
@@ -70,6 +71,13 @@ LLVM_PIPELINE = ",".join([
 
 CPU_PIPELINE = ",".join([LINALG_PIPELINE, BUFFERIZE_PIPELINE, LLVM_PIPELINE])
 
+register_pipeline("dg-cpu-linalg", LINALG_PIPELINE, "dg -> fused linalg on tensors")
+register_pipeline("dg-cpu-bufferize", BUFFERIZE_PIPELINE,
+                  "tensors -> memrefs, results -> out-params, temporaries freed")
+register_pipeline("dg-cpu-llvm", LLVM_PIPELINE, "memrefs and loops -> LLVM dialect")
+register_pipeline("dg-lower-to-llvm", CPU_PIPELINE,
+                  "the whole CPU lowering: dg-cpu-linalg, dg-cpu-bufferize, dg-cpu-llvm")
+
 
 def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
     """Public defined functions -> (input specs, output specs), before lowering."""
@@ -90,9 +98,6 @@ def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[Tensor
             raise TypeError(f"compile_cpu: @{name} at {op.location}: {e}; entry functions must "
                             "take and return statically shaped tensors") from None
         op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
-        # inputs are the caller's tensors: bufferization must copy, never update them in place
-        read_only = ir.DictAttr.get({"bufferization.writable": ir.BoolAttr.get(False)})
-        op.attributes["arg_attrs"] = ir.ArrayAttr.get([read_only] * len(ftype.inputs))
     return entries
 
 

@@ -33,6 +33,8 @@ class DgPass:
 
 
 PASSES: dict[str, DgPass] = {}
+# named pipelines: a name usable as one pipeline element, expanded in place
+PIPELINES: dict[str, tuple[str, str]] = {}  # name -> (pipeline text, description)
 
 
 def register_pass(name: str, description: str, **options: Any) -> Callable[[Callable], Callable]:
@@ -43,6 +45,13 @@ def register_pass(name: str, description: str, **options: Any) -> Callable[[Call
         PASSES[name] = DgPass(name, fn, description, dict(options))
         return fn
     return register
+
+
+def register_pipeline(name: str, pipeline: str, description: str) -> None:
+    """Make `name` usable in pipelines as shorthand for `pipeline`."""
+    if name in PIPELINES or name in PASSES:
+        raise ValueError(f"pipeline {name} registered twice")
+    PIPELINES[name] = (pipeline, description)
 
 
 def split_pipeline(text: str) -> list[str]:
@@ -106,6 +115,23 @@ def _external(p: DgPass, options: dict[str, Any]) -> Callable:
     return run
 
 
+def _add_element(pm: passmanager.PassManager, element: str) -> None:
+    name, _, rest = element.partition("{")
+    name = name.strip()
+    if name in PIPELINES and not rest:
+        for inner in split_pipeline(PIPELINES[name][0]):
+            _add_element(pm, inner)
+    elif name in PASSES:
+        p = PASSES[name]
+        options = _parse_options(p, rest.rstrip("}")) if rest else dict(p.options)
+        pm.add(_external(p, options), name=name, argument=name, description=p.description)
+    else:
+        try:
+            pm.add(element)
+        except ValueError as e:
+            raise ValueError(f"unknown pass or bad pipeline element '{element}': {e}") from None
+
+
 def build_pass_manager(pipeline: str) -> passmanager.PassManager:
     """A module-level PassManager for `pipeline` (uses the current context)."""
     text = pipeline.strip()
@@ -113,17 +139,7 @@ def build_pass_manager(pipeline: str) -> passmanager.PassManager:
         text = text[len("builtin.module("):-1]
     pm = passmanager.PassManager("builtin.module")
     for element in split_pipeline(text):
-        name, _, rest = element.partition("{")
-        name = name.strip()
-        if name in PASSES:
-            p = PASSES[name]
-            options = _parse_options(p, rest.rstrip("}")) if rest else dict(p.options)
-            pm.add(_external(p, options), name=name, argument=name, description=p.description)
-        else:
-            try:
-                pm.add(element)
-            except ValueError as e:
-                raise ValueError(f"unknown pass or bad pipeline element '{element}': {e}") from None
+        _add_element(pm, element)
     return pm
 
 

@@ -19,7 +19,7 @@ from mlir import ir
 from .context import make_context
 from .dialects.irdl import dialect_irdl
 from .dialects.verify import VerifyError, verify
-from .passes import PASSES, build_pass_manager
+from .passes import PASSES, PIPELINES, build_pass_manager
 from .passes.registry import split_pipeline
 
 log = logging.getLogger("fusegrad.opt")
@@ -284,6 +284,9 @@ def list_passes() -> str:
         lines.append(f"  {p.name:<24} {p.description}")
         for opt, default in p.options.items():
             lines.append(f"      {opt.replace('_', '-')}={default!r}")
+    lines.append("dg pipelines (usable as one pipeline element):")
+    for name, (_, description) in sorted(PIPELINES.items()):
+        lines.append(f"  {name:<24} {description}")
     lines.append("Upstream passes: every pass that mlir-opt registers "
                  "(see `mlir-opt --help`), with the same names and options.")
     return "\n".join(lines) + "\n"
