@@ -45,6 +45,7 @@ MODELS = {"mlp": mlp, "transformer-layer": transformer, "cnn": cnn}
 
 
 def run(model: torch.nn.Module, step: Callable, x, y, steps: int):
+    """`steps` SGD steps of mse_loss(step(x), y); returns (seconds per step, losses)."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     times, losses = [], []
     for _ in range(steps):
@@ -58,37 +59,55 @@ def run(model: torch.nn.Module, step: Callable, x, y, steps: int):
     return times, losses
 
 
+def backends(inductor: bool = True) -> dict[str, Callable]:
+    out = {"eager": lambda m: m, "fusegrad": fusegrad.compile}
+    if inductor:
+        out["inductor"] = lambda m: torch.compile(m, backend="inductor")
+    return out
+
+
+def compare(name: str, make: Callable, steps: int, wraps: dict[str, Callable]) -> list[str]:
+    """Train copies of one model with each backend; markdown rows of the results table."""
+    torch.manual_seed(0)
+    base, x, y = make()
+    results = {}
+    for backend, wrap in wraps.items():
+        torch._dynamo.reset()
+        model = copy.deepcopy(base)
+        try:
+            results[backend] = (model, *run(model, wrap(model), x, y, steps))
+        except Exception as e:  # e.g. Inductor without a working C++ toolchain
+            print(f"{name}/{backend}: unavailable ({type(e).__name__}: {e})".splitlines()[0])
+    eager_model, eager_times, eager_losses = results["eager"]
+    eager_med = statistics.median(eager_times[1:])
+    rows = []
+    for backend, (model, times, losses) in results.items():
+        med = statistics.median(times[1:])
+        diff = max([abs(a - b) for a, b in zip(losses, eager_losses)] +
+                   [(p - q).abs().max().item()
+                    for p, q in zip(model.parameters(), eager_model.parameters())])
+        rows.append(f"| {name} | {backend} | {times[0]:.2f} | {med * 1e3:.2f} | "
+                    f"{eager_med / med:.2f}x | {diff:.1e} |")
+    return rows
+
+
+HEADER = ("| model | backend | first step (s) | median step (ms) | vs eager | "
+          "max abs diff vs eager |\n| --- | --- | --- | --- | --- | --- |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    backends = {"eager": lambda m: m, "fusegrad": fusegrad.compile}
-    if not args.no_inductor:
-        backends["inductor"] = lambda m: torch.compile(m, backend="inductor")
     print(f"torch {torch.__version__}, {args.threads} thread(s), {args.steps} SGD steps\n")
-    print("| model | backend | first step (s) | median step (ms) | vs eager | max abs diff vs eager |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, make in MODELS.items():
-        torch.manual_seed(0)
-        base, x, y = make()
-        results = {}
-        for backend, wrap in backends.items():
-            torch._dynamo.reset()
-            model = copy.deepcopy(base)
-            times, losses = run(model, wrap(model), x, y, args.steps)
-            results[backend] = (model, times, losses)
-        eager_model, eager_times, eager_losses = results["eager"]
-        eager_med = statistics.median(eager_times[1:])
-        for backend, (model, times, losses) in results.items():
-            med = statistics.median(times[1:])
-            diff = max([abs(a - b) for a, b in zip(losses, eager_losses)] +
-                       [(p - q).abs().max().item()
-                        for p, q in zip(model.parameters(), eager_model.parameters())])
-            print(f"| {name} | {backend} | {times[0]:.2f} | {med * 1e3:.2f} | "
-                  f"{eager_med / med:.2f}x | {diff:.1e} |")
+    print(HEADER)
+    for name in args.models.split(","):
+        for row in compare(name, MODELS[name], args.steps, backends(not args.no_inductor)):
+            print(row, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,23 @@
 """Shared pytest hooks for the Python test suite."""
 from __future__ import annotations
 
+import warnings
+
+import pytest
+
+
+@pytest.fixture
+def no_fallback():
+    """Fresh Dynamo state, and a graph falling back to eager is an error: a compiled
+    test that silently ran eagerly would pass without testing anything."""
+    import torch
+    from fusegrad.backend import FusegradFallbackWarning
+
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        yield
+
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """One line with how much of the OpInfo suite ran (test_opinfo.STATS)."""

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import warnings
 
 import pytest
 import torch
@@ -11,15 +10,9 @@ from torch import nn
 
 import fusegrad
 from compile_options import OPTIONS
-from fusegrad.backend import FusegradFallbackWarning
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FusegradFallbackWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 def mlp():

@@ -15,7 +15,6 @@ every claimed differentiable op, float32 gradients vs eager, and
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -201,15 +200,6 @@ def _first_grad_sample(claim: Claim, dtype: torch.dtype) -> Case | None:
 def _float_outputs(out: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(out)
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()]
-
-
-@pytest.fixture
-def no_fallback():
-    """A graph that falls back to eager would make a gradient test vacuous."""
-    from fusegrad.backend import FusegradFallbackWarning
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FusegradFallbackWarning)
-        yield
 
 
 def _check_float32_grads(claim: Claim, case: Case) -> None:

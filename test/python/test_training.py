@@ -1,22 +1,15 @@
 """Training through compiled functions: .grad, retain_graph, double backward, gradcheck."""
 from __future__ import annotations
 
-import warnings
 
 import pytest
 import torch
 
 import fusegrad
 from compile_options import OPTIONS
-from fusegrad.backend import FusegradFallbackWarning
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FusegradFallbackWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 def f(x, w, b):
