@@ -13,7 +13,7 @@ import time
 from mlir import ir
 
 from ..dialects.types import TensorSpec
-from . import function_boundary, strided_copy, widen_bool  # noqa: F401  (register their passes)
+from . import blas, function_boundary, strided_copy, widen_bool  # noqa: F401  (register passes)
 from .registry import register_pipeline, run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
@@ -47,6 +47,7 @@ BUFFERIZE_PIPELINE = ",".join([
 # conversions expand to integer ops; f16 ones call libgcc_s, see runtime.cpu),
 # ipowi becomes a function, and ops without an LLVM intrinsic (erf) call libm.
 LLVM_PIPELINE = ",".join([
+    "dg-matmul-to-blas",
     "dg-strided-copy-to-linalg",
     "func.func(convert-linalg-to-loops)",
     "dg-widen-bool-memrefs",

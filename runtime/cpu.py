@@ -15,6 +15,7 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
@@ -30,13 +31,17 @@ _PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 @functools.lru_cache(maxsize=1)
 def load_builtins() -> None:
-    """Make libgcc_s's f16 conversion builtins (__truncdfhf2, ...) visible to the JIT,
-    which resolves undefined symbols in the process's global namespace (as it does libm's)."""
+    """Make libgcc_s's f16 conversion builtins (__truncdfhf2, ...) and PyTorch's BLAS
+    visible to the JIT, which resolves undefined symbols in the process's global
+    namespace (as it does libm's)."""
     name = ctypes.util.find_library("gcc_s")
     if name:
         ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
     else:
         log.warning("libgcc_s not found: f16 conversions in compiled code will not link")
+    # BLAS (sgemm_/dgemm_, see passes/blas.py): PyTorch's CPU library carries it
+    ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"),
+                mode=ctypes.RTLD_GLOBAL)
 
 
 @functools.lru_cache(maxsize=None)
