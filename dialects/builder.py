@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 from mlir import ir
 
 from .core import OPS, ShapeError, lookup
 from .region_ops import create_fusion, create_fusion_yield
 from .types import TensorSpec, from_torch_dtype
+from .lazy_torch import torch
 
 
 def spec(v: ir.Value) -> TensorSpec:

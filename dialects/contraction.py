@@ -1,9 +1,9 @@
 """Contractions: batched matmul and 2-D convolution (NCHW x OIHW)."""
 from __future__ import annotations
 
-import torch
 
 from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
+from .lazy_torch import torch
 
 define("matmul", ("lhs", "rhs"), kind=Kind.CONTRACTION,
        summary="[..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast explicitly)")

@@ -5,13 +5,13 @@ dg) and, except for `select`'s predicate, identical dtypes.
 """
 from __future__ import annotations
 
-import torch
 
 from mlir import ir
 
 from .core import (Attr, Kind, ShapeError, define, lookup, lowering, reference_rule, scalar_rule,
                    shape_rule)
 from .types import dtype_of, is_float, torch_dtype
+from .lazy_torch import torch
 
 # name -> (summary, float only?)
 UNARY = {
@@ -127,14 +127,8 @@ def _convert_shape(ins, attrs, hint, *, op):
 
 
 # ---------------------------------------------------------------- reference
-_TORCH_UNARY = {
-    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log,
-    "log1p": torch.log1p, "expm1": torch.expm1, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
-    "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf, "sin": torch.sin,
-    "cos": torch.cos, "reciprocal": torch.reciprocal, "sign": torch.sign, "floor": torch.floor,
-    "ceil": torch.ceil, "round": torch.round,
-    "not": lambda x: torch.logical_not(x) if x.dtype == torch.bool else torch.bitwise_not(x),
-}
+def _not(x):
+    return torch.logical_not(x) if x.dtype == torch.bool else torch.bitwise_not(x)
 
 
 def _div(a, b):
@@ -143,27 +137,29 @@ def _div(a, b):
     return torch.div(a, b, rounding_mode="trunc")
 
 
-_TORCH_BINARY = {
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": _div, "pow": torch.pow,
-    "max": torch.maximum, "min": torch.minimum, "and": torch.bitwise_and, "or": torch.bitwise_or,
-}
-_TORCH_COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
-                  "gt": torch.gt, "ge": torch.ge}
+# dg op -> torch function (a name in the torch namespace, resolved when called)
+_TORCH_FN = {"not": _not, "div": _div, "max": "maximum", "min": "minimum",
+             "and": "bitwise_and", "or": "bitwise_or"}
+
+
+def _torch_fn(op: str):
+    fn = _TORCH_FN.get(op, op)
+    return getattr(torch, fn) if isinstance(fn, str) else fn
 
 
 @reference_rule(*UNARY)
 def _unary_ref(x, *, op, attrs, out):
-    return [_TORCH_UNARY[op](x)]
+    return [_torch_fn(op)(x)]
 
 
 @reference_rule(*BINARY)
 def _binary_ref(a, b, *, op, attrs, out):
-    return [_TORCH_BINARY[op](a, b).to(a.dtype)]
+    return [_torch_fn(op)(a, b).to(a.dtype)]
 
 
 @reference_rule("compare")
 def _compare_ref(a, b, *, op, attrs, out):
-    return [_TORCH_COMPARE[attrs["direction"]](a, b)]
+    return [getattr(torch, attrs["direction"])(a, b)]  # eq, ne, lt, le, gt, ge
 
 
 @reference_rule("select")

@@ -1,10 +1,10 @@
 """Indexing dg ops: gather, index_select and scatter_add (indices are i32/i64)."""
 from __future__ import annotations
 
-import torch
 
 from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
 from .reduction import check_dims
+from .lazy_torch import torch
 
 define("gather", ("x", "indices"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
        summary="torch.gather: out[i..] = x[i.. with i_dim := indices[i..]]; result shape = indices shape")

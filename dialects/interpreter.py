@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import torch
 from mlir import ir
 
 from .core import attrs_of, lookup
 from .region_ops import FUSION_TERMINATOR, is_fusion
 from .types import TensorSpec, torch_dtype
+from .lazy_torch import torch
 
 
 class InterpreterError(RuntimeError):

@@ -1,10 +1,10 @@
 """Reductions over a set of dims; the reduced dims are removed from the result."""
 from __future__ import annotations
 
-import torch
 
 from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
 from .types import TensorSpec
+from .lazy_torch import torch
 
 REDUCTIONS = {
     "reduce_sum": "sum over dims",

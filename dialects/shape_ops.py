@@ -1,10 +1,10 @@
 """Data-movement dg ops: broadcast, reshape, transpose, slice, reverse, pad, concatenate."""
 from __future__ import annotations
 
-import torch
 
 from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
 from .reduction import check_dims
+from .lazy_torch import torch
 
 define("broadcast_in_dim", ("x",), attrs={"dims": Attr.I64S}, kind=Kind.BROADCAST,
        summary="operand dim i becomes result dim dims[i] (size 1 or equal); other result dims are new")

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 from mlir import ir
 
 from .core import (Attr, Kind, ShapeError, define, elements_to_numpy, lowering, reference_rule,
                    shape_rule)
 from .types import TensorSpec, torch_dtype
+from .lazy_torch import torch
 
 define("constant", (), attrs={"value": Attr.ELEMENTS}, kind=Kind.SOURCE,
        summary="a dense literal; its type is the result type")

@@ -5,26 +5,32 @@ Python value, so they can be used and tested without building IR.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable
 
-import torch
 from mlir import ir
 
-# dtype name -> (MLIR element type factory, torch dtype, is_float)
+from .lazy_torch import torch
+
+# dtype name -> (MLIR element type factory, torch dtype name, is_float, bytes per element)
 _DTYPES = {
-    "f16": (lambda: ir.F16Type.get(), torch.float16, True),
-    "bf16": (lambda: ir.BF16Type.get(), torch.bfloat16, True),
-    "f32": (lambda: ir.F32Type.get(), torch.float32, True),
-    "f64": (lambda: ir.F64Type.get(), torch.float64, True),
-    "i1": (lambda: ir.IntegerType.get_signless(1), torch.bool, False),
-    "i8": (lambda: ir.IntegerType.get_signless(8), torch.int8, False),
-    "i16": (lambda: ir.IntegerType.get_signless(16), torch.int16, False),
-    "i32": (lambda: ir.IntegerType.get_signless(32), torch.int32, False),
-    "i64": (lambda: ir.IntegerType.get_signless(64), torch.int64, False),
+    "f16": (lambda: ir.F16Type.get(), "float16", True, 2),
+    "bf16": (lambda: ir.BF16Type.get(), "bfloat16", True, 2),
+    "f32": (lambda: ir.F32Type.get(), "float32", True, 4),
+    "f64": (lambda: ir.F64Type.get(), "float64", True, 8),
+    "i1": (lambda: ir.IntegerType.get_signless(1), "bool", False, 1),
+    "i8": (lambda: ir.IntegerType.get_signless(8), "int8", False, 1),
+    "i16": (lambda: ir.IntegerType.get_signless(16), "int16", False, 2),
+    "i32": (lambda: ir.IntegerType.get_signless(32), "int32", False, 4),
+    "i64": (lambda: ir.IntegerType.get_signless(64), "int64", False, 8),
 }
 DTYPES = tuple(_DTYPES)
-_FROM_TORCH = {v[1]: k for k, v in _DTYPES.items()}
+
+
+@functools.cache
+def _from_torch() -> dict:
+    return {getattr(torch, v[1]): k for k, v in _DTYPES.items()}
 
 
 def is_float(dtype: str) -> bool:
@@ -32,15 +38,15 @@ def is_float(dtype: str) -> bool:
 
 
 def torch_dtype(dtype: str) -> torch.dtype:
-    return _DTYPES[dtype][1]
+    return getattr(torch, _DTYPES[dtype][1])
 
 
 def from_torch_dtype(dtype: torch.dtype) -> str:
     try:
-        return _FROM_TORCH[dtype]
+        return _from_torch()[dtype]
     except KeyError:
         raise TypeError(f"fusegrad has no dg dtype for torch dtype {dtype}; "
-                        f"supported: {sorted(str(d) for d in _FROM_TORCH)}") from None
+                        f"supported: {sorted(str(d) for d in _from_torch())}") from None
 
 
 def element_type(dtype: str) -> ir.Type:
@@ -83,8 +89,7 @@ class TensorSpec:
 
     @property
     def nbytes(self) -> int:
-        itemsize = torch.empty((), dtype=torch_dtype(self.dtype)).element_size()
-        return self.numel * itemsize
+        return self.numel * _DTYPES[self.dtype][3]
 
     def with_shape(self, shape: Iterable[int]) -> "TensorSpec":
         return TensorSpec(tuple(shape), self.dtype)
