@@ -1,6 +1,7 @@
 """Training-step benchmark: eager vs fusegrad vs torch.compile (Inductor), CPU.
 
-For each model: compile time (first step, including capture and codegen),
+For each model: compile time (first step, including capture and codegen;
+Inductor's on-disk caches are disabled so both compile cold),
 median step time over the following steps (forward + backward + SGD), and the
 largest loss/parameter difference from eager after the same steps.
 
@@ -62,6 +63,8 @@ def run(model: torch.nn.Module, step: Callable, x, y, steps: int):
 def backends(inductor: bool = True) -> dict[str, Callable]:
     out = {"eager": lambda m: m, "fusegrad": fusegrad.compile}
     if inductor:
+        import torch._inductor.config as inductor_config
+        inductor_config.force_disable_caches = True  # cold compiles, like fusegrad's
         out["inductor"] = lambda m: torch.compile(m, backend="inductor")
     return out
 
