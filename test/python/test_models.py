@@ -97,3 +97,59 @@ def test_training_steps_match_eager(name, opt):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
     for b, c in zip(model.buffers(), reference.buffers()):  # BatchNorm running stats
         torch.testing.assert_close(b, c, rtol=1e-4, atol=1e-5)
+
+
+class _Conv1D(torch.nn.Module):
+    """HuggingFace GPT-2's linear layer: addmm on a flattened view."""
+
+    def __init__(self, nf: int, nx: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(nx, nf) * 0.02)
+        self.bias = torch.nn.Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        out = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return out.view(x.size()[:-1] + (self.weight.size(-1),))
+
+
+class _GPT2Block(torch.nn.Module):
+    """A GPT-2 block written the way HuggingFace writes it (causal mask buffer,
+    finfo.min masking, an additive attention mask, tanh GELU, dict output)."""
+
+    def __init__(self, d: int = 32, heads: int = 4, n: int = 16) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.attn, self.attn_proj = _Conv1D(3 * d, d), _Conv1D(d, d)
+        self.fc, self.proj = _Conv1D(4 * d, d), _Conv1D(d, 4 * d)
+        self.heads = heads
+        self.register_buffer("causal", torch.tril(torch.ones(n, n, dtype=torch.bool))[None, None],
+                             persistent=False)
+
+    def forward(self, x, attention_mask):
+        b, t, d = x.shape
+        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for y in self.attn(self.ln1(x)).split(d, dim=2))
+        w = torch.matmul(q, k.transpose(-1, -2)) / torch.full([], v.size(-1) ** 0.5)
+        w = torch.where(self.causal[:, :, :t, :t], w, torch.full([], torch.finfo(w.dtype).min))
+        w = torch.softmax(w + attention_mask, dim=-1)
+        x = x + self.attn_proj(torch.matmul(w, v).transpose(1, 2).contiguous().view(b, t, d))
+        h = self.fc(self.ln2(x))
+        gelu = 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
+        return {"hidden": x + self.proj(gelu), "attention": w}
+
+
+def test_gpt2_style_block_trains_like_eager():
+    torch.manual_seed(0)
+    model = _GPT2Block()
+    x = torch.randn(2, 16, 32)
+    mask = torch.zeros(2, 1, 1, 16)
+    mask[1, ..., -3:] = torch.finfo(torch.float32).min  # padding in the second sequence
+    compiled_model = copy.deepcopy(model)
+    compiled = fusegrad.compile(compiled_model, **OPTIONS)
+    got, want = compiled(x, mask), model(x, mask)
+    for key in ("hidden", "attention"):
+        torch.testing.assert_close(got[key], want[key], rtol=1e-5, atol=1e-5)
+    got["hidden"].square().mean().backward()
+    want["hidden"].square().mean().backward()
+    for (name, p), q in zip(compiled_model.named_parameters(), model.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)
