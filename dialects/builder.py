@@ -101,11 +101,13 @@ class Builder:
         return self.broadcast_in_dim(x, shape=shape, dims=list(range(offset, len(shape))))
 
     def concat(self, values: Sequence[ir.Value], dim: int) -> ir.Value:
-        """Concatenate any number of tensors as a chain of binary dg.concatenate."""
-        out = values[0]
-        for v in values[1:]:
-            out = self.concatenate(out, v, dim=dim)
-        return out
+        """Concatenate any number of tensors as a balanced tree of binary dg.concatenate
+        (each element is copied log2(len) times, not len times as in a chain)."""
+        if len(values) == 1:
+            return values[0]
+        half = len(values) // 2
+        return self.concatenate(self.concat(values[:half], dim), self.concat(values[half:], dim),
+                                dim=dim)
 
     def fusion(self, result_types: Sequence[TensorSpec]) -> ir.Operation:
         """An empty fusion region (see region_ops); fill its block, then `fusion_yield`."""
