@@ -78,24 +78,25 @@ def _scatter_add_ref(x, idx, src, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
-# Indices must lie in [0, size) of the indexed dim. The lowered code does not check them:
-# an out-of-range index reads or writes outside the tensor (undefined behaviour), as in
-# any unchecked kernel; frontends must validate indices they cannot prove in range.
-def _to_index(v):
-    from mlir import ir
-    from ..passes import linalg_builders as lb
-    return lb.index_cast(v, ir.IndexType.get())
+# Indices must lie in [0, size) of the indexed dim: out-of-range ones are clamped (memory
+# safe) and reported, and the runtime raises IndexError (passes/index_check.py).
+def _to_index(op, v, size: int):
+    from ..passes.index_check import checked_index
+    return checked_index(op, v, size)
 
 
 @lowering("gather")
 def _gather_lower(op, operands, *, op_name, attrs, out):
     """A generic over the indices: out[i..] = x[i.. with i_dim := indices[i..]]."""
+    from mlir import ir
     from ..passes import linalg_builders as lb
     x, idx = operands
     o, dim = out[0], attrs["dim"]
 
     def body(a):
-        coords = [_to_index(a[0]) if d == dim else lb.loop_index(d) for d in range(o.rank)]
+        size = ir.RankedTensorType(x.type).shape[dim]
+        coords = [_to_index(op, a[0], size) if d == dim else lb.loop_index(d)
+                  for d in range(o.rank)]
         return [lb.extract(x, coords)]
 
     return lb.elementwise([idx], o.shape, [o.dtype], body)
@@ -112,7 +113,8 @@ def _index_select_lower(op, operands, *, op_name, attrs, out):
     x_rank = ir.RankedTensorType(x.type).rank
 
     def body(_):
-        i = _to_index(lb.extract(idx, [lb.loop_index(d) for d in range(dim, dim + k)]))
+        i = _to_index(op, lb.extract(idx, [lb.loop_index(d) for d in range(dim, dim + k)]),
+                      ir.RankedTensorType(x.type).shape[dim])
         coords = [lb.loop_index(d) for d in range(dim)] + [i] + \
                  [lb.loop_index(d + k - 1) for d in range(dim + 1, x_rank)]
         return [lb.extract(x, coords)]
@@ -135,7 +137,7 @@ def _scatter_add_lower(op, operands, *, op_name, attrs, out):
 
     def nest(d, acc, ivs):
         if d == len(shape):
-            coords = [_to_index(lb.extract(idx, ivs)) if k == dim else iv
+            coords = [_to_index(op, lb.extract(idx, ivs), o.shape[dim]) if k == dim else iv
                       for k, iv in enumerate(ivs)]
             total = add.scalar([lb.extract(acc, coords), lb.extract(src, ivs)], op="add", attrs={},
                                in_dtypes=[o.dtype] * 2, out_dtype=o.dtype)

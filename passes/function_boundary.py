@@ -28,8 +28,11 @@ def _functions(module: ir.Operation):
 def readonly_arguments(module: ir.Operation) -> None:
     read_only = ir.DictAttr.get({"bufferization.writable": ir.BoolAttr.get(False)})
     for fn in _functions(module):
-        n = len(fn.regions[0].blocks[0].arguments)
-        fn.attributes["arg_attrs"] = ir.ArrayAttr.get([read_only] * n)
+        args = fn.regions[0].blocks[0].arguments
+        if any(isinstance(a.type, ir.RankedTensorType) for a in args):
+            fn.attributes["arg_attrs"] = ir.ArrayAttr.get(
+                [read_only if isinstance(a.type, ir.RankedTensorType) else ir.DictAttr.get()
+                 for a in args])
 
 
 def _distinct_returns(fn: ir.Operation) -> None:

@@ -23,6 +23,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..dialects.types import TensorSpec, torch_dtype
+from ..passes.index_check import SITES_ATTR, TAKE_ERROR
 
 log = logging.getLogger("fusegrad.runtime.cpu")
 
@@ -69,9 +70,11 @@ class CpuFunction:
     """Callable `(*tensors) -> list[tensor]` for one entry; holds no per-call state."""
 
     def __init__(self, name: str, fn: Callable, inputs: Sequence[TensorSpec],
-                 outputs: Sequence[TensorSpec], engine: ExecutionEngine) -> None:
+                 outputs: Sequence[TensorSpec], engine: ExecutionEngine,
+                 index_errors: "IndexErrors | None" = None) -> None:
         self.name = name
         self._engine = engine  # `fn` points into the engine's JIT code: keep it alive
+        self._index_errors = index_errors
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self._fn = fn
@@ -100,7 +103,28 @@ class CpuFunction:
         ptrs = [ctypes.pointer(d) for d in descs]
         packed = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs])
         self._fn(packed)
+        if self._index_errors is not None:
+            self._index_errors.raise_if_set(self.name)
         return outs
+
+
+class OutOfRangeIndex(IndexError):
+    """A compiled gather/index_select/scatter_add met an index outside its dim: the
+    caller's data is wrong (not the compilation), exactly where eager raises too."""
+
+
+class IndexErrors:
+    """The module's out-of-range-index report (passes/index_check.py): the function that
+    takes (reads and clears) the failing site, and the sites' descriptions."""
+
+    def __init__(self, take: "CpuFunction", sites: Sequence[str]) -> None:
+        self.take = take
+        self.sites = list(sites)
+
+    def raise_if_set(self, function: str) -> None:
+        site = int(self.take()[0])
+        if site:
+            raise OutOfRangeIndex(f"@{function}: index out of range in {self.sites[site - 1]}")
 
 
 class CpuModule:
@@ -115,13 +139,23 @@ class CpuModule:
         self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(shared_libs))
         self.engine.initialize()
         self.entries = dict(entries)
+        index_errors = None
+        if SITES_ATTR in module.operation.attributes:
+            sites = [ir.StringAttr(s).value for s in
+                     ir.ArrayAttr(module.operation.attributes[SITES_ATTR])]
+            take = CpuFunction(TAKE_ERROR, _PACKED_FN(self._address(TAKE_ERROR)), [],
+                               [TensorSpec((), "i32")], self.engine)
+            index_errors = IndexErrors(take, sites)
         self._functions: dict[str, CpuFunction] = {}
         for name, (ins, outs) in self.entries.items():
-            addr = self.engine.raw_lookup("_mlir_ciface_" + name)
-            if not addr:
-                raise RuntimeError(f"compiled module has no entry @{name} (no C interface)")
-            fn = _PACKED_FN(addr)
-            self._functions[name] = CpuFunction(name, fn, ins, outs, self.engine)
+            self._functions[name] = CpuFunction(name, _PACKED_FN(self._address(name)), ins, outs,
+                                                self.engine, index_errors)
+
+    def _address(self, name: str) -> int:
+        addr = self.engine.raw_lookup("_mlir_ciface_" + name)
+        if not addr:
+            raise RuntimeError(f"compiled module has no entry @{name} (no C interface)")
+        return addr
 
     def function(self, name: str) -> CpuFunction:
         try:

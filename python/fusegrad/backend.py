@@ -22,6 +22,7 @@ import torch
 from .autograd_function import run_program
 from .capture import Captured, capture
 from .program import CompileOptions, Program
+from .runtime.cpu import OutOfRangeIndex
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class CompiledGraph:
                 "update"), args)
         try:
             outputs = run_program(self.program, inputs, mutated=self.captured.mutated)
+        except OutOfRangeIndex:  # bad input data, raised where eager raises: not a fallback
+            raise
         except Exception as e:  # building a lazily compiled variant failed: eager is still right
             return self._fail(e, args)
         n = self.captured.num_mutations

@@ -6,8 +6,14 @@
 // CHECK: linalg.generic {{.*}} ins(%arg1 : tensor<2x4xi64>) outs(%{{.*}} : tensor<2x4xf32>)
 // CHECK: ^bb0(%[[IDX:.*]]: i64, %{{.*}}: f32):
 // CHECK: %[[I:.*]] = arith.index_cast %[[IDX]] : i64 to index
+// CHECK: %[[GE:.*]] = arith.cmpi sge, %[[I]]
+// CHECK: %[[LT:.*]] = arith.cmpi slt, %[[I]]
+// CHECK: %[[OK:.*]] = arith.andi %[[GE]], %[[LT]]
+// CHECK: scf.if
+// CHECK: memref.get_global @__fusegrad_index_error
+// CHECK: %[[SAFE:.*]] = arith.select %[[OK]], %[[I]]
 // CHECK: %[[J:.*]] = linalg.index 1 : index
-// CHECK: tensor.extract %arg0[%[[I]], %[[J]]] : tensor<3x4xf32>
+// CHECK: tensor.extract %arg0[%[[SAFE]], %[[J]]] : tensor<3x4xf32>
 func.func @gather(%x: tensor<3x4xf32>, %i: tensor<2x4xi64>) -> tensor<2x4xf32> {
   %0 = "dg.gather"(%x, %i) {dim = 0} : (tensor<3x4xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>

@@ -149,3 +149,14 @@ def test_dynamic_shapes_are_specialised_per_shape():
             want.sum().backward()
             torch.testing.assert_close(got, want)
             torch.testing.assert_close(x.grad, want_x.grad)
+
+
+def test_out_of_range_token_raises_like_eager_without_fallback():
+    emb = torch.nn.Embedding(10, 4)
+    compiled = fusegrad.compile(emb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        with pytest.raises(IndexError, match="aten.embedding"):
+            compiled(torch.tensor([[1, 10]]))
+        tokens = torch.tensor([[1, 9]])
+        torch.testing.assert_close(compiled(tokens), emb(tokens))

@@ -160,3 +160,24 @@ def test_compile_without_a_location_in_scope():
         fn = compile_cpu(module).function("f")
     a, b = torch.randn(4), torch.randn(4)
     assert torch.equal(fn(a, b)[0], a < b)
+
+
+def test_out_of_range_indices_raise_and_stay_in_bounds():
+    """Bad indices never touch memory outside the tensor; the call raises IndexError naming
+    the op, and the next call with good indices works."""
+    from fusegrad.runtime.cpu import OutOfRangeIndex
+    x, i64 = TensorSpec((5, 3), "f32"), TensorSpec((2, 3), "i64")
+    cm = _compile(("take", [x, TensorSpec((2,), "i64")],
+                   lambda b, x, i: [b.index_select(x, i, dim=0)]),
+                  ("gather", [x, i64], lambda b, x, i: [b.gather(x, i, dim=0)]),
+                  ("scatter", [x, i64, TensorSpec((2, 3), "f32")],
+                   lambda b, x, i, s: [b.scatter_add(x, i, s, dim=0)]))
+    x = torch.randn(5, 3)
+    for name, bad, args in (("take", torch.tensor([1, 5]), []),
+                            ("take", torch.tensor([-1, 0]), []),
+                            ("gather", torch.tensor([[0, 1, 2], [3, 9, 0]]), []),
+                            ("scatter", torch.tensor([[0, 1, 2], [7, 0, 0]]), [torch.ones(2, 3)])):
+        with pytest.raises(OutOfRangeIndex, match=f"dg.{'index_select' if name == 'take' else name}"):
+            cm.function(name)(x, bad, *args)
+    good = torch.tensor([4, 0])
+    torch.testing.assert_close(cm.function("take")(x, good)[0], x[good])
