@@ -19,6 +19,8 @@ import torch
 import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
 
+from .decompositions import DECOMPOSITIONS
+
 log = logging.getLogger(__name__)
 
 
@@ -88,15 +90,6 @@ class _FlatOutputs(torch.nn.Module):
         return tuple(x for x in leaves if isinstance(x, torch.Tensor))
 
 
-def _decompositions() -> dict:
-    try:
-        from .decompositions import DECOMPOSITIONS
-    except ImportError:  # TODO(capture): drop once decompositions.py lands
-        from torch._decomp import core_aten_decompositions
-        return core_aten_decompositions()
-    return DECOMPOSITIONS
-
-
 def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> Captured:
     """Trace `fn(*example_inputs)` to a functional core-ATen graph (see `Captured`).
 
@@ -113,7 +106,7 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> C
     try:
         with torch.no_grad(), fx_traceback.preserve_node_meta():
             gm, sig = aot_export_module(wrapper, list(example_inputs), trace_joint=False,
-                                        decompositions=_decompositions())
+                                        decompositions=DECOMPOSITIONS)
     except Exception as e:  # tracing failures come in many types; report them as one
         raise CaptureError(f"tracing failed: {type(e).__name__}: {e}") from e
     if sig.input_tokens or sig.output_tokens:
