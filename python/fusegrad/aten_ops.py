@@ -65,6 +65,11 @@ class Emit:
 
 
 HANDLERS: dict[torch._ops.OpOverload, Callable[..., Any]] = {}
+
+# ops the importer skips: static metadata checks that tracing already performed on the
+# (specialised) shapes and dtypes. Data-dependent asserts (_assert_async) are NOT here:
+# dropping one would hide the error eager raises on bad input.
+IGNORED = frozenset({torch.ops.aten._assert_tensor_metadata.default})
 RANDOM_OPS: set[torch._ops.OpOverload] = set()
 
 

@@ -35,6 +35,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 aten = torch.ops.aten
 
 _ADDED = [
+    aten.linalg_vector_norm,
     aten._softmax,
     aten._log_softmax,
     aten.native_layer_norm,

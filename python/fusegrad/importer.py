@@ -242,6 +242,8 @@ class _GraphImporter:
                 if isinstance(self.env[node], ir.Value):
                     self._check(node, [self.env[node]])
                 return
+            if node.target in aten_ops.IGNORED:
+                return
             handler = aten_ops.HANDLERS.get(node.target)
             if handler is None:
                 raise self.unsupported(node, "no dg mapping for this op; add one to "

@@ -84,7 +84,8 @@ nn.functional.leaky_relu nn.functional.hardtanh nn.functional.elu nn.functional.
 nn.functional.hardswish nn.functional.silu nn.functional.mse_loss
 nn.functional.l1_loss nn.functional.smooth_l1_loss nn.functional.huber_loss
 nn.functional.nll_loss lerp addcmul addcdiv frac deg2rad rad2deg remainder fmod
-nn.functional.avg_pool2d nn.functional.max_pool2d
+nn.functional.avg_pool2d nn.functional.max_pool2d tril triu outer
+nn.functional.interpolate.nearest nn.functional.upsample_nearest
 """
 
 _TOLERANT = """
@@ -93,6 +94,7 @@ nn.functional.conv1d nn.functional.conv2d nn.functional.layer_norm nn.functional
 nn.functional.batch_norm nn.functional.cross_entropy logsumexp nn.functional.gelu
 nn.functional.softplus nn.functional.mish nn.functional.logsigmoid
 nn.functional.binary_cross_entropy_with_logits tan log2 log10 xlogy logaddexp
+linalg.vector_norm nn.functional.normalize nn.functional.cosine_similarity
 """
 
 
