@@ -15,6 +15,7 @@ import argparse
 import copy
 import statistics
 import time
+import warnings
 from typing import Callable
 
 import torch
@@ -65,6 +66,7 @@ def backends(inductor: bool = True) -> dict[str, Callable]:
     if inductor:
         import torch._inductor.config as inductor_config
         inductor_config.force_disable_caches = True  # cold compiles, like fusegrad's
+        warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
         out["inductor"] = lambda m: torch.compile(m, backend="inductor")
     return out
 
