@@ -21,18 +21,16 @@ from typing import Sequence
 from mlir import ir
 from mlir.dialects import func
 
-from ..dialects.builder import Builder, spec
+from ..dialects.builder import Builder
 from .autodiff_common import (
-    WRT, active_values, apply_rule, body_ops, check_rule_result, clone_op, erase_dead_ops, float_indices,
-    func_name, function_type, functions_to_differentiate, get_i64s, grad_location,
-    mark_differentiated, new_function, parse_wrt, resolve_wrt, set_i64s,
+    CT_OUTPUTS, NUM_OUTPUTS, WRT, Derivation, active_values, apply_rule, body_ops,
+    check_rule_result, clone_op, func_name, functions_to_differentiate, get_i64s, grad_location,
+    mark_differentiated, new_function, parse_wrt,
 )
 from .registry import PassError, register_pass
 
 log = logging.getLogger("fusegrad.passes.autodiff")
 
-NUM_OUTPUTS = "dg.num_outputs"
-CT_OUTPUTS = "dg.ct_outputs"
 
 
 def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
@@ -47,32 +45,21 @@ def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
     `dg.num_outputs`, `dg.wrt` and `dg.ct_outputs`, which `partition` reads.
     """
     fn = fn.operation
-    ftype = function_type(fn)
-    ins, outs = list(ftype.inputs), list(ftype.results)
-    wrt = resolve_wrt(fn, list(wrt) if wrt is not None else None)
-    ct_outputs = float_indices(outs)
-    ops, returned = body_ops(fn)
-    joint = new_function(fn.parent, fn, name or f"{func_name(fn)}_vjp",
-                         ins + [outs[i] for i in ct_outputs], outs + [ins[i] for i in wrt],
-                         fn.location)
-    old_args = list(fn.regions[0].blocks[0].arguments)
-    block = joint.regions[0].blocks[0]
-    args = list(block.arguments)
-    env = dict(zip(old_args, args))
-    cts: dict = {}  # forward value (in fn) -> its cotangent (in joint)
+    d = Derivation.start(fn, wrt, name or f"{func_name(fn)}_vjp", reverse=True)
+    env, returned = d.env, d.returned
+    cts: dict = {}  # forward value (in fn) -> its cotangent (in the joint function)
 
     def accumulate(value: ir.Value, ct: ir.Value, loc: ir.Location) -> None:
         cts[value] = ct if value not in cts else Builder(loc).add(cts[value], ct)
 
-    with ir.InsertionPoint(block), fn.location:
-        for op in ops:
-            copy = clone_op(op, [env[v] for v in op.operands])
-            env.update(zip(op.results, copy.results))
-        active = active_values(ops, [old_args[i] for i in wrt])
-        for k, i in enumerate(ct_outputs):
+    with ir.InsertionPoint(d.fn.regions[0].blocks[0]), fn.location:
+        for op in d.ops:
+            d.replay(op)
+        active = active_values(d.ops, [d.source_args[i] for i in d.wrt])
+        for i, ct in zip(d.float_outputs, d.seeds):
             if returned[i] in active:
-                accumulate(returned[i], args[len(ins) + k], fn.location)
-        for op in reversed(ops):
+                accumulate(returned[i], ct, fn.location)
+        for op in reversed(d.ops):
             out_cts = [cts.get(r) for r in op.results]
             if all(c is None for c in out_cts) or not any(v in active for v in op.operands):
                 continue
@@ -83,20 +70,10 @@ def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
             for v, g in zip(op.operands, grads):
                 if g is not None and v in active:
                     accumulate(v, g, loc)
-        grads = []
-        for i in wrt:
-            g = cts.get(old_args[i])
-            if g is None:  # the output does not depend on this input
-                s = spec(old_args[i])
-                g = Builder(fn.location).full(shape=s.shape, dtype=s.dtype, value=0.0)
-            grads.append(g)
-        func.ReturnOp([env[v] for v in returned] + grads, loc=fn.location)
-    erase_dead_ops(joint)
-    joint.attributes[NUM_OUTPUTS] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64, fn.context),
-                                                       len(outs))
-    set_i64s(joint, WRT, wrt)
-    set_i64s(joint, CT_OUTPUTS, ct_outputs)
-    return joint
+        # an input the outputs do not depend on gets a zero gradient
+        inputs = [d.source_args[i] for i in d.wrt]
+        grads = [cts[a] if a in cts else d.zeros_like(a) for a in inputs]
+        return d.finish(grads, CT_OUTPUTS)
 
 
 @dataclass

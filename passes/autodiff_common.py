@@ -1,12 +1,13 @@
 """What dg-autodiff and dg-jvp share: picking functions, wrt inputs, IR plumbing."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from mlir import ir
 from mlir.dialects import func
 
-from ..dialects.builder import Builder
+from ..dialects.builder import Builder, spec
 from ..dialects.core import ShapeError, attrs_of, lookup
 from ..dialects.region_ops import is_fusion
 from ..dialects.types import TensorSpec, is_float
@@ -14,7 +15,10 @@ from .registry import PassError
 
 DIFFERENTIATED = "dg.differentiated"
 WRT = "dg.wrt"
-GENERATED_MARKERS = ("dg.ct_outputs", "dg.tangent_outputs")
+NUM_OUTPUTS = "dg.num_outputs"
+CT_OUTPUTS = "dg.ct_outputs"
+TANGENT_OUTPUTS = "dg.tangent_outputs"
+GENERATED_MARKERS = (CT_OUTPUTS, TANGENT_OUTPUTS)
 
 
 def func_name(fn: ir.Operation) -> str:
@@ -188,3 +192,68 @@ def apply_rule(op: ir.Operation, slot: str, loc: ir.Location, ins, outs, seeds) 
     except ShapeError as e:
         raise PassError(f"the {slot.upper()} rule of {op.name} built invalid IR: {e}",
                         op.location) from None
+
+
+@dataclass
+class Derivation:
+    """A function derived from `source`, as dg-autodiff's `@f_vjp` and dg-jvp's `@f_jvp` are.
+
+    It takes `source`'s inputs then one seed per float output (reverse mode:
+    cotangents) or per wrt input (forward mode: tangents), replays `source`'s
+    ops, and returns `source`'s outputs then one derivative per wrt input
+    (reverse) or per float output (forward).
+    """
+
+    source: ir.Operation
+    fn: ir.Operation
+    wrt: list[int]
+    float_outputs: list[int]
+    ops: list[ir.Operation]
+    returned: list[ir.Value]
+    source_args: list[ir.Value]
+    args: list[ir.Value]  # the derived function's: source's inputs, then the seeds
+    env: dict  # source value -> its copy in the derived function
+
+    @classmethod
+    def start(cls, source: ir.Operation, wrt: Sequence[int] | None, name: str, *,
+              reverse: bool) -> "Derivation":
+        source = source.operation
+        ftype = function_type(source)
+        ins, outs = list(ftype.inputs), list(ftype.results)
+        wrt = resolve_wrt(source, list(wrt) if wrt is not None else None)
+        float_outputs = float_indices(outs)
+        of_inputs, of_outputs = [ins[i] for i in wrt], [outs[i] for i in float_outputs]
+        seeds, derivatives = (of_outputs, of_inputs) if reverse else (of_inputs, of_outputs)
+        ops, returned = body_ops(source)
+        fn = new_function(source.parent, source, name, ins + seeds, outs + derivatives,
+                          source.location)
+        source_args = list(source.regions[0].blocks[0].arguments)
+        args = list(fn.regions[0].blocks[0].arguments)
+        return cls(source, fn, wrt, float_outputs, ops, returned, source_args, args,
+                   dict(zip(source_args, args)))
+
+    @property
+    def seeds(self) -> list[ir.Value]:
+        return self.args[len(self.source_args):]
+
+    def replay(self, op: ir.Operation) -> ir.Operation:
+        """Copy a source op into the derived function (at the insertion point)."""
+        copy = clone_op(op, [self.env[v] for v in op.operands])
+        self.env.update(zip(op.results, copy.results))
+        return copy
+
+    def zeros_like(self, v: ir.Value) -> ir.Value:
+        s = spec(v)
+        return Builder(self.source.location).full(shape=s.shape, dtype=s.dtype, value=0.0)
+
+    def finish(self, derivatives: Sequence[ir.Value], seeds_attr: str) -> ir.Operation:
+        """Return outputs then `derivatives`; record the signature in attributes."""
+        func.ReturnOp([self.env[v] for v in self.returned] + list(derivatives),
+                      loc=self.source.location)
+        erase_dead_ops(self.fn)
+        self.fn.attributes[NUM_OUTPUTS] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(64, self.fn.context), len(self.returned))
+        set_i64s(self.fn, WRT, self.wrt)
+        set_i64s(self.fn, seeds_attr, self.float_outputs)
+        return self.fn
+

@@ -11,17 +11,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from mlir import ir
-from mlir.dialects import func
 
-from ..dialects.builder import Builder, spec
 from .autodiff_common import (
-    active_values, apply_rule, body_ops, check_rule_result, clone_op, erase_dead_ops,
-    float_indices, func_name, function_type, functions_to_differentiate, grad_location,
-    mark_differentiated, new_function, parse_wrt, resolve_wrt, set_i64s,
+    TANGENT_OUTPUTS, Derivation, active_values, apply_rule, check_rule_result, func_name,
+    functions_to_differentiate, grad_location, mark_differentiated, parse_wrt,
 )
 from .registry import register_pass
 
-TANGENT_OUTPUTS = "dg.tangent_outputs"
 
 
 def build_jvp(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
@@ -32,23 +28,14 @@ def build_jvp(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
     output whose tangent is zero (returned as dg.full 0).
     """
     fn = fn.operation
-    ftype = function_type(fn)
-    ins, outs = list(ftype.inputs), list(ftype.results)
-    wrt = resolve_wrt(fn, list(wrt) if wrt is not None else None)
-    tangent_outputs = float_indices(outs)
-    ops, returned = body_ops(fn)
-    out = new_function(fn.parent, fn, name or f"{func_name(fn)}_jvp",
-                       ins + [ins[i] for i in wrt], outs + [outs[i] for i in tangent_outputs],
-                       fn.location)
-    old_args = list(fn.regions[0].blocks[0].arguments)
-    args = list(out.regions[0].blocks[0].arguments)
-    env = dict(zip(old_args, args))
-    tangents = {old_args[i]: args[len(ins) + k] for k, i in enumerate(wrt)}
-    active = active_values(ops, [old_args[i] for i in wrt])
-    with ir.InsertionPoint(out.regions[0].blocks[0]), fn.location:
-        for op in ops:
-            copy = clone_op(op, [env[v] for v in op.operands])
-            env.update(zip(op.results, copy.results))
+    d = Derivation.start(fn, wrt, name or f"{func_name(fn)}_jvp", reverse=False)
+    env = d.env
+    inputs = [d.source_args[i] for i in d.wrt]
+    tangents = dict(zip(inputs, d.seeds))
+    active = active_values(d.ops, inputs)
+    with ir.InsertionPoint(d.fn.regions[0].blocks[0]), fn.location:
+        for op in d.ops:
+            copy = d.replay(op)
             in_tangents = [tangents.get(v) for v in op.operands]
             if not any(r in active for r in op.results) or all(t is None for t in in_tangents):
                 continue
@@ -58,20 +45,9 @@ def build_jvp(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
             for r, t in zip(op.results, results):
                 if t is not None and r in active:
                     tangents[r] = t
-        out_tangents = []
-        for i in tangent_outputs:
-            t = tangents.get(returned[i])
-            if t is None:
-                s = spec(env[returned[i]])
-                t = Builder(fn.location).full(shape=s.shape, dtype=s.dtype, value=0.0)
-            out_tangents.append(t)
-        func.ReturnOp([env[v] for v in returned] + out_tangents, loc=fn.location)
-    erase_dead_ops(out)
-    out.attributes["dg.num_outputs"] = ir.IntegerAttr.get(
-        ir.IntegerType.get_signless(64, fn.context), len(outs))
-    set_i64s(out, "dg.wrt", wrt)
-    set_i64s(out, TANGENT_OUTPUTS, tangent_outputs)
-    return out
+        outputs = [d.returned[i] for i in d.float_outputs]
+        out_tangents = [tangents[v] if v in tangents else d.zeros_like(env[v]) for v in outputs]
+        return d.finish(out_tangents, TANGENT_OUTPUTS)
 
 
 @register_pass("dg-jvp", "forward mode: @f -> @f_jvp(inputs, tangents) -> (outputs, tangents); "

@@ -27,13 +27,13 @@ from mlir.dialects import func
 
 from ..dialects.core import Kind, lookup
 from ..dialects.types import TensorSpec
+from .autodiff_common import NUM_OUTPUTS
 from .fuse import functions
 from .maxflow import INF, FlowGraph
 from .registry import PassError, register_pass
 
 log = logging.getLogger("fusegrad.passes.remat")
 
-NUM_OUTPUTS = "dg.num_outputs"
 RECOMPUTABLE = (Kind.ELEMENTWISE, Kind.BROADCAST, Kind.VIEW, Kind.SOURCE, Kind.DATA_MOVEMENT)
 
 
