@@ -13,7 +13,7 @@ import time
 from mlir import ir
 
 from ..dialects.types import TensorSpec
-from . import blas, function_boundary, strided_copy, widen_bool  # noqa: F401  (register passes)
+from . import blas, function_boundary, generic_to_loops, math_approx, strided_copy, widen_bool  # noqa: F401  (register passes)
 from .registry import register_pipeline, run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
@@ -21,8 +21,6 @@ log = logging.getLogger("fusegrad.passes.pipelines")
 # dg -> linalg on tensors, fused
 LINALG_PIPELINE = ",".join([
     "dg-lower-to-linalg",
-    "canonicalize",
-    "linalg-fuse-elementwise-ops",
     "canonicalize",
     "cse",
 ])
@@ -49,12 +47,14 @@ BUFFERIZE_PIPELINE = ",".join([
 LLVM_PIPELINE = ",".join([
     "dg-matmul-to-blas",
     "dg-strided-copy-to-linalg",
+    "dg-generic-to-loops",
     "func.func(convert-linalg-to-loops)",
     "dg-widen-bool-memrefs",
     "lower-affine",
     "func.func(math-extend-to-supported-types{target-type=f32})",
     "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32}",
     "arith-expand{include-bf16=1}",
+    "dg-expand-math",
     "convert-math-to-funcs",
     "convert-scf-to-cf",
     "expand-strided-metadata",
