@@ -13,7 +13,7 @@ import time
 from mlir import ir
 
 from ..dialects.types import TensorSpec
-from . import blas, function_boundary, generic_to_loops, math_approx, strided_copy, widen_bool  # noqa: F401  (register passes)
+from . import blas, conv_library, cpu_kernels, function_boundary, gomp, math_approx, strided_copy, widen_bool  # noqa: F401  (register passes)
 from .registry import register_pipeline, run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
@@ -46,8 +46,9 @@ BUFFERIZE_PIPELINE = ",".join([
 # ipowi becomes a function, and ops without an LLVM intrinsic (erf) call libm.
 LLVM_PIPELINE = ",".join([
     "dg-matmul-to-blas",
+    "dg-conv-to-torch",
     "dg-strided-copy-to-linalg",
-    "dg-generic-to-loops",
+    "dg-cpu-kernels",
     "func.func(convert-linalg-to-loops)",
     "dg-widen-bool-memrefs",
     "lower-affine",
@@ -68,6 +69,7 @@ LLVM_PIPELINE = ",".join([
     "convert-func-to-llvm",
     "convert-cf-to-llvm",
     "reconcile-unrealized-casts",
+    "dg-gomp-launchers",
 ])
 
 CPU_PIPELINE = ",".join([LINALG_PIPELINE, BUFFERIZE_PIPELINE, LLVM_PIPELINE])

@@ -32,8 +32,8 @@ _PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 @functools.lru_cache(maxsize=1)
 def load_builtins() -> None:
-    """Make libgcc_s's f16 conversion builtins (__truncdfhf2, ...) and PyTorch's BLAS
-    visible to the JIT, which resolves undefined symbols in the process's global
+    """Make libgcc_s's f16 conversion builtins (__truncdfhf2, ...), PyTorch's BLAS and its
+    OpenMP runtime visible to the JIT, which resolves undefined symbols in the process's global
     namespace (as it does libm's)."""
     name = ctypes.util.find_library("gcc_s")
     if name:
@@ -41,8 +41,14 @@ def load_builtins() -> None:
     else:
         log.warning("libgcc_s not found: f16 conversions in compiled code will not link")
     # BLAS (sgemm_/dgemm_, see passes/blas.py): PyTorch's CPU library carries it
-    ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"),
-                mode=ctypes.RTLD_GLOBAL)
+    lib = Path(torch.__file__).parent / "lib"
+    ctypes.CDLL(str(lib / "libtorch_cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    # GOMP_parallel (passes/gomp.py): the OpenMP runtime PyTorch runs its threads on
+    gomp = sorted(lib.glob("libgomp*.so*")) or [ctypes.util.find_library("gomp")]
+    if gomp[0] is None:
+        raise RuntimeError("fusegrad: libgomp (PyTorch's OpenMP runtime) not found next to "
+                           f"libtorch_cpu.so in {lib}; threaded kernels cannot link")
+    ctypes.CDLL(str(gomp[0]), mode=ctypes.RTLD_GLOBAL)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,534 @@
+"""dg-cpu-kernels: linalg on memrefs -> row-loop kernels LLVM vectorizes and libgomp threads.
+
+Three things make the CPU code fast, and they are decided here, at the memref
+level, where every loop nest and buffer is visible:
+
+1. **Reductions in registers.** Trailing reduction loops carry their
+   accumulators as `iter_args` (loaded once, stored once) with the combiner
+   marked `fastmath<reassoc>`, so LLVM's loop vectorizer makes vector partial
+   sums with one horizontal reduction per row. (Upstream
+   `convert-linalg-to-loops` loads and stores the accumulator every iteration;
+   LLVM cannot keep it in a register because it may alias the input.)
+2. **Row fusion.** Consecutive linalg ops (generics and fills) whose outer loop
+   is parallel over the same rows, and that touch shared buffers only row by
+   row, run inside one row loop: softmax's max, sum and normalisation read a
+   row from DRAM once and from L1 afterwards. A temporary used only inside
+   such a loop shrinks to one row on the kernel's stack.
+3. **Threads.** Each row loop is outlined into a kernel
+   `@<fn>_k<N>(lo, hi, buffers...)`. Large ones are called through
+   `@<kernel>__parallel(rows, buffers...)`, which `dg-gomp-launchers` defines
+   after LLVM lowering as a `GOMP_parallel` call: PyTorch's own OpenMP
+   runtime (libgomp), so compiled kernels share its threads and honour
+   `torch.set_num_threads`.
+
+Loops follow each op's dim order (the fusion lowering puts the contiguous dim
+last). Ops this pass does not understand (non-projected indexing maps,
+regions in bodies, dynamic shapes) are left to `convert-linalg-to-loops`.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf
+
+from .registry import register_pass
+
+PARALLEL_SUFFIX = "__parallel"
+# loop iterations (summed over a kernel's ops) from which a kernel is threaded
+PARALLEL_MIN_WORK = 1 << 16
+# largest row temporary kept on a kernel's stack
+ROW_TEMP_MAX_BYTES = 64 * 1024
+
+_COMBINERS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf",
+              "arith.maxnumf", "arith.minnumf")
+_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
+          "memref.reinterpret_cast")
+# ops that may sit between the members of a row group: no reads or writes of data
+_PURE = _VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
+
+Access = tuple  # per operand dim: loop dim, or None for the constant index 0
+
+
+def _accesses(maps: Sequence[ir.AffineMap]) -> Optional[list[Access]]:
+    out = []
+    for m in maps:
+        acc = []
+        for e in m.results:
+            if isinstance(e, ir.AffineDimExpr):
+                acc.append(e.position)
+            elif isinstance(e, ir.AffineConstantExpr) and e.value == 0:
+                acc.append(None)
+            else:
+                return None
+        out.append(tuple(acc))
+    return out
+
+
+def _static(t: ir.Type) -> bool:
+    return isinstance(t, ir.MemRefType) and t.has_static_shape
+
+
+def _root(v: ir.Value) -> ir.Value:
+    """The buffer a view is a view of (an alloc or a function argument)."""
+    while not isinstance(v.owner, ir.Block) and v.owner.operation.name in _VIEWS:
+        v = v.owner.operation.operands[0]
+    return v
+
+
+@dataclass
+class LoopOp:
+    """A linalg.generic or linalg.fill as a loop nest: sizes, iterators, accesses."""
+
+    op: ir.Operation
+    ins: list
+    outs: list
+    accesses: list  # per in, then per out
+    sizes: list
+    iterators: list
+    fill: Optional[ir.Value] = None  # the scalar of a linalg.fill
+    captured: list = field(default_factory=list)  # values from above used by the body
+
+    @property
+    def work(self) -> int:
+        n = 1
+        for s in self.sizes:
+            n *= s
+        return n
+
+    def row_parallel(self) -> bool:
+        return bool(self.sizes) and self.iterators[0] == "parallel"
+
+    def column_split(self, min_work: int) -> Optional[tuple[int, int]]:
+        """(dim, block) to thread a reduction over rows (a bias gradient) by blocks of its
+        last parallel dim, or None when it has none or is too small to pay."""
+        parallel = [k for k, it in enumerate(self.iterators) if it == "parallel"]
+        if self.row_parallel() or not parallel or min_work <= 0 or self.work < min_work:
+            return None
+        dim = parallel[-1]
+        size = self.sizes[dim]
+        block = max(16, min(512, (size // 8) // 16 * 16))
+        return (dim, block) if size > block else None
+
+    def buffers(self):
+        """(buffer, access or None for unknown, writes?) for every memref it touches."""
+        for v, a in zip(self.ins, self.accesses):
+            yield v, a, False
+        for v, a in zip(self.outs, self.accesses[len(self.ins):]):
+            yield v, a, True
+        for v in self.captured:
+            if isinstance(v.type, ir.MemRefType):
+                yield v, None, False
+
+
+def _captured(block: ir.Block, root_op: ir.Operation) -> Optional[list]:
+    """Values the body uses but does not define; None if the body has regions."""
+    defined = set(block.arguments)
+    out: list = []
+    for inner in block.operations:
+        inner = inner.operation
+        if len(inner.regions):
+            return None
+        for v in inner.operands:
+            if v not in defined and v not in out:
+                out.append(v)
+        defined.update(inner.results)
+    return out
+
+
+def parse(op: ir.Operation) -> Optional[LoopOp]:
+    if op.name == "linalg.fill":
+        view = op.opview
+        (value,), (buf,) = list(view.inputs), list(view.outputs)
+        if not _static(buf.type):
+            return None
+        rank = ir.MemRefType(buf.type).rank
+        return LoopOp(op, [], [buf], [tuple(range(rank))], list(buf.type.shape),
+                      ["parallel"] * rank, fill=value)
+    if op.name != "linalg.generic":
+        return None
+    g = op.opview
+    if len(g.regions[0].blocks) != 1:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in g.indexing_maps]
+    accesses = _accesses(maps)
+    if accesses is None:
+        return None
+    ins, outs = list(g.inputs), list(g.outputs)
+    n = maps[0].n_dims
+    sizes: list = [None] * n
+    for v, acc in zip((*ins, *outs), accesses):
+        if not _static(v.type):
+            return None
+        for d, s in zip(acc, v.type.shape):
+            if d is not None:
+                sizes[d] = s
+    if any(s is None for s in sizes):
+        return None
+    captured = _captured(g.regions[0].blocks[0], op)
+    if captured is None:
+        return None
+    iterators = [str(a).split("<")[-1].rstrip(">") for a in g.iterator_types]
+    return LoopOp(op, ins, outs, accesses, sizes, iterators, captured=captured)
+
+
+class Env:
+    """Where a nest is emitted: value remapping (outlined kernels), the row loop, row temps."""
+
+    def __init__(self, mapping: Optional[dict] = None, row: Optional[ir.Value] = None,
+                 row_temps: Sequence[ir.Value] = (), split: tuple[int, int] = (0, 1)) -> None:
+        self.mapping = mapping if mapping is not None else {}
+        self.row = row  # the kernel's loop iv: a row (split (0, 1)) or a block of `split`
+        self.split = split  # (loop dim, block size) the kernel's loop runs over
+        self.row_temps = set(row_temps)  # outer buffers shrunk to one row (dim 0 indexed by 0)
+
+    def value(self, v: ir.Value) -> ir.Value:
+        return self.mapping.get(v, v)
+
+
+class Nest:
+    """Emits the loops of one LoopOp at the current insertion point."""
+
+    def __init__(self, lop: LoopOp, env: Env) -> None:
+        self.lop = lop
+        self.env = env
+        n = len(lop.sizes)
+        red = [k for k, it in enumerate(lop.iterators) if it == "reduction"]
+        # reductions live in registers only when they are the innermost loops
+        self.carry = bool(red) and red == list(range(n - len(red), n))
+        self.first_red = n - len(red) if self.carry else n
+        self.ivs: list = [None] * n
+        self.combiners = _float_combiners(lop) if self.carry else None
+        self.zero = arith.ConstantOp(ir.IndexType.get(), 0).result
+        self.one = arith.ConstantOp(ir.IndexType.get(), 1).result
+
+    def emit(self) -> None:
+        start = 0
+        if self.env.row is not None and self.env.split == (0, 1):
+            self.ivs[0] = self.env.row
+            start = 1
+        self._nest(start)
+
+    def _index(self, buf: ir.Value, acc: Access) -> list:
+        idx = [self.zero if d is None else self.ivs[d] for d in acc]
+        if buf in self.env.row_temps:
+            idx[0] = self.zero
+        return idx
+
+    def _load(self, buf: ir.Value, acc: Access) -> ir.Value:
+        return memref.LoadOp(self.env.value(buf), self._index(buf, acc)).result
+
+    def _store(self, v: ir.Value, buf: ir.Value, acc: Access) -> None:
+        memref.StoreOp(v, self.env.value(buf), self._index(buf, acc))
+
+    def _loop(self, dim: int, inits: Sequence[ir.Value] = ()) -> scf.ForOp:
+        index = ir.IndexType.get()
+        lb, ub = self.zero, arith.ConstantOp(index, self.lop.sizes[dim]).result
+        split_dim, block = self.env.split
+        if self.env.row is not None and dim == split_dim and block > 1:
+            lb = arith.muli(self.env.row, arith.ConstantOp(index, block).result)
+            ub = arith.minsi(arith.addi(lb, arith.ConstantOp(index, block).result), ub)
+        loop = scf.ForOp(lb, ub, self.one, list(inits))
+        self.ivs[dim] = loop.induction_variable
+        return loop
+
+    def _nest(self, dim: int) -> None:
+        if dim == self.first_red:
+            self._inner()
+            return
+        loop = self._loop(dim)
+        with ir.InsertionPoint(loop.body):
+            self._nest(dim + 1)
+            scf.YieldOp([])
+
+    def _out_accesses(self) -> list:
+        return self.lop.accesses[len(self.lop.ins):]
+
+    def _inner(self) -> None:
+        outs = self.lop.outs
+        if not self.carry:
+            results = self._compute([None] * len(outs))
+        else:
+            inits = [self._load(b, a) for b, a in zip(outs, self._out_accesses())]
+            results = self._reduce(self.first_red, inits)
+        for buf, v, acc in zip(outs, results, self._out_accesses()):
+            self._store(v, buf, acc)
+
+    def _reduce(self, dim: int, accs: list) -> list:
+        loop = self._loop(dim, accs)
+        with ir.InsertionPoint(loop.body):
+            carried = list(loop.inner_iter_args)
+            if dim == len(self.lop.sizes) - 1:
+                results = self._compute(carried)
+                _mark_reassoc(results)
+            elif self.combiners is not None:
+                # each inner reduction starts from the identity and is combined once:
+                # rounding error grows with the loop lengths, not their product
+                inner = self._reduce(dim + 1, [_identity(c, v.type)
+                                               for c, v in zip(self.combiners, carried)])
+                results = [_combine(c, a, b) for c, a, b in zip(self.combiners, carried, inner)]
+            else:
+                results = self._reduce(dim + 1, carried)
+            scf.YieldOp(results)
+        return list(loop.results)
+
+    def _compute(self, out_values: Sequence[Optional[ir.Value]]) -> list:
+        """The body's results for the current ivs; `out_values` are the outs' carried values."""
+        lop = self.lop
+        if lop.fill is not None:
+            return [self.env.value(lop.fill)]
+        block = lop.op.regions[0].blocks[0]
+        args = list(block.arguments)
+        n_in = len(lop.ins)
+        mapping: dict = {}
+        for buf, acc, arg in zip(lop.ins, lop.accesses, args[:n_in]):
+            if len(list(arg.uses)):
+                mapping[arg] = self._load(buf, acc)
+        for k, arg in enumerate(args[n_in:]):
+            if len(list(arg.uses)):
+                v = out_values[k]
+                mapping[arg] = v if v is not None else self._load(
+                    lop.outs[k], self._out_accesses()[k])
+        for inner in block.operations:
+            inner = inner.operation
+            if inner.name == "linalg.yield":
+                return [mapping[v] if v in mapping else self.env.value(v) for v in inner.operands]
+            if inner.name == "linalg.index":
+                mapping[inner.results[0]] = self.ivs[ir.IntegerAttr(inner.attributes["dim"]).value]
+                continue
+            clone = inner.clone()
+            for i, v in enumerate(clone.operands):
+                clone.operands[i] = mapping[v] if v in mapping else self.env.value(v)
+            mapping.update(zip(inner.results, clone.results))
+        raise ValueError(f"linalg.generic at {lop.op.location} has no linalg.yield")
+
+
+_IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
+             "arith.minimumf": float("inf"), "arith.maxnumf": float("-inf"),
+             "arith.minnumf": float("inf")}
+
+
+def _float_combiners(lop: LoopOp) -> Optional[list[str]]:
+    """Per output, the float op combining the accumulator with a new value, if every
+    output of the reduction body has the form `acc = combiner(acc, value)`."""
+    if lop.fill is not None:
+        return None
+    block = lop.op.regions[0].blocks[0]
+    outs = list(block.arguments)[len(lop.ins):]
+    yields = [o for o in block.operations if o.operation.name == "linalg.yield"]
+    names = []
+    for acc, v in zip(outs, yields[0].operation.operands):
+        if isinstance(v.owner, ir.Block):
+            return None
+        owner = v.owner.operation
+        if owner.name not in _IDENTITY or acc not in list(owner.operands):
+            return None
+        names.append(owner.name)
+    return names
+
+
+def _identity(combiner: str, t: ir.Type) -> ir.Value:
+    return arith.ConstantOp(t, ir.FloatAttr.get(t, _IDENTITY[combiner])).result
+
+
+def _combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    op = ir.Operation.create(combiner, results=[a.type], operands=[a, b])
+    op.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
+    return op.results[0]
+
+
+def _mark_reassoc(results: Sequence[ir.Value]) -> None:
+    for v in results:
+        if isinstance(v.owner, ir.Block):
+            continue
+        owner = v.owner.operation
+        if owner.name in _COMBINERS:
+            owner.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
+
+
+# ---------------------------------------------------------------- row groups
+
+def _row_local(acc: Optional[Access]) -> bool:
+    return acc is not None and len(acc) > 0 and acc[0] == 0
+
+
+def _conflicts(group: list[LoopOp], lop: LoopOp) -> bool:
+    """Would running `lop` row by row with `group` change what anyone reads?"""
+    for b, acc_b, writes_b in lop.buffers():
+        root = _root(b)
+        for member in group:
+            for a, acc_a, writes_a in member.buffers():
+                if _root(a) != root or not (writes_a or writes_b):
+                    continue
+                if a != b or not (_row_local(acc_a) and _row_local(acc_b)):
+                    return True
+    return False
+
+
+def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[LoopOp]]:
+    """Maximal runs of row-parallel LoopOps over equal rows, separated only by pure ops;
+    and large reductions over rows, each alone, to be split by column blocks."""
+    groups: list[list[LoopOp]] = []
+    current: list[LoopOp] = []
+
+    def close() -> None:
+        nonlocal current
+        if current:
+            groups.append(current)
+        current = []
+
+    for op in block.operations:
+        op = op.operation
+        lop = parse(op) if op.name in ("linalg.generic", "linalg.fill") else None
+        if lop is not None and lop.column_split(min_work) is not None:
+            close()
+            current = [lop]  # threaded by column blocks, alone
+            close()
+            continue
+        if lop is None or not lop.row_parallel():
+            if op.name not in _PURE:
+                close()
+            continue
+        if current and (current[0].sizes[0] != lop.sizes[0] or _conflicts(current, lop)):
+            close()
+        current.append(lop)
+    close()
+    return groups
+
+
+def _row_temps(group: list[LoopOp]) -> list[ir.Value]:
+    """Allocs used only by this group, row by row (and freed): they shrink to one row."""
+    members = {m.op for m in group}
+    touched: dict = {}
+    for m in group:
+        for b, acc, _ in m.buffers():
+            touched.setdefault(b, []).append(acc)
+    temps = []
+    for b, accs in touched.items():
+        if isinstance(b.owner, ir.Block) or b.owner.operation.name != "memref.alloc":
+            continue
+        if not all(_row_local(a) for a in accs):
+            continue
+        t = ir.MemRefType(b.type)
+        row_bytes = t.element_type.width // 8 if hasattr(t.element_type, "width") else 8
+        for s in t.shape[1:]:
+            row_bytes *= s
+        if row_bytes > ROW_TEMP_MAX_BYTES:
+            continue
+        users = [u.owner.operation for u in b.uses]
+        if all(u in members or u.name == "memref.dealloc" for u in users):
+            temps.append(b)
+    return temps
+
+
+class Outliner:
+    """Turns each row group into a private kernel function and a call."""
+
+    def __init__(self, module: ir.Operation, parallel_min_work: int) -> None:
+        self.module = module
+        self.parallel_min_work = parallel_min_work
+        self.names = set()
+        for op in module.regions[0].blocks[0].operations:
+            if "sym_name" in op.operation.attributes:
+                self.names.add(ir.StringAttr(op.operation.attributes["sym_name"]).value)
+        self.counter = itertools.count()
+
+    def _fresh(self, base: str) -> str:
+        while True:
+            name = f"{base}_k{next(self.counter)}"
+            if name not in self.names:
+                self.names.add(name)
+                return name
+
+    def outline(self, fn: ir.Operation, group: list[LoopOp]) -> None:
+        split = group[0].column_split(self.parallel_min_work) or (0, 1)
+        temps = _row_temps(group) if split == (0, 1) else []
+        args: list = []  # outer values passed to the kernel
+        constants: list = []  # outer arith.constants cloned into the kernel
+        for m in group:
+            values = [*m.ins, *m.outs, *m.captured] + ([m.fill] if m.fill is not None else [])
+            for v in values:
+                if v in temps or v in args or v in constants:
+                    continue
+                if not isinstance(v.owner, ir.Block) and v.owner.operation.name == "arith.constant":
+                    constants.append(v)
+                else:
+                    args.append(v)
+        fname = ir.StringAttr(fn.attributes["sym_name"]).value
+        name = self._fresh(fname)
+        index = ir.IndexType.get()
+        ftype = ir.FunctionType.get([index, index] + [v.type for v in args], [])
+        last = group[-1].op
+        loc = last.location
+        with ir.InsertionPoint(fn), loc:
+            kernel = func.FuncOp(name, ftype, visibility="private")
+        block = kernel.add_entry_block()
+        with ir.InsertionPoint(block), loc:
+            mapping = dict(zip(args, list(block.arguments)[2:]))
+            for c in constants:
+                mapping[c] = c.owner.operation.clone().results[0]
+            for t in temps:
+                mt = ir.MemRefType(t.type)
+                row = ir.MemRefType.get([1] + list(mt.shape[1:]), mt.element_type)
+                mapping[t] = memref.AllocaOp(row, [], []).result
+            one = arith.ConstantOp(index, 1).result
+            lo, hi = list(block.arguments)[:2]
+            loop = scf.ForOp(lo, hi, one)
+            with ir.InsertionPoint(loop.body):
+                env = Env(mapping, row=loop.induction_variable, row_temps=temps, split=split)
+                for m in group:
+                    with m.op.location:
+                        Nest(m, env).emit()
+                scf.YieldOp([])
+            func.ReturnOp([])
+        dim, block = split
+        rows = -(-group[0].sizes[dim] // block)
+        work = sum(m.work for m in group)
+        with ir.InsertionPoint(last), loc:
+            if work >= self.parallel_min_work and rows >= 2 and self.parallel_min_work > 0:
+                launcher = name + PARALLEL_SUFFIX
+                ltype = ir.FunctionType.get([index] + [v.type for v in args], [])
+                with ir.InsertionPoint(fn):
+                    func.FuncOp(launcher, ltype, visibility="private")
+                func.CallOp([], ir.FlatSymbolRefAttr.get(launcher),
+                            [arith.ConstantOp(index, rows).result, *args])
+            else:
+                func.CallOp([], ir.FlatSymbolRefAttr.get(name),
+                            [arith.ConstantOp(index, 0).result,
+                             arith.ConstantOp(index, rows).result, *args])
+        for m in group:
+            m.op.erase()
+        for t in temps:
+            for u in list(t.uses):
+                u.owner.operation.erase()  # the deallocs
+            t.owner.operation.erase()
+
+
+def _functions(module: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
+
+
+@register_pass("dg-cpu-kernels",
+               "linalg on static memrefs -> row-fused loop kernels (reductions in registers, "
+               "row temporaries on the stack, large kernels threaded through libgomp)",
+               parallel_min_work=PARALLEL_MIN_WORK)
+def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK) -> None:
+    outliner = Outliner(module, parallel_min_work)
+    for fn in _functions(module):
+        body = fn.regions[0].blocks[0]
+        for group in row_groups(body, parallel_min_work):
+            outliner.outline(fn, group)
+        # what remains (reductions over rows, rank-0 fills) runs inline
+        rest = []
+        for op in body.operations:
+            lop = parse(op.operation) if op.operation.name in ("linalg.generic",
+                                                               "linalg.fill") else None
+            if lop is not None:
+                rest.append(lop)
+        for lop in rest:
+            with ir.InsertionPoint(lop.op), lop.op.location:
+                Nest(lop, Env()).emit()
+            lop.op.erase()

@@ -1,0 +1,28 @@
+// dg-conv-to-torch: f32/f64 convolutions (grouped too) on contiguous memrefs call
+// PyTorch's CPU convolution through the AOTInductor C shim; the zero-filled
+// output buffer receives a copy of the result. Integer convolutions keep loops.
+// RUN: fusegrad-opt %s -p 'dg-cpu-linalg,dg-cpu-bufferize,dg-conv-to-torch' | filecheck %s
+
+// CHECK-LABEL: func.func @conv(
+// CHECK: call @__fusegrad_conv2d({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32) -> ()
+// CHECK-NOT: linalg.conv
+// CHECK-LABEL: func.func @grouped(
+// CHECK: call @__fusegrad_conv2d(
+// CHECK-LABEL: func.func @iconv(
+// CHECK: linalg.conv_2d_nchw_fchw
+// CHECK-DAG: llvm.func @aoti_torch_cpu_convolution(
+// CHECK-DAG: func.func private @__fusegrad_conv2d(
+func.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32> {
+  %0 = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}
+
+func.func @grouped(%x: tensor<2x4x8x8xf64>, %w: tensor<4x2x3x3xf64>) -> tensor<2x4x3x3xf64> {
+  %0 = "dg.conv2d"(%x, %w) {stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 2 : i64} : (tensor<2x4x8x8xf64>, tensor<4x2x3x3xf64>) -> tensor<2x4x3x3xf64>
+  return %0 : tensor<2x4x3x3xf64>
+}
+
+func.func @iconv(%x: tensor<1x1x4x4xi64>, %w: tensor<1x1x2x2xi64>) -> tensor<1x1x3x3xi64> {
+  %0 = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x1x4x4xi64>, tensor<1x1x2x2xi64>) -> tensor<1x1x3x3xi64>
+  return %0 : tensor<1x1x3x3xi64>
+}

@@ -1,0 +1,23 @@
+// dg-cpu-kernels: a reduction over several trailing loops sums each inner loop
+// from the identity and combines the partial once per outer iteration, so the
+// rounding error of a full f32 sum grows with the loop lengths, not their
+// product (a sequential sum of 8M elements was off by 7e-4 relative).
+// RUN: fusegrad-opt %s -p 'dg-cpu-kernels' | filecheck %s
+
+// CHECK-LABEL: func.func @total(
+// CHECK: %[[ACC:.*]] = memref.load %arg1[]
+// CHECK: scf.for {{.*}} iter_args(%[[OUTER:[a-z0-9_]+]] = %[[ACC]])
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[PART:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]])
+// CHECK: arith.addf {{.*}} fastmath<reassoc>
+// CHECK: arith.addf %[[OUTER]], %[[PART]] fastmath<reassoc>
+func.func @total(%x: memref<64x32xf32>, %y: memref<f32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> ()>],
+                  iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<64x32xf32>) outs(%y : memref<f32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.addf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
