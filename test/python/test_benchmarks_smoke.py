@@ -1,0 +1,61 @@
+"""Smoke test of benchmarks/suite.py: a tiny run end to end, and the report's formatting."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SUITE = os.path.join(ROOT, "benchmarks", "suite.py")
+sys.path.insert(0, os.path.dirname(SUITE))
+import suite  # noqa: E402
+
+
+def test_quick_run_prints_a_row_per_workload(tmp_path):
+    out = tmp_path / "suite.md"
+    proc = subprocess.run(
+        [sys.executable, SUITE, "--quick", "--no-inductor", "--threads", "1",
+         "--only", "gelu:fwd+bwd,mlp:train", "--regimes", "default", "--output", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = out.read_text()
+    assert report in proc.stdout
+    for workload in ("gelu:fwd+bwd", "mlp:train"):
+        for backend in ("eager", "fusegrad"):
+            rows = [l for l in report.splitlines() if l.startswith(f"| {workload} | {backend} |")]
+            assert len(rows) == 1, report
+            assert rows[0].rstrip().endswith("| ok |"), rows[0]
+    assert "inductor" not in report.split("## ")[1].replace("vs inductor", "")
+    gelu = next(l for l in report.splitlines() if l.startswith("| gelu:fwd+bwd | fusegrad |"))
+    assert "%" in gelu  # memory-bound: fraction of the copy bandwidth
+
+
+def test_only_selects_families_and_names():
+    assert suite.select("gelu") == ["gelu:fwd", "gelu:fwd+bwd"]
+    assert suite.select("mlp:train,gelu:fwd") == ["mlp:train", "gelu:fwd"]
+    assert suite.select(None) == list(suite.WORKLOADS)
+    with pytest.raises(SystemExit):
+        suite.select("nope")
+
+
+def test_fallback_and_errors_are_never_timings():
+    result = {"workload": "llama:train", "backends": {
+        "eager": {"status": "ok", "first_s": 0.2, "median_s": 0.2, "iters": 5, "peak_mib": 90.0},
+        "inductor": {"status": "error: BackendCompilerFailed: no compiler", "first_s": 1.0},
+        "fusegrad": {"status": "fallback: fusegrad cannot compile 'aten.cumsum.default' | x",
+                     "first_s": 3.0, "median_s": 0.1, "iters": 5, "out_err": 0.0},
+    }}
+    rows = suite.table_rows(result, ["eager", "inductor", "fusegrad"])
+    assert len(rows) == 3
+    cells = [r.split(" | ") for r in rows]
+    assert all(len(c) == len(cells[0]) for c in cells)
+    assert cells[0][3] == "200.000" and cells[0][5] == "1.00x"
+    fg = cells[2]
+    assert fg[-1].startswith("fallback: fusegrad cannot compile") and "\\|" in fg[-1]
+    assert set(fg[2:-1]) == {"—"}  # no timing, ratio or error reported for a fallback
+    assert set(cells[1][3:-1]) == {"—"}
+    crashed = suite.table_rows({"workload": "gpt2:fwd", "error": "timed out", "backends": {}},
+                               ["eager"])
+    assert len(crashed) == 1 and crashed[0].count("|") == len(cells[0]) + 1
