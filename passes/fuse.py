@@ -23,6 +23,7 @@ from typing import Iterator
 from mlir import ir
 
 from ..dialects.builder import Builder
+from ..dialects.core import Kind, lookup
 from ..dialects.region_ops import fusion_inputs, is_fusion
 from ..dialects.types import TensorSpec
 from .fusion_lowering import Plan, duplicable, fusible, plan_region
@@ -70,24 +71,71 @@ def _attributes(op: ir.Operation) -> dict[str, ir.Attribute]:
     return {name: op.attributes[name] for name in op.attributes}
 
 
+def _give_each_user_a_copy(op: ir.Operation) -> None:
+    """Clone `op` for each of its fusible users (keeping it for the others)."""
+    uses = [(u.owner.operation, u.operand_number) for u in op.results[0].uses]
+    fusible_uses = [(u, i) for u, i in uses if u.name.startswith("dg.") and fusible(u)]
+    if len(uses) < 2 or not fusible_uses:
+        return
+    keep_original = len(fusible_uses) < len(uses)
+    for user, i in fusible_uses[0 if keep_original else 1:]:
+        with ir.InsertionPoint(user):
+            copy = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                       operands=list(op.operands),
+                                       attributes=_attributes(op),
+                                       loc=op.location)
+        user.operands[i] = copy.results[0]
+
+
 def _clone_duplicables(block: ir.Block) -> None:
     """Give each fusible user its own copy of a cheap index op or source (reverse order,
     so a broadcast's per-use copies then get their own copy of a `full` they read)."""
     for op in reversed([o.operation for o in block.operations]):
-        if not op.name.startswith("dg.") or not duplicable(op) or len(op.results) != 1:
+        if op.name.startswith("dg.") and duplicable(op) and len(op.results) == 1:
+            _give_each_user_a_copy(op)
+
+
+# recompute a pointwise value in each consumer, rather than store and reload it, while
+# its cone (pointwise ops back to stored values) costs at most this many ops
+RECOMPUTE_BUDGET = 16
+RECOMPUTE_MAX_USERS = 4
+_TRANSCENDENTAL = ("exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow",
+                   "sigmoid")
+
+
+def _pointwise(op: ir.Operation) -> bool:
+    if not op.name.startswith("dg.") or len(op.results) != 1 or not fusible(op):
+        return False
+    return lookup(op.name[3:]).kind is Kind.ELEMENTWISE
+
+
+def _recompute_cheap_pointwise(block: ir.Block) -> None:
+    """Give each consumer its own copy of a cheap pointwise value (reverse order, so copies
+    of a consumer then get their own copies of its producers): a full-size intermediate
+    read by two kernels costs a store and two loads of memory, its recomputation a few
+    vector ops. Inductor inlines pointwise producers the same way."""
+    cost: dict = {}
+
+    def cone(op: ir.Operation) -> int:
+        if op in cost:
+            return cost[op]
+        total = 8 if op.name[3:] in _TRANSCENDENTAL else 1
+        for x in op.operands:
+            if not isinstance(x.owner, ir.Block):
+                producer = x.owner.operation
+                if _pointwise(producer):
+                    total += cone(producer)
+                elif duplicable(producer):
+                    total += 0
+        cost[op] = total
+        return total
+
+    for op in reversed([o.operation for o in block.operations]):
+        if not _pointwise(op):
             continue
-        uses = [(u.owner.operation, u.operand_number) for u in op.results[0].uses]
-        fusible_uses = [(u, i) for u, i in uses if u.name.startswith("dg.") and fusible(u)]
-        if len(uses) < 2 or not fusible_uses:
-            continue
-        keep_original = len(fusible_uses) < len(uses)
-        for user, i in fusible_uses[0 if keep_original else 1:]:
-            with ir.InsertionPoint(user):
-                copy = ir.Operation.create(op.name, results=[r.type for r in op.results],
-                                           operands=list(op.operands),
-                                           attributes=_attributes(op),
-                                           loc=op.location)
-            user.operands[i] = copy.results[0]
+        users = {u.owner.operation for u in op.results[0].uses}
+        if 2 <= len(users) <= RECOMPUTE_MAX_USERS and cone(op) <= RECOMPUTE_BUDGET:
+            _give_each_user_a_copy(op)
 
 
 class _Grouping:
@@ -262,6 +310,7 @@ def _toposort(block: ir.Block) -> None:
 def fuse_function(fn: ir.Operation, max_ops: int = 64) -> int:
     """Form the fusion regions of one func.func; returns how many were made."""
     block = fn.regions[0].blocks[0]
+    _recompute_cheap_pointwise(block)
     _clone_duplicables(block)
     ops = [o.operation for o in block.operations if o.operation.name.startswith("dg.")]
     groups = _Grouping(ops, max_ops).run()

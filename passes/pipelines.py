@@ -11,9 +11,11 @@ import logging
 import time
 
 from mlir import ir
+from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
-from . import blas, conv_library, cpu_kernels, function_boundary, gomp, math_approx, strided_copy, widen_bool  # noqa: F401  (register passes)
+from . import (blas, conv_library, cpu_kernels, function_boundary, gomp,  # noqa: F401
+               math_approx, strided_copy, widen_bool)  # (register passes)
 from .registry import register_pipeline, run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
@@ -104,6 +106,32 @@ def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[Tensor
     return entries
 
 
+def _forward_arguments(module: ir.Module, names) -> dict[str, dict[int, int]]:
+    """Drop results that are just arguments (a forward returning an input it saves for
+    the backward) from the entries: the runtime hands the argument back instead of
+    copying it into a fresh buffer. Returns, per entry, result index -> argument index."""
+    forwarded: dict[str, dict[int, int]] = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or ir.StringAttr(op.attributes["sym_name"]).value not in names:
+            continue
+        block = op.regions[0].blocks[0]
+        ret = block.operations[len(block.operations) - 1].operation
+        args = list(block.arguments)
+        mapping = {k: args.index(v) for k, v in enumerate(ret.operands) if v in args}
+        if not mapping:
+            continue
+        kept = [v for k, v in enumerate(ret.operands) if k not in mapping]
+        with ir.InsertionPoint(ret), ret.location:
+            func.ReturnOp(kept)
+        ret.erase()
+        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        op.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(ftype.inputs, [v.type for v in kept]))
+        forwarded[ir.StringAttr(op.attributes["sym_name"]).value] = mapping
+    return forwarded
+
+
 def compile_cpu(module: ir.Module):
     """Lower `module` (dg on tensors) in place to LLVM and JIT it.
 
@@ -114,9 +142,10 @@ def compile_cpu(module: ir.Module):
     t0 = time.perf_counter()
     with module.context:
         entries = _entries(module)
+        forwarded = _forward_arguments(module, entries)
         run_pipeline(module, CPU_PIPELINE)
     t1 = time.perf_counter()
-    cm = CpuModule(module, entries)
+    cm = CpuModule(module, entries, forwarded=forwarded)
     log.info("compile_cpu: %d entries, MLIR %.1f ms, JIT %.1f ms", len(entries),
              (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
     return cm

@@ -73,18 +73,26 @@ def descriptor(t: torch.Tensor) -> ctypes.Structure:
 
 
 class CpuFunction:
-    """Callable `(*tensors) -> list[tensor]` for one entry; holds no per-call state."""
+    """Callable `(*tensors) -> list[tensor]` for one entry; holds no per-call state.
+
+    Results are fresh tensors, except a result that is one of the arguments (a
+    forward saving its input for the backward): that argument itself is returned,
+    never copied. Callers that hand results to users make them unaliased."""
 
     def __init__(self, name: str, fn: Callable, inputs: Sequence[TensorSpec],
                  outputs: Sequence[TensorSpec], engine: ExecutionEngine,
-                 index_errors: "IndexErrors | None" = None) -> None:
+                 index_errors: "IndexErrors | None" = None,
+                 forwarded: dict[int, int] | None = None) -> None:
         self.name = name
         self._engine = engine  # `fn` points into the engine's JIT code: keep it alive
         self._index_errors = index_errors
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self._fn = fn
-        self._out_dtypes = [torch_dtype(s.dtype) for s in outputs]
+        # results that are arguments, handed back as they are (result -> argument index)
+        self._forwarded = dict(forwarded or {})
+        self._computed = [(k, s, torch_dtype(s.dtype)) for k, s in enumerate(outputs)
+                          if k not in self._forwarded]
         self._in_dtypes = [torch_dtype(s.dtype) for s in inputs]
 
     def _check(self, args: Sequence[torch.Tensor]) -> None:
@@ -104,14 +112,21 @@ class CpuFunction:
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
         self._check(args)
         ins = [t if t.is_contiguous() else t.contiguous() for t in args]
-        outs = [torch.empty(s.shape, dtype=dt) for s, dt in zip(self.outputs, self._out_dtypes)]
+        outs = [torch.empty(s.shape, dtype=dt) for _, s, dt in self._computed]
         descs = [descriptor(t) for t in (*ins, *outs)]
         ptrs = [ctypes.pointer(d) for d in descs]
         packed = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs])
         self._fn(packed)
         if self._index_errors is not None:
             self._index_errors.raise_if_set(self.name)
-        return outs
+        if not self._forwarded:
+            return outs
+        results: list = [None] * len(self.outputs)
+        for (k, _, _), t in zip(self._computed, outs):
+            results[k] = t
+        for k, i in self._forwarded.items():
+            results[k] = args[i]
+        return results
 
 
 class OutOfRangeIndex(IndexError):
@@ -138,7 +153,8 @@ class CpuModule:
 
     def __init__(self, module: ir.Module,
                  entries: dict[str, tuple[list[TensorSpec], list[TensorSpec]]],
-                 opt_level: int = 2, shared_libs: Sequence[str] = ()) -> None:
+                 opt_level: int = 2, shared_libs: Sequence[str] = (),
+                 forwarded: dict[str, dict[int, int]] | None = None) -> None:
         # O2: the transformer-layer training step runs as fast as at O3 (24 ms) and its
         # JIT takes 7.5 s instead of 11 s (benchmarks/train_step.py)
         load_builtins()
@@ -155,7 +171,8 @@ class CpuModule:
         self._functions: dict[str, CpuFunction] = {}
         for name, (ins, outs) in self.entries.items():
             self._functions[name] = CpuFunction(name, _PACKED_FN(self._address(name)), ins, outs,
-                                                self.engine, index_errors)
+                                                self.engine, index_errors,
+                                                (forwarded or {}).get(name))
 
     def _address(self, name: str) -> int:
         addr = self.engine.raw_lookup("_mlir_ciface_" + name)

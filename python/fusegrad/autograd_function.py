@@ -38,8 +38,8 @@ def with_seed(program: Program, inputs: Sequence[torch.Tensor]) -> list[torch.Te
     return inputs
 
 
-def _fresh(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Outputs never alias inputs (an executable may hand an input straight back)."""
+def unaliased(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Outputs never alias inputs (an executable hands back an input it returns)."""
     ptrs = {x.untyped_storage().data_ptr() for x in inputs if x.numel()}
     return [o.clone() if o.numel() and o.untyped_storage().data_ptr() in ptrs else o
             for o in outputs]
@@ -58,7 +58,7 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
     if torch.is_grad_enabled() and wrt:
         return list(ProgramFunction.apply(program, wrt, tuple(mutated), *inputs))
     with torch.no_grad():
-        return _fresh(program.forward()(*inputs), inputs)
+        return unaliased(program.forward()(*inputs), inputs)
 
 
 class ProgramFunction(torch.autograd.Function):
@@ -69,8 +69,8 @@ class ProgramFunction(torch.autograd.Function):
                 *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         t = program.training(wrt)
         results = t.fwd(*inputs)
-        outputs = _fresh(results[:t.num_outputs], inputs)
-        saved = _fresh(results[t.num_outputs:], [inputs[i] for i in mutated])
+        outputs = unaliased(results[:t.num_outputs], inputs)
+        saved = unaliased(results[t.num_outputs:], [inputs[i] for i in mutated])
         keep_inputs = program.options.double_backward
         # inputs the caller overwrites next are kept by value (the backward reads the old one)
         kept = [x.clone() if i in mutated else x for i, x in enumerate(inputs)] if keep_inputs else []

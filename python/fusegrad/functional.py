@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .autograd_function import run_program, with_seed
+from .autograd_function import run_program, unaliased, with_seed
 from .capture import Captured, capture
 from .program import CompileOptions, Program
 
@@ -113,7 +113,8 @@ def vjp(fn: Callable[..., Any], *primals: torch.Tensor,
     training = t.program.training(wrt)
     with torch.no_grad():
         results = training.fwd(*with_seed(t.program, primals))
-    outputs, saved = results[:training.num_outputs], results[training.num_outputs:]
+    outputs = unaliased(results[:training.num_outputs], primals)
+    saved = results[training.num_outputs:]
 
     def vjp_fn(cotangents: Any) -> tuple[torch.Tensor | None, ...]:
         cts, _ = torch.utils._pytree.tree_flatten(cotangents)

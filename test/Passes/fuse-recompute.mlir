@@ -1,0 +1,41 @@
+// dg-fuse: a cheap pointwise value read by two kernels is recomputed in each
+// instead of being stored and loaded back (a softmax's exp(x - max) feeds both
+// its sum and its normalisation); an expensive cone (over the budget) is stored.
+// RUN: fusegrad-opt %s -p dg-fuse | filecheck %s
+
+// Two kernels: the max, then one region that sums exp(x - max) and divides by
+// the sum, computing exp once for each.
+// CHECK-LABEL: func.func @softmax(
+// CHECK: "dg.reduce_max"
+// CHECK: scf.execute_region
+// CHECK-COUNT-2: "dg.exp"
+// CHECK: "dg.reduce_sum"
+// CHECK: "dg.div"
+// CHECK: } {dg.fusion}
+// CHECK-NEXT: return
+func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %m = "dg.reduce_max"(%x) {dims = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  %mb = "dg.broadcast_in_dim"(%m) {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<4x8xf32>
+  %d = "dg.sub"(%x, %mb) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e = "dg.exp"(%d) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = "dg.reduce_sum"(%e) {dims = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  %sb = "dg.broadcast_in_dim"(%s) {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<4x8xf32>
+  %y = "dg.div"(%e, %sb) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// Three chained exps cost 24 > 16: their result is computed once and stored.
+// CHECK-LABEL: func.func @costly(
+// CHECK-COUNT-3: "dg.exp"
+// CHECK-NOT: "dg.exp"
+// CHECK: return
+func.func @costly(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %a = "dg.exp"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %b = "dg.exp"(%a) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %c = "dg.exp"(%b) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = "dg.reduce_sum"(%c) {dims = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  %m = "dg.reduce_max"(%c) {dims = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<8xf32>
+  %r = "dg.reduce_sum"(%m) {dims = array<i64: 0>} : (tensor<8xf32>) -> tensor<f32>
+  %rb = "dg.broadcast_in_dim"(%r) {dims = array<i64>} : (tensor<f32>) -> tensor<4xf32>
+  return %s, %rb : tensor<4xf32>, tensor<4xf32>
+}
