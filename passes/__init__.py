@@ -4,6 +4,7 @@ from . import autodiff, jvp  # noqa: F401
 from . import lower_to_linalg  # noqa: F401
 from . import fuse, remat  # noqa: F401
 from . import pipelines  # noqa: F401  (CPU helper passes and named pipelines)
+from . import gpu_pipeline  # noqa: F401  (CUDA target passes and pipelines)
 from .registry import (PASSES, PIPELINES, PassError, build_pass_manager, register_pass,
                        run_pipeline)
 

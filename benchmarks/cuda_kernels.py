@@ -1,0 +1,296 @@
+"""CUDA kernels: correctness against eager PyTorch and achieved bandwidth.
+
+Two halves, so the GPU machine needs no MLIR:
+
+    # here (MLIR, no GPU): compile every case into an artifact folder
+    .venv/bin/python benchmarks/cuda_kernels.py build .gpu_artifacts
+    # on the GPU machine (torch + cuda-bindings only; the checkout on PYTHONPATH)
+    PYTHONPATH=. python3 benchmarks/cuda_kernels.py run .gpu_artifacts
+
+`run` checks every correctness case against eager torch on the GPU (fresh
+random inputs, outputs poisoned with NaN by the allocator check below), then
+times the large cases with CUDA events (median of 20 after 5 warm-ups) and
+reports bandwidth (bytes read + written once) as a fraction of a measured
+device-to-device copy (`dst.copy_(src)`, same size).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---------------------------------------------------------------- the cases (dg text)
+
+def _t(shape: tuple, dt: str = "f32") -> str:
+    return f"tensor<{'x'.join(map(str, shape))}{'x' if shape else ''}{dt}>"
+
+
+def ew_text(r: int, c: int) -> str:
+    t = _t((r, c))
+    return f"""
+func.func @ew(%a: {t}, %b: {t}, %c: {t}) -> {t} {{
+  %0 = "dg.add"(%a, %b) : ({t}, {t}) -> {t}
+  %1 = "dg.exp"(%0) : ({t}) -> {t}
+  %2 = "dg.mul"(%1, %c) : ({t}, {t}) -> {t}
+  return %2 : {t}
+}}"""
+
+
+def softmax_text(r: int, c: int) -> str:
+    t, v = _t((r, c)), _t((r,))
+    return f"""
+func.func @softmax(%x: {t}) -> {t} {{
+  %max = "dg.reduce_max"(%x) {{dims = array<i64: 1>}} : ({t}) -> {v}
+  %max_b = "dg.broadcast_in_dim"(%max) {{dims = array<i64: 0>}} : ({v}) -> {t}
+  %shifted = "dg.sub"(%x, %max_b) : ({t}, {t}) -> {t}
+  %e = "dg.exp"(%shifted) : ({t}) -> {t}
+  %sum = "dg.reduce_sum"(%e) {{dims = array<i64: 1>}} : ({t}) -> {v}
+  %sum_b = "dg.broadcast_in_dim"(%sum) {{dims = array<i64: 0>}} : ({v}) -> {t}
+  %y = "dg.div"(%e, %sum_b) : ({t}, {t}) -> {t}
+  return %y : {t}
+}}"""
+
+
+def rowsum_text(r: int, c: int) -> str:
+    t, v = _t((r, c)), _t((r,))
+    return f"""
+func.func @rowsum(%x: {t}) -> {v} {{
+  %0 = "dg.reduce_sum"(%x) {{dims = array<i64: 1>}} : ({t}) -> {v}
+  return %0 : {v}
+}}"""
+
+
+def colsum_text(r: int, c: int) -> str:
+    t, v = _t((r, c)), _t((c,))
+    return f"""
+func.func @colsum(%x: {t}) -> {v} {{
+  %0 = "dg.reduce_sum"(%x) {{dims = array<i64: 0>}} : ({t}) -> {v}
+  return %0 : {v}
+}}"""
+
+
+def mlp_text(m: int, k: int, n: int) -> str:
+    x, w, b, y = _t((m, k)), _t((k, n)), _t((n,)), _t((m, n))
+    return f"""
+func.func @mlp(%x: {x}, %w: {w}, %b: {b}) -> {y} {{
+  %0 = "dg.matmul"(%x, %w) : ({x}, {w}) -> {y}
+  %1 = "dg.broadcast_in_dim"(%b) {{dims = array<i64: 1>}} : ({b}) -> {y}
+  %2 = "dg.add"(%0, %1) : ({y}, {y}) -> {y}
+  %3 = "dg.tanh"(%2) : ({y}) -> {y}
+  return %3 : {y}
+}}"""
+
+
+def transpose_text() -> str:
+    return """
+func.func @tr(%x: tensor<3x5x7xf32>) -> tensor<7x3x5xf32> {
+  %0 = "dg.transpose"(%x) {perm = array<i64: 2, 0, 1>} : (tensor<3x5x7xf32>) -> tensor<7x3x5xf32>
+  return %0 : tensor<7x3x5xf32>
+}"""
+
+
+def ln_text(r: int, c: int) -> str:
+    """sum(tanh(layernorm(x) * g)), no eps: mean, variance, rsqrt, scale, full reduction."""
+    t, v, g = _t((r, c)), _t((r,)), _t((c,))
+    inv = 1.0 / c
+    return f"""
+func.func @ln(%x: {t}, %g: {g}) -> tensor<f32> {{
+  %s = "dg.reduce_sum"(%x) {{dims = array<i64: 1>}} : ({t}) -> {v}
+  %n = "dg.full"() {{value = {inv!r} : f64}} : () -> {v}
+  %m = "dg.mul"(%s, %n) : ({v}, {v}) -> {v}
+  %mb = "dg.broadcast_in_dim"(%m) {{dims = array<i64: 0>}} : ({v}) -> {t}
+  %c = "dg.sub"(%x, %mb) : ({t}, {t}) -> {t}
+  %c2 = "dg.mul"(%c, %c) : ({t}, {t}) -> {t}
+  %var = "dg.reduce_sum"(%c2) {{dims = array<i64: 1>}} : ({t}) -> {v}
+  %vm = "dg.mul"(%var, %n) : ({v}, {v}) -> {v}
+  %r = "dg.rsqrt"(%vm) : ({v}) -> {v}
+  %rb = "dg.broadcast_in_dim"(%r) {{dims = array<i64: 0>}} : ({v}) -> {t}
+  %y = "dg.mul"(%c, %rb) : ({t}, {t}) -> {t}
+  %gb = "dg.broadcast_in_dim"(%g) {{dims = array<i64: 1>}} : ({g}) -> {t}
+  %z = "dg.mul"(%y, %gb) : ({t}, {t}) -> {t}
+  %th = "dg.tanh"(%z) : ({t}) -> {t}
+  %l = "dg.reduce_sum"(%th) {{dims = array<i64: 0, 1>}} : ({t}) -> tensor<f32>
+  return %l : tensor<f32>
+}}"""
+
+
+# name -> (dg text, passes before the CUDA pipeline, compile options, function to run)
+CASES: dict[str, tuple[str, str, dict, str]] = {
+    "ew_small": (ew_text(256, 1000), "dg-fuse", {}, "ew"),
+    "ew_odd": (ew_text(7, 33), "dg-fuse", {}, "ew"),
+    "softmax_small": (softmax_text(4, 8), "dg-fuse", {}, "softmax"),
+    "softmax_mid": (softmax_text(64, 1000), "dg-fuse", {}, "softmax"),
+    "rowsum_mid": (rowsum_text(128, 1000), "dg-fuse", {}, "rowsum"),
+    "colsum_mid": (colsum_text(128, 1000), "dg-fuse", {}, "colsum"),
+    "mlp": (mlp_text(64, 128, 256), "dg-fuse", {}, "mlp"),
+    "transpose": (transpose_text(), "dg-fuse", {}, "tr"),
+    "ln": (ln_text(64, 512), "dg-fuse", {}, "ln"),
+    "ln_vjp": (ln_text(64, 512), "dg-autodiff{joint=true},dg-fuse", {}, "ln_vjp"),
+    # large: bandwidth
+    "ew_big": (ew_text(8192, 8192), "dg-fuse", {}, "ew"),
+    "softmax_big": (softmax_text(8192, 8192), "dg-fuse", {}, "softmax"),
+    "softmax_big_rb512": (softmax_text(8192, 8192), "dg-fuse", {"row_block": 512}, "softmax"),
+    "softmax_big_rb1024": (softmax_text(8192, 8192), "dg-fuse", {"row_block": 1024},
+                           "softmax"),
+    "rowsum_big": (rowsum_text(8192, 8192), "dg-fuse", {}, "rowsum"),
+    "rowsum_big_rb1024": (rowsum_text(8192, 8192), "dg-fuse", {"row_block": 1024}, "rowsum"),
+}
+
+
+def build(out: str, only: list[str]) -> None:
+    from mlir import ir
+
+    from fusegrad.context import make_context
+    from fusegrad.passes.gpu_launch_plan import compile_cuda
+    from fusegrad.passes.registry import run_pipeline
+
+    for name, (text, pre, opts, _) in CASES.items():
+        if only and name not in only:
+            continue
+        with make_context():
+            module = ir.Module.parse(text)
+            run_pipeline(module, pre)
+            plan = compile_cuda(module, cubin=True, **opts)
+        plan.save(os.path.join(out, name))
+        print(f"built {name}: {sum(len(f.steps) for f in plan.functions.values())} steps, "
+              f"{len(plan.modules)} kernel modules")
+
+
+# ---------------------------------------------------------------- references (torch)
+
+def _ln_ref(x: Any, g: Any) -> Any:
+    m = x.mean(1, keepdim=True)
+    c = x - m
+    var = (c * c).mean(1, keepdim=True)
+    return (c * var.rsqrt() * g).tanh().sum()
+
+
+def _ln_vjp_ref(x: Any, g: Any, ct: Any) -> list:
+    import torch
+    x = x.detach().requires_grad_()
+    g = g.detach().requires_grad_()
+    y = _ln_ref(x, g)
+    gx, gg = torch.autograd.grad(y, (x, g), ct)
+    return [y, gx, gg]
+
+
+REFS: dict[str, Callable[..., list]] = {
+    "ew": lambda a, b, c: [(a + b).exp() * c],
+    "softmax": lambda x: [x.softmax(1)],
+    "rowsum": lambda x: [x.sum(1)],
+    "colsum": lambda x: [x.sum(0)],
+    "mlp": lambda x, w, b: [(x @ w + b).tanh()],
+    "tr": lambda x: [x.permute(2, 0, 1)],
+    "ln": lambda x, g: [_ln_ref(x, g)],
+    "ln_vjp": _ln_vjp_ref,
+}
+
+
+def _inputs(sigs: list, gen: Any) -> list:
+    import torch
+    return [torch.randn(s.shape, generator=gen, device="cuda", dtype=torch.float32)
+            for s in sigs]
+
+
+def _median_ms(fn: Callable[[], Any], warmup: int = 5, iters: int = 20) -> float:
+    import torch
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def run(art: str, only: list[str], results: str | None) -> int:
+    import torch
+
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from runtime.cuda import CudaProgram, device_chip
+
+    dev = torch.device("cuda")
+    print(f"device: {torch.cuda.get_device_name(dev)} ({device_chip(dev)}), torch "
+          f"{torch.__version__}")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    failures = 0
+    report: dict = {"device": torch.cuda.get_device_name(dev), "checks": {}, "timings": {}}
+    for name, (_, _, _, fname) in CASES.items():
+        if only and name not in only:
+            continue
+        path = os.path.join(art, name)
+        if not os.path.exists(path):
+            print(f"{name}: no artifact")
+            continue
+        for kind in (["cubin", "ptx"] if not name.endswith(("_big", "rb512", "rb1024"))
+                     else ["cubin"]):
+            prog = CudaProgram.load(path)
+            if kind == "ptx":  # force the driver JIT path: drop the cubins
+                for m in prog.plan.modules.values():
+                    for img in m.images.values():
+                        img.cubin = None
+            f = prog.plan.functions[fname]
+            xs = _inputs(f.inputs, gen)
+            outs = prog.run(fname, *xs)
+            refs = REFS[fname](*xs)
+            torch.cuda.synchronize()
+            errs = []
+            for o, r in zip(outs, refs):
+                r = r.to(o.dtype)
+                denom = r.double().norm().item() or 1.0
+                errs.append((o.double() - r.double()).norm().item() / denom)
+            ok = all(e < 1e-5 for e in errs) and all(torch.isfinite(o).all() for o in outs)
+            failures += not ok
+            report["checks"][f"{name}/{kind}"] = errs
+            print(f"{'ok  ' if ok else 'FAIL'} {name:22s} {kind:5s} rel.err "
+                  + " ".join(f"{e:.2e}" for e in errs))
+            if name.endswith(("_big", "rb512", "rb1024")):
+                bytes_moved = sum(x.numel() * x.element_size() for x in xs) + sum(
+                    o.numel() * o.element_size() for o in outs)
+                ms = _median_ms(lambda: prog.run(fname, *xs))
+                eager = _median_ms(lambda: REFS[fname](*xs))
+                src = torch.randn(bytes_moved // 8, device="cuda")
+                dst = torch.empty_like(src)
+                copy_ms = _median_ms(lambda: dst.copy_(src))
+                bw, cbw = bytes_moved / ms / 1e6, bytes_moved / copy_ms / 1e6
+                report["timings"][name] = {"ms": ms, "eager_ms": eager, "copy_ms": copy_ms,
+                                           "GBps": bw, "copy_GBps": cbw,
+                                           "bytes": bytes_moved}
+                print(f"     {name:22s} {ms:.3f} ms  {bw:.0f} GB/s  = {bw / cbw:.1%} of copy "
+                      f"({cbw:.0f} GB/s, {copy_ms:.3f} ms)  eager {eager:.3f} ms "
+                      f"({bytes_moved / eager / 1e6:.0f} GB/s)")
+                del src, dst
+            prog.close()
+    if results:
+        with open(results, "w") as fh:
+            json.dump(report, fh, indent=1)
+    print("FAILURES:", failures)
+    return 1 if failures else 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=["build", "run"])
+    p.add_argument("dir")
+    p.add_argument("--only", nargs="*", default=[])
+    p.add_argument("--results", default=None, help="run: write a JSON report here")
+    a = p.parse_args()
+    if a.mode == "build":
+        build(a.dir, a.only)
+        return 0
+    return run(a.dir, a.only, a.results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,708 @@
+"""dg-gpu-kernels: linalg on static memrefs -> `gpu.launch` kernels (CUDA target).
+
+Runs after bufferization (the host function holds memrefs, allocs and linalg
+ops); every linalg op except the contractions becomes part of a `gpu.launch`
+emitted from a template, so the mapping to blocks and threads is explicit:
+
+- **Pointwise** (fills, all-parallel generics, copies, transposes): one thread
+  per element. When the innermost dim has >= `POINTWISE_2D_MIN` elements it runs
+  on `threadIdx.x + blockIdx.x * B` (consecutive threads read consecutive
+  addresses, no division per element) and the outer dims are flattened onto
+  `blockIdx.y` (and `z` beyond 65535); otherwise the whole iteration space is
+  flattened onto a 1-D grid.
+- **Row kernels** (a run of ops parallel over the same rows, at least one of
+  them a reduction over trailing dims with a float combiner, touching shared
+  buffers only row by row; softmax's max, sum and normalisation, a layer
+  norm): one block per row, `row_block` threads. Each reduction is a
+  thread-strided partial (coalesced) followed by `gpu.all_reduce` (warp
+  shuffles plus a small shared array after `convert-gpu-to-nvvm`); per-row
+  values (the max, the sum) stay in registers and reach global memory only
+  if something outside the kernel reads them. Never one thread per row.
+- **Other reductions** (over leading dims, e.g. a bias gradient, or with a
+  non-float combiner): one thread per output element, the reduction loops
+  serial in registers: the threads of a warp read consecutive columns.
+- **Contractions** (`linalg.matmul`, `linalg.batch_matmul`, convolutions)
+  stay on the host: the launch plan calls PyTorch (cuBLAS/cuDNN) for them. A
+  zero fill directly feeding a matmul is dropped and the matmul marked
+  `dg.gpu.overwrite` (the library call writes instead of accumulating).
+
+Anything else at the host level that computes (a linalg op this pass cannot
+map, `memref.store`, ...) fails the pass with the op named.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, scf
+
+from .cpu_kernels import LoopOp, parse as parse_loop_op
+from .registry import PassError, register_pass
+
+log = logging.getLogger("fusegrad.passes.gpu_kernels")
+
+POINTWISE_BLOCK = 256
+ROW_BLOCK = 256
+# innermost-dim size from which pointwise kernels use a 2-D grid
+POINTWISE_2D_MIN = 128
+# reductions shorter than this run one thread per output instead of one block
+ROW_REDUCE_MIN = 32
+MAX_GRID_Y = 65535
+MAX_GRID_X = (1 << 31) - 1
+
+CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul", "linalg.conv_2d_nchw_fchw",
+                "linalg.conv_2d_ngchw_gfchw")
+OVERWRITE_ATTR = "dg.gpu.overwrite"
+# host ops the launch plan understands without a kernel
+HOST_OPS = ("memref.alloc", "memref.dealloc", "memref.copy", "memref.expand_shape",
+            "memref.collapse_shape", "memref.subview", "memref.cast",
+            "memref.reinterpret_cast", "arith.constant", "func.return", "gpu.launch",
+            "gpu.launch_func") + CONTRACTIONS
+_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
+          "memref.reinterpret_cast")
+_PURE = _VIEWS + ("memref.alloc", "arith.constant")
+
+_IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
+             "arith.minimumf": float("inf"), "arith.maxnumf": float("-inf"),
+             "arith.minnumf": float("inf")}
+_ALL_REDUCE = {"arith.addf": "add", "arith.mulf": "mul", "arith.maximumf": "maximumf",
+               "arith.minimumf": "minimumf", "arith.maxnumf": "maxnumf",
+               "arith.minnumf": "minnumf"}
+
+Access = tuple
+
+
+# ---------------------------------------------------------------- loop ops
+
+@dataclass
+class Kop:
+    """A linalg op as a loop nest (see cpu_kernels.LoopOp), plus copies/transposes."""
+
+    lop: LoopOp
+    copy: bool = False  # body is `yield in0` (linalg.copy, linalg.transpose)
+
+    @property
+    def op(self) -> ir.Operation:
+        return self.lop.op
+
+    @property
+    def sizes(self) -> list:
+        return self.lop.sizes
+
+    @property
+    def iterators(self) -> list:
+        return self.lop.iterators
+
+    def red_dims(self) -> list:
+        return [k for k, it in enumerate(self.iterators) if it == "reduction"]
+
+    def is_pointwise(self) -> bool:
+        return not self.red_dims()
+
+    def combiners(self) -> Optional[list[str]]:
+        """Float combiner per output when every output is `acc = combiner(acc, value)`."""
+        if self.lop.fill is not None or self.copy:
+            return None
+        block = self.op.regions[0].blocks[0]
+        outs = list(block.arguments)[len(self.lop.ins):]
+        yields = [o for o in block.operations if o.operation.name == "linalg.yield"]
+        names = []
+        for acc, v in zip(outs, yields[0].operation.operands):
+            if isinstance(v.owner, ir.Block):
+                return None
+            owner = v.owner.operation
+            if owner.name not in _IDENTITY or acc not in list(owner.operands):
+                return None
+            # the accumulator may feed only the combiner
+            if len(list(acc.uses)) != 1:
+                return None
+            names.append(owner.name)
+        return names
+
+    def row_reducible(self) -> bool:
+        """A reduction over trailing dims (not dim 0), float combiners, long enough."""
+        red = self.red_dims()
+        n = len(self.sizes)
+        if not red or red != list(range(n - len(red), n)) or red[0] == 0:
+            return False
+        if self.combiners() is None:
+            return False
+        work = 1
+        for d in red:
+            work *= self.sizes[d]
+        return work >= ROW_REDUCE_MIN
+
+    def full_reducible(self) -> bool:
+        """Every dim reduced (a loss), float combiners: one block reduces it."""
+        return (len(self.red_dims()) == len(self.sizes) > 0
+                and self.combiners() is not None and _prod(self.sizes) >= ROW_REDUCE_MIN)
+
+    def buffers(self):
+        return self.lop.buffers()
+
+
+def _static(t: ir.Type) -> bool:
+    return isinstance(t, ir.MemRefType) and t.has_static_shape
+
+
+def _contiguous(t: ir.Type) -> bool:
+    mt = ir.MemRefType(t)
+    strides, offset = mt.get_strides_and_offset()
+    expect, acc = [], 1
+    for d in reversed(list(mt.shape)):
+        expect.append(acc)
+        acc *= d
+    return offset == 0 and list(strides) == expect[::-1]
+
+
+def parse(op: ir.Operation) -> Optional[Kop]:
+    """The op as a Kop, or None when it is not a loop nest this pass can emit."""
+    if op.name in ("linalg.generic", "linalg.fill"):
+        lop = parse_loop_op(op)
+        return Kop(lop) if lop is not None else None
+    if op.name == "memref.copy":
+        src, dst = op.operands[0], op.operands[1]
+        if not (_static(src.type) and _static(dst.type) and _contiguous(src.type)
+                and _contiguous(dst.type) and src.type.shape == dst.type.shape):
+            return None  # strided copies stay host copies (torch)
+        rank = ir.MemRefType(dst.type).rank
+        acc = tuple(range(rank))
+        lop = LoopOp(op, [src], [dst], [acc, acc], list(ir.MemRefType(dst.type).shape),
+                     ["parallel"] * rank)
+        return Kop(lop, copy=True)
+    if op.name in ("linalg.copy", "linalg.transpose"):
+        src, dst = op.operands[0], op.operands[1]  # (input, init) for copy and transpose
+        if not (_static(src.type) and _static(dst.type)):
+            return None
+        rank = ir.MemRefType(dst.type).rank
+        if op.name == "linalg.copy":
+            in_acc = tuple(range(rank))
+        else:
+            perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+            # out[i...] = in[j...] with out dim k = in dim perm[k]
+            inv = [0] * rank
+            for k, p in enumerate(perm):
+                inv[p] = k
+            in_acc = tuple(inv)
+        lop = LoopOp(op, [src], [dst], [in_acc, tuple(range(rank))],
+                     list(ir.MemRefType(dst.type).shape), ["parallel"] * rank)
+        return Kop(lop, copy=True)
+    return None
+
+
+def _root(v: ir.Value) -> ir.Value:
+    while not isinstance(v.owner, ir.Block) and v.owner.operation.name in _VIEWS:
+        v = v.owner.operation.operands[0]
+    return v
+
+
+def _row_local(acc: Optional[Access]) -> bool:
+    return acc is not None and len(acc) > 0 and acc[0] == 0
+
+
+def _conflicts(group: list[Kop], k: Kop) -> bool:
+    """Would running `k` row by row with `group` change what anyone reads?"""
+    for b, acc_b, writes_b in k.buffers():
+        root = _root(b)
+        for member in group:
+            for a, acc_a, writes_a in member.buffers():
+                if _root(a) != root or not (writes_a or writes_b):
+                    continue
+                if a != b or not (_row_local(acc_a) and _row_local(acc_b)):
+                    return True
+    return False
+
+
+# ---------------------------------------------------------------- IR helpers
+
+def _idx(v: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), v).result
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _prod(xs: Sequence[int]) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _delinearize(flat: ir.Value, sizes: Sequence[int]) -> list:
+    """Row-major multi-index of `flat` in `sizes` (constant divisors)."""
+    out: list = [None] * len(sizes)
+    rest = flat
+    for k in range(len(sizes) - 1, -1, -1):
+        if k == 0:
+            out[k] = rest
+        else:
+            s = _idx(sizes[k])
+            out[k] = arith.remui(rest, s)
+            rest = arith.divui(rest, s)
+    return out
+
+
+def _launch(grid: Sequence[int], block: Sequence[int]) -> tuple[gpu.LaunchOp, list, list]:
+    for g in grid:
+        if g > MAX_GRID_X:
+            raise PassError(f"dg-gpu-kernels: grid {list(grid)} too large")
+    launch = gpu.LaunchOp(tuple(_idx(g) for g in grid), tuple(_idx(b) for b in block))
+    args = list(launch.regions[0].blocks[0].arguments)
+    return launch, args[0:3], args[3:6]
+
+
+def _combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    op = ir.Operation.create(combiner, results=[a.type], operands=[a, b])
+    op.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
+    return op.results[0]
+
+
+def _identity(combiner: str, t: ir.Type) -> ir.Value:
+    return arith.ConstantOp(t, ir.FloatAttr.get(t, _IDENTITY[combiner])).result
+
+
+def _lt(a: ir.Value, b: int) -> ir.Value:
+    return arith.cmpi(arith.CmpIPredicate.ult, a, _idx(b))
+
+
+class Emitter:
+    """Emits one op's body for given loop ivs inside a kernel.
+
+    `forwarded` maps row buffers (rank 1, indexed by the row) to the SSA value
+    this kernel holds for them; loads from them use the value instead.
+    """
+
+    def __init__(self, k: Kop, ivs: list, forwarded: Optional[dict] = None) -> None:
+        self.k = k
+        self.ivs = ivs
+        self.forwarded = forwarded if forwarded is not None else {}
+        self.zero = _idx(0)
+
+    def index(self, acc: Access) -> list:
+        return [self.zero if d is None else self.ivs[d] for d in acc]
+
+    def load(self, buf: ir.Value, acc: Access) -> ir.Value:
+        if buf in self.forwarded:
+            return self.forwarded[buf]
+        return memref.LoadOp(buf, self.index(acc)).result
+
+    def store(self, v: ir.Value, buf: ir.Value, acc: Access) -> None:
+        memref.StoreOp(v, buf, self.index(acc))
+
+    def out_accesses(self) -> list:
+        return self.k.lop.accesses[len(self.k.lop.ins):]
+
+    def compute(self, out_values: Sequence[Optional[ir.Value]]) -> list:
+        """The body's results at the current ivs; `out_values` replace loads of the outs."""
+        lop = self.k.lop
+        if lop.fill is not None:
+            return [lop.fill]
+        if self.k.copy:
+            return [self.load(lop.ins[0], lop.accesses[0])]
+        block = lop.op.regions[0].blocks[0]
+        args = list(block.arguments)
+        n_in = len(lop.ins)
+        mapping: dict = {}
+        for buf, acc, arg in zip(lop.ins, lop.accesses, args[:n_in]):
+            if len(list(arg.uses)):
+                mapping[arg] = self.load(buf, acc)
+        for i, arg in enumerate(args[n_in:]):
+            if len(list(arg.uses)):
+                v = out_values[i]
+                mapping[arg] = v if v is not None else self.load(lop.outs[i],
+                                                                 self.out_accesses()[i])
+        for inner in block.operations:
+            inner = inner.operation
+            if inner.name == "linalg.yield":
+                return [mapping.get(v, v) for v in inner.operands]
+            if inner.name == "linalg.index":
+                mapping[inner.results[0]] = self.ivs[ir.IntegerAttr(inner.attributes["dim"]).value]
+                continue
+            clone = inner.clone()
+            for i, v in enumerate(clone.operands):
+                if v in mapping:
+                    clone.operands[i] = mapping[v]
+            mapping.update(zip(inner.results, clone.results))
+        raise PassError(f"linalg.generic has no linalg.yield", lop.op.location)
+
+
+# ---------------------------------------------------------------- kernels
+
+def emit_pointwise(k: Kop, block_size: int) -> None:
+    """One thread per element of an all-parallel op (at the current insertion point)."""
+    sizes = k.sizes
+    total = _prod(sizes)
+    if total == 0:
+        return
+    if len(sizes) >= 1 and sizes[-1] >= POINTWISE_2D_MIN:
+        inner, outer = sizes[-1], _prod(sizes[:-1])
+        bx = block_size
+        gy = min(outer, MAX_GRID_Y)
+        gz = _cdiv(outer, gy)
+        launch, bid, tid = _launch((_cdiv(inner, bx), gy, gz), (bx, 1, 1))
+        with ir.InsertionPoint(launch.regions[0].blocks[0]):
+            j = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
+            row = arith.addi(arith.muli(bid[2], _idx(gy)), bid[1]) if gz > 1 else bid[1]
+            cond = _lt(j, inner)
+            if gz * gy != outer:
+                cond = arith.andi(cond, _lt(row, outer))
+            guard = scf.IfOp(cond)
+            with ir.InsertionPoint(guard.then_block):
+                ivs = _delinearize(row, sizes[:-1]) + [j]
+                _pointwise_body(k, ivs)
+                scf.YieldOp([])
+            gpu.TerminatorOp()
+    else:
+        bx = min(block_size, max(32, 1 << (total - 1).bit_length()))
+        launch, bid, tid = _launch((_cdiv(total, bx), 1, 1), (bx, 1, 1))
+        with ir.InsertionPoint(launch.regions[0].blocks[0]):
+            flat = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
+            guard = scf.IfOp(_lt(flat, total))
+            with ir.InsertionPoint(guard.then_block):
+                ivs = _delinearize(flat, sizes) if sizes else []
+                _pointwise_body(k, ivs)
+                scf.YieldOp([])
+            gpu.TerminatorOp()
+
+
+def _pointwise_body(k: Kop, ivs: list) -> None:
+    em = Emitter(k, ivs)
+    for buf, v, acc in zip(k.lop.outs, em.compute([None] * len(k.lop.outs)),
+                           em.out_accesses()):
+        em.store(v, buf, acc)
+
+
+def emit_thread_per_output(k: Kop, block_size: int) -> None:
+    """A reduction with one thread per output element, reduction loops serial."""
+    par = [d for d, it in enumerate(k.iterators) if it == "parallel"]
+    red = k.red_dims()
+    par_sizes = [k.sizes[d] for d in par]
+    total = _prod(par_sizes)
+    if total == 0:
+        return
+    bx = min(block_size, max(32, 1 << (total - 1).bit_length()))
+    launch, bid, tid = _launch((_cdiv(total, bx), 1, 1), (bx, 1, 1))
+    with ir.InsertionPoint(launch.regions[0].blocks[0]):
+        flat = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
+        guard = scf.IfOp(_lt(flat, total))
+        with ir.InsertionPoint(guard.then_block):
+            ivs: list = [None] * len(k.sizes)
+            for d, v in zip(par, _delinearize(flat, par_sizes) if par else []):
+                ivs[d] = v
+            em = Emitter(k, ivs)
+            outs, oacc = k.lop.outs, em.out_accesses()
+            inits = [em.load(b, a) for b, a in zip(outs, oacc)]
+            results = _serial_reduce(em, red, 0, inits)
+            for b, v, a in zip(outs, results, oacc):
+                em.store(v, b, a)
+            scf.YieldOp([])
+        gpu.TerminatorOp()
+
+
+def _serial_reduce(em: Emitter, red: list, pos: int, accs: list) -> list:
+    if pos == len(red):
+        return em.compute(accs)
+    d = red[pos]
+    loop = scf.ForOp(_idx(0), _idx(em.k.sizes[d]), _idx(1), list(accs))
+    with ir.InsertionPoint(loop.body):
+        em.ivs[d] = loop.induction_variable
+        scf.YieldOp(_serial_reduce(em, red, pos + 1, list(loop.inner_iter_args)))
+    return list(loop.results)
+
+
+def emit_full_reduce(k: Kop, block_size: int) -> None:
+    """A reduction of every dim to one value: one block, thread-strided, gpu.all_reduce.
+
+    (One SM only: a two-stage grid reduction is the next step for big inputs.)
+    """
+    launch, bid, tid = _launch((1, 1, 1), (block_size, 1, 1))
+    with ir.InsertionPoint(launch.regions[0].blocks[0]):
+        ivs: list = [None] * len(k.sizes)
+        _reduce_into(k, 0, ivs, tid[0], block_size, {}, set(), k.combiners())
+        gpu.TerminatorOp()
+
+
+@dataclass
+class RowKernel:
+    members: list[Kop]
+    temps: list = field(default_factory=list)  # allocs used only here, kept in registers
+    forwardable: set = field(default_factory=set)  # rank-1 row buffers held as values
+
+
+def _forwardable(group: list[Kop]) -> set:
+    """Buffers of shape [rows] that every member indexes by the row only."""
+    rows = group[0].sizes[0]
+    accs: dict = {}
+    for m in group:
+        for b, acc, _ in m.buffers():
+            accs.setdefault(b, []).append(acc)
+    out = set()
+    for b, acc_list in accs.items():
+        t = b.type
+        if not (isinstance(t, ir.MemRefType) and t.rank == 1 and t.shape[0] == rows):
+            continue
+        if all(a == (0,) for a in acc_list):
+            out.add(b)
+    return out
+
+
+def _temps(group: list[Kop], forwardable: set) -> list:
+    members = {m.op for m in group}
+    temps = []
+    for b in forwardable:
+        if isinstance(b.owner, ir.Block) or b.owner.operation.name != "memref.alloc":
+            continue
+        users = [u.owner.operation for u in b.uses]
+        if all(u in members or u.name == "memref.dealloc" for u in users):
+            temps.append(b)
+    return temps
+
+
+def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
+    """One block per row: thread-strided loops, gpu.all_reduce for reductions."""
+    group = rk.members
+    rows = group[0].sizes[0]
+    if rows == 0:
+        return
+    inner_max = max(_prod(m.sizes[1:]) for m in group)
+    bx = min(row_block, max(32, 1 << max(0, inner_max - 1).bit_length()))
+    launch, bid, tid = _launch((rows, 1, 1), (bx, 1, 1))
+    body = launch.regions[0].blocks[0]
+    with ir.InsertionPoint(body):
+        row, t = bid[0], tid[0]
+        forwarded: dict = {}
+        dirty: list = []  # forwarded buffers whose value must reach memory
+        written: set = set()  # roots written through memory by earlier members
+        for m in group:
+            with m.op.location:
+                reads = {_root(b) for b, _, w in m.buffers() if not w and b not in forwarded}
+                if reads & written:
+                    gpu.BarrierOp()
+                    written.clear()
+                _row_member(m, row, t, bx, forwarded, rk.forwardable)
+                for b, _, w in m.buffers():
+                    if w:
+                        if b in rk.forwardable:
+                            if b not in dirty:
+                                dirty.append(b)
+                        else:
+                            written.add(_root(b))
+        temps = set(rk.temps)
+        stores = [b for b in dirty if b not in temps]
+        if stores:
+            first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, t, _idx(0)))
+            with ir.InsertionPoint(first.then_block):
+                for b in stores:
+                    memref.StoreOp(forwarded[b], b, [row])
+                scf.YieldOp([])
+        gpu.TerminatorOp()
+
+
+def _row_member(m: Kop, row: ir.Value, t: ir.Value, bx: int, forwarded: dict,
+                forwardable: set) -> None:
+    n = len(m.sizes)
+    red = m.red_dims()
+    outs = m.lop.outs
+    if not red:
+        inner = m.sizes[1:]
+        total = _prod(inner)
+        if total == 1:
+            # per-row scalar work: every thread computes it (uniform value)
+            ivs = [row] + [_idx(0)] * (n - 1)
+            em = Emitter(m, ivs, forwarded)
+            results = em.compute([None] * len(outs))
+            for b, v, a in zip(outs, results, em.out_accesses()):
+                if b in forwardable:
+                    forwarded[b] = v
+                else:
+                    first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, t, _idx(0)))
+                    with ir.InsertionPoint(first.then_block):
+                        em.store(v, b, a)
+                        scf.YieldOp([])
+            return
+        if any(b in forwardable for b in outs):
+            raise PassError("dg-gpu-kernels: internal: row value written per element",
+                            m.op.location)
+        loop = scf.ForOp(t, _idx(total), _idx(bx))
+        with ir.InsertionPoint(loop.body):
+            ivs = [row] + _delinearize(loop.induction_variable, inner)
+            _pointwise_body_fwd(m, ivs, forwarded)
+            scf.YieldOp([])
+        return
+    # reduction over trailing dims red; parallel inner dims 1..red[0] serial (uniform)
+    ivs: list = [row] + [None] * (n - 1)
+    _reduce_into(m, 1, ivs, t, bx, forwarded, forwardable, m.combiners())
+
+
+def _pointwise_body_fwd(m: Kop, ivs: list, forwarded: dict) -> None:
+    em = Emitter(m, ivs, forwarded)
+    for buf, v, acc in zip(m.lop.outs, em.compute([None] * len(m.lop.outs)),
+                           em.out_accesses()):
+        em.store(v, buf, acc)
+
+
+def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dict,
+                 forwardable: set, combiners: list) -> None:
+    """Parallel dims d..first_red serial (uniform over the block), then the trailing
+    reduction dims thread-strided, `gpu.all_reduce`, combined into the output."""
+    first_red = m.red_dims()[0]
+    if d < first_red:
+        loop = scf.ForOp(_idx(0), _idx(m.sizes[d]), _idx(1))
+        with ir.InsertionPoint(loop.body):
+            ivs[d] = loop.induction_variable
+            _reduce_into(m, d + 1, ivs, t, bx, forwarded, forwardable, combiners)
+            scf.YieldOp([])
+        return
+    red_sizes = m.sizes[first_red:]
+    total = _prod(red_sizes)
+    outs = m.lop.outs
+    em = Emitter(m, ivs, forwarded)
+    ftypes = [ir.MemRefType(b.type).element_type for b in outs]
+    loop = scf.ForOp(t, _idx(total), _idx(bx), [_identity(c, ft)
+                                                for c, ft in zip(combiners, ftypes)])
+    with ir.InsertionPoint(loop.body):
+        for dd, v in zip(range(first_red, len(m.sizes)),
+                         _delinearize(loop.induction_variable, red_sizes)):
+            ivs[dd] = v
+        results = em.compute(list(loop.inner_iter_args))
+        for v in results:
+            if not isinstance(v.owner, ir.Block) and v.owner.operation.name in _IDENTITY:
+                v.owner.operation.attributes["fastmath"] = ir.Attribute.parse(
+                    "#arith.fastmath<reassoc>")
+        scf.YieldOp(results)
+    for dd in range(first_red, len(m.sizes)):
+        ivs[dd] = None
+    for i, (b, c, partial) in enumerate(zip(outs, combiners, loop.results)):
+        red_op = ir.Attribute.parse(f"#gpu<all_reduce_op {_ALL_REDUCE[c]}>")
+        total_v = gpu.AllReduceOp(partial, op=red_op, uniform=True).result
+        acc = em.out_accesses()[i]
+        init = em.load(b, acc)
+        final = _combine(c, init, total_v)
+        if b in forwardable:
+            forwarded[b] = final
+        else:
+            first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, t, _idx(0)))
+            with ir.InsertionPoint(first.then_block):
+                em.store(final, b, acc)
+                scf.YieldOp([])
+
+
+# ---------------------------------------------------------------- the pass
+
+def _row_eligible(k: Kop) -> bool:
+    if not k.sizes or k.iterators[0] != "parallel":
+        return False
+    return k.is_pointwise() or k.row_reducible()
+
+
+def _plan_block(block: ir.Block) -> list:
+    """Kernels for a function body, in order: ('row', RowKernel) | ('pw', Kop) | ('tpo', Kop)."""
+    kernels: list = []
+    current: list[Kop] = []
+
+    def close() -> None:
+        nonlocal current
+        if current:
+            if any(not m.is_pointwise() for m in current):
+                fw = _forwardable(current)
+                kernels.append(("row", RowKernel(current, _temps(current, fw), fw)))
+            else:
+                kernels.extend(("pw", m) for m in current)
+        current = []
+
+    for op in block.operations:
+        op = op.operation
+        k = parse(op) if op.name == "memref.copy" else None
+        if k is not None or (op.name.startswith("linalg.") and op.name not in CONTRACTIONS):
+            k = k or parse(op)
+            if k is None:
+                raise PassError(f"dg-gpu-kernels: cannot map '{op.name}' to a GPU kernel "
+                                "(needs static shapes, projected-permutation indexing maps "
+                                "and a body without regions)", op.location)
+            if _row_eligible(k):
+                if current and (current[0].sizes[0] != k.sizes[0] or _conflicts(current, k)):
+                    close()
+                current.append(k)
+                continue
+            close()
+            if k.is_pointwise():
+                kernels.append(("pw", k))
+            elif k.full_reducible():
+                kernels.append(("full", k))
+            else:
+                kernels.append(("tpo", k))
+            continue
+        if op.name not in _PURE:
+            close()
+        if op.name not in HOST_OPS:
+            raise PassError(f"dg-gpu-kernels: '{op.name}' cannot run on the CUDA host side "
+                            "(only allocations, views, copies, kernels and library "
+                            "contractions can)", op.location)
+    close()
+    return kernels
+
+
+def _drop_matmul_zero_fills(block: ir.Block) -> None:
+    """fill(0) -> C immediately followed by matmul(.., C): the library call overwrites C."""
+    ops = [o.operation for o in block.operations]
+    for prev, op in zip(ops, ops[1:]):
+        if op.name not in CONTRACTIONS or prev.name != "linalg.fill":
+            continue
+        fill = prev.opview
+        (value,), (buf,) = list(fill.inputs), list(fill.outputs)
+        out = list(op.opview.outputs)[0]
+        if buf != out or isinstance(value.owner, ir.Block):
+            continue
+        c = value.owner.operation
+        if c.name != "arith.constant":
+            continue
+        attr = c.attributes["value"]
+        if isinstance(attr, ir.FloatAttr) and attr.value == 0.0:
+            op.attributes[OVERWRITE_ATTR] = ir.UnitAttr.get()
+            prev.erase()
+
+
+def _functions(module: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
+
+
+@register_pass("dg-gpu-kernels",
+               "linalg on static memrefs -> gpu.launch kernels: pointwise (thread per "
+               "element), row kernels (block per row, gpu.all_reduce), other reductions "
+               "(thread per output); contractions stay host library calls",
+               block_size=POINTWISE_BLOCK, row_block=ROW_BLOCK)
+def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
+                row_block: int = ROW_BLOCK) -> None:
+    for b in (block_size, row_block):
+        if b < 32 or b > 1024 or b & (b - 1):
+            raise PassError(f"dg-gpu-kernels: block sizes must be powers of two in "
+                            f"[32, 1024], got {b}")
+    for fn in _functions(module):
+        body = fn.regions[0].blocks[0]
+        if len(fn.regions[0].blocks) != 1:
+            raise PassError("dg-gpu-kernels: functions must have one block", fn.location)
+        _drop_matmul_zero_fills(body)
+        for kind, k in _plan_block(body):
+            members = k.members if kind == "row" else [k]
+            last = members[-1].op
+            with ir.InsertionPoint(last), last.location:
+                if kind == "row":
+                    emit_row_kernel(k, row_block)
+                elif kind == "pw":
+                    emit_pointwise(k, block_size)
+                elif kind == "full":
+                    emit_full_reduce(k, row_block)
+                else:
+                    emit_thread_per_output(k, block_size)
+            for m in members:
+                m.op.erase()
+            if kind == "row":
+                for tmp in k.temps:
+                    for u in list(tmp.uses):
+                        u.owner.operation.erase()
+                    tmp.owner.operation.erase()

@@ -1,0 +1,401 @@
+"""Launch plans: read the host side of a CUDA-lowered module into runtime steps.
+
+After `dg-lower-to-cuda` the host functions are memref code: allocations,
+views, copies, `gpu.launch_func`, library contractions, deallocations. The
+plan builder walks each public function in order (notes §4(b)) into the
+steps of `fusegrad.runtime.cuda.LaunchPlan`, and collects one kernel module
+per `gpu.binary` (PTX per chip; cubins from `ptxas` when it is found).
+
+`compile_cuda(module)` runs the pipeline and builds the plan;
+`python -m fusegrad.passes.gpu_launch_plan FILE.mlir` prints the plan and
+the PTX (for lit tests), or writes an artifact folder with `-o DIR`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional, Sequence
+
+from mlir import ir
+from mlir.dialects import gpu
+
+from ..dialects.types import TensorSpec
+from ..runtime.cuda import (Image, KernelModule, LaunchPlan, PlanError, PlanFunction,
+                            TensorSig)
+from .gpu_kernels import OVERWRITE_ATTR
+from .gpu_pipeline import (DEFAULT_CHIPS, GPU_BUFFERIZE_PIPELINE, GPU_LINALG_PIPELINE,
+                           GPU_OUTLINE_PIPELINE, nvvm_pipeline)
+from .registry import run_pipeline
+
+log = logging.getLogger("fusegrad.passes.gpu_launch_plan")
+
+_FORMAT_ISA = 2
+_FORMAT_BIN = 3
+_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
+          "memref.reinterpret_cast")
+_DTYPE = {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64", "i1": "i1", "i8": "i8",
+          "i16": "i16", "i32": "i32", "i64": "i64", "index": "i64"}
+
+
+class PtxasError(RuntimeError):
+    """ptxas rejected a kernel module's PTX."""
+
+
+def _dtype(t: ir.Type) -> str:
+    name = str(t)
+    if name not in _DTYPE:
+        raise PlanError(f"element type {name} has no runtime dtype")
+    return _DTYPE[name]
+
+
+def _contiguous_strides(shape: Sequence[int]) -> list[int]:
+    strides, acc = [], 1
+    for s in reversed(list(shape)):
+        strides.append(acc)
+        acc *= s
+    return list(reversed(strides))
+
+
+def _const_int(v: ir.Value, what: str) -> int:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+        raise PlanError(f"{what} is not a constant: the launch plan needs static launch "
+                        "sizes")
+    return ir.IntegerAttr(owner.operation.attributes["value"]).value
+
+
+def _dense_pair(op: ir.Operation, name: str) -> list[int]:
+    attr = ir.DenseIntElementsAttr(op.attributes[name])
+    return [int(x) for x in attr]
+
+
+class _HostWalker:
+    def __init__(self, fn: ir.Operation, n_inputs: int) -> None:
+        self.fn = fn
+        self.n_inputs = n_inputs
+        self.names: dict = {}
+        self.steps: list[dict] = []
+        self.count = 0
+        for i, a in enumerate(fn.regions[0].blocks[0].arguments):
+            self.names[a] = f"arg{i}"
+
+    def name(self, v: ir.Value, op: ir.Operation) -> str:
+        if v not in self.names:
+            raise PlanError(f"{op.name} at {op.location}: operand is not a buffer the plan "
+                            "knows (an argument, an alloc or a view)")
+        return self.names[v]
+
+    def fresh(self, v: ir.Value) -> str:
+        n = f"t{self.count}"
+        self.count += 1
+        self.names[v] = n
+        return n
+
+    def walk(self) -> list[dict]:
+        for op in self.fn.regions[0].blocks[0].operations:
+            op = op.operation
+            try:
+                self.step(op)
+            except PlanError as e:
+                raise PlanError(f"@{ir.StringAttr(self.fn.attributes['sym_name']).value}: "
+                                f"{e}") from None
+        return self.steps
+
+    def step(self, op: ir.Operation) -> None:
+        name = op.name
+        if name in ("arith.constant", "func.return"):
+            return
+        if name == "memref.alloc" or name == "memref.alloca":
+            t = ir.MemRefType(op.results[0].type)
+            if not t.has_static_shape:
+                raise PlanError(f"{name} at {op.location}: dynamic shapes are not supported")
+            self.steps.append({"op": "alloc", "buf": self.fresh(op.results[0]),
+                               "shape": list(t.shape), "dtype": _dtype(t.element_type)})
+        elif name == "memref.dealloc":
+            self.steps.append({"op": "free", "buf": self.name(op.operands[0], op)})
+        elif name in _VIEWS:
+            t = ir.MemRefType(op.results[0].type)
+            strides, offset = t.get_strides_and_offset()
+            dyn = ir.ShapedType.get_dynamic_stride_or_offset()
+            if not t.has_static_shape or offset == dyn or dyn in strides:
+                raise PlanError(f"{name} at {op.location}: dynamic view {t}")
+            base = op.operands[0]
+            # offsets in the type are relative to the root allocation
+            while not isinstance(base.owner, ir.Block) and base.owner.operation.name in _VIEWS:
+                base = base.owner.operation.operands[0]
+            self.steps.append({"op": "view", "buf": self.fresh(op.results[0]),
+                               "base": self.name(base, op), "offset": offset,
+                               "shape": list(t.shape), "strides": list(strides)})
+        elif name == "memref.copy":
+            self.steps.append({"op": "copy", "src": self.name(op.operands[0], op),
+                               "dst": self.name(op.operands[1], op)})
+        elif name == "gpu.launch_func":
+            self.launch(op)
+        elif name in ("linalg.matmul", "linalg.batch_matmul"):
+            a, b = list(op.opview.inputs)
+            (c,) = list(op.opview.outputs)
+            if str(ir.MemRefType(c.type).element_type) not in ("f32", "f64", "f16", "bf16"):
+                raise PlanError(f"{name} at {op.location}: only float matmuls run as library "
+                                "calls")
+            self.steps.append({"op": "matmul", "a": self.name(a, op), "b": self.name(b, op),
+                               "c": self.name(c, op),
+                               "overwrite": OVERWRITE_ATTR in op.attributes})
+        elif name in ("linalg.conv_2d_nchw_fchw", "linalg.conv_2d_ngchw_gfchw"):
+            x, w = list(op.opview.inputs)
+            (y,) = list(op.opview.outputs)
+            self.steps.append({"op": "conv2d", "x": self.name(x, op), "w": self.name(w, op),
+                               "y": self.name(y, op), "stride": _dense_pair(op, "strides"),
+                               "dilation": _dense_pair(op, "dilations"), "groups": 1,
+                               "overwrite": OVERWRITE_ATTR in op.attributes})
+        else:
+            raise PlanError(f"'{name}' at {op.location} cannot run on the CUDA host side "
+                            "(the CUDA pipeline should have made it a kernel)")
+
+    def launch(self, op: ir.Operation) -> None:
+        v = op.opview
+        kernel = ir.SymbolRefAttr(op.attributes["kernel"]).value  # [module, kernel]
+        grid = [_const_int(x, "grid size") for x in (v.gridSizeX, v.gridSizeY, v.gridSizeZ)]
+        block = [_const_int(x, "block size") for x in (v.blockSizeX, v.blockSizeY,
+                                                       v.blockSizeZ)]
+        smem = v.dynamicSharedMemorySize
+        smem = 0 if smem is None else _const_int(smem, "dynamic shared memory size")
+        args = []
+        for a in v.kernelOperands:
+            if isinstance(a.type, ir.MemRefType):
+                mt = ir.MemRefType(a.type)
+                strides, offset = mt.get_strides_and_offset()
+                if offset != 0 or list(strides) != _contiguous_strides(mt.shape):
+                    raise PlanError(f"kernel {kernel[-1]} at {op.location}: a non-contiguous "
+                                    "memref argument cannot use the bare-pointer ABI")
+                args.append({"buf": self.name(a, op)})
+            else:
+                owner = a.owner
+                if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+                    raise PlanError(f"kernel {kernel[-1]} at {op.location}: scalar argument "
+                                    "is not a constant")
+                attr = owner.operation.attributes["value"]
+                t = _dtype(a.type)
+                val = ir.FloatAttr(attr).value if t.startswith("f") else ir.IntegerAttr(attr).value
+                args.append({"scalar": val, "type": t})
+        self.steps.append({"op": "launch", "module": kernel[0], "kernel": kernel[-1],
+                           "grid": grid, "block": block, "smem": smem, "args": args})
+
+
+def _chip_of(target: ir.Attribute) -> str:
+    m = re.search(r'chip\s*=\s*"([^"]+)"', str(target))
+    if not m:
+        raise PlanError(f"cannot read the chip of target {target}")
+    return m.group(1)
+
+
+def kernel_modules(module: ir.Module) -> dict[str, KernelModule]:
+    """One KernelModule per gpu.binary (PTX per chip), kernels read off the PTX entries."""
+    out = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "gpu.binary":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        km = KernelModule(name, [])
+        for attr in ir.ArrayAttr(op.attributes["objects"]):
+            obj = gpu.ObjectAttr(attr)
+            chip = _chip_of(obj.target)
+            img = km.images.setdefault(chip, Image(chip))
+            if obj.format == _FORMAT_ISA:
+                img.ptx = bytes(obj.object)
+                for entry in re.findall(rb"\.entry\s+([A-Za-z_$][\w$]*)", img.ptx):
+                    if entry.decode() not in km.kernels:
+                        km.kernels.append(entry.decode())
+            elif obj.format == _FORMAT_BIN:
+                img.cubin = bytes(obj.object)
+            else:
+                raise PlanError(f"gpu.binary @{name}: object format {obj.format} is not PTX "
+                                "or cubin")
+        out[name] = km
+    return out
+
+
+def build_plan(module: ir.Module,
+               entries: dict[str, tuple[list[TensorSpec], list[TensorSpec]]]) -> LaunchPlan:
+    """The launch plan of a module lowered by the CUDA pipeline.
+
+    `entries`: public function -> (input specs, output specs), read before
+    lowering (outputs became trailing out-param arguments).
+    """
+    functions = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or not op.regions[0].blocks:
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        if name not in entries:
+            continue
+        ins, outs = entries[name]
+        nargs = len(op.regions[0].blocks[0].arguments)
+        if nargs != len(ins) + len(outs):
+            raise PlanError(f"@{name}: {nargs} arguments after lowering, expected "
+                            f"{len(ins)} inputs + {len(outs)} out-params")
+        steps = _HostWalker(op, len(ins)).walk()
+        functions[name] = PlanFunction(name, [TensorSig(list(s.shape), s.dtype) for s in ins],
+                                       [TensorSig(list(s.shape), s.dtype) for s in outs], steps)
+    plan = LaunchPlan(functions, kernel_modules(module))
+    plan.validate()
+    return plan
+
+
+def entry_signatures(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
+    """Public defined functions -> (input specs, output specs), on tensors (before lowering)."""
+    entries = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or not op.regions[0].blocks:
+            continue
+        vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
+        if vis is not None and ir.StringAttr(vis).value != "public":
+            continue
+        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        try:
+            entries[name] = ([TensorSpec.from_mlir(t) for t in ftype.inputs],
+                             [TensorSpec.from_mlir(t) for t in ftype.results])
+        except TypeError as e:
+            raise PlanError(f"@{name} at {op.location}: {e}; entry functions must take and "
+                            "return statically shaped tensors") from None
+    return entries
+
+
+# ---------------------------------------------------------------- ptxas
+
+def find_ptxas() -> Optional[str]:
+    """ptxas from PATH, CUDA_HOME, /usr/local/cuda, or the nvidia-cuda-nvcc wheel."""
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.path.exists(os.path.join(root, "bin", "ptxas")):
+            return os.path.join(root, "bin", "ptxas")
+    try:
+        import nvidia.cuda_nvcc  # type: ignore[import-not-found]
+        for base in nvidia.cuda_nvcc.__path__:
+            p = os.path.join(base, "bin", "ptxas")
+            if os.path.exists(p):
+                return p
+    except ImportError:
+        pass
+    return None
+
+
+def ptxas(ptx: bytes, chip: str, what: str, ptxas_path: Optional[str] = None,
+          timeout: float = 120.0) -> tuple[bytes, str]:
+    """Assemble PTX into a cubin for `chip`; returns (cubin, ptxas -v report)."""
+    exe = ptxas_path or find_ptxas()
+    if exe is None:
+        raise PtxasError("ptxas not found (PATH, CUDA_HOME, /usr/local/cuda, or "
+                         "pip install nvidia-cuda-nvcc-cu12)")
+    with tempfile.TemporaryDirectory(prefix="fusegrad-ptxas-") as d:
+        src, dst = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "wb") as f:
+            f.write(ptx.rstrip(b"\0"))
+        try:
+            r = subprocess.run([exe, f"-arch={chip}", "-O3", "-v", src, "-o", dst],
+                               capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise PtxasError(f"ptxas for {what} ({chip}) did not run: {e}") from None
+        if r.returncode != 0:
+            raise PtxasError(f"ptxas rejected {what} for {chip}:\n{r.stderr.strip()}")
+        with open(dst, "rb") as f:
+            return f.read(), r.stderr
+
+
+def assemble(plan: LaunchPlan, ptxas_path: Optional[str] = None) -> dict[str, str]:
+    """Add a cubin beside every PTX image of `plan`; returns module.chip -> ptxas report."""
+    reports = {}
+    for m in plan.modules.values():
+        for chip, img in m.images.items():
+            if img.ptx is not None and img.cubin is None:
+                img.cubin, reports[f"{m.name}.{chip}"] = ptxas(
+                    img.ptx, chip, f"kernel module {m.name!r} (kernels {m.kernels})", ptxas_path)
+    return reports
+
+
+# ---------------------------------------------------------------- compile
+
+def cuda_pipeline(chips: Sequence[str] = DEFAULT_CHIPS, block_size: int = 256,
+                  row_block: int = 256) -> str:
+    """The `dg-lower-to-cuda` pipeline for other chips or block sizes."""
+    return ",".join([GPU_LINALG_PIPELINE, GPU_BUFFERIZE_PIPELINE,
+                     f"dg-gpu-kernels{{block-size={block_size} row-block={row_block}}}",
+                     GPU_OUTLINE_PIPELINE, nvvm_pipeline(chips)])
+
+
+def compile_cuda(module: ir.Module, chips: Sequence[str] = DEFAULT_CHIPS,
+                 cubin: Optional[bool] = None, block_size: int = 256,
+                 row_block: int = 256) -> LaunchPlan:
+    """Lower `module` (dg on tensors, fused or not) in place and return its launch plan.
+
+    `cubin`: assemble cubins with ptxas (True: required; None: when ptxas is
+    found, else PTX only, which the driver JIT-compiles; False: PTX only).
+    """
+    t0 = time.perf_counter()
+    with module.context:
+        entries = entry_signatures(module)
+        run_pipeline(module, cuda_pipeline(chips, block_size, row_block))
+        plan = build_plan(module, entries)
+    t1 = time.perf_counter()
+    if cubin or (cubin is None and find_ptxas() is not None):
+        assemble(plan)
+    log.info("compile_cuda: %d functions, %d kernel modules, MLIR %.1f ms, ptxas %.1f ms",
+             len(plan.functions), len(plan.modules), (t1 - t0) * 1e3,
+             (time.perf_counter() - t1) * 1e3)
+    return plan
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Print the launch plan and PTX of a dg file lowered for CUDA (or save an artifact)."""
+    from ..context import make_context
+
+    p = argparse.ArgumentParser(prog="python -m fusegrad.passes.gpu_launch_plan",
+                                description=main.__doc__)
+    p.add_argument("file")
+    p.add_argument("-p", "--pre", default="", help="dg passes to run first (e.g. dg-fuse)")
+    p.add_argument("--chips", default=",".join(DEFAULT_CHIPS))
+    p.add_argument("--ptx", default=None, help="print the PTX for this chip")
+    p.add_argument("--cubin", action="store_true", help="assemble cubins with ptxas")
+    p.add_argument("--row-block", type=int, default=256)
+    p.add_argument("--block-size", type=int, default=256)
+    p.add_argument("-o", "--output", default=None, help="write the artifact folder here")
+    args = p.parse_args(argv)
+    with make_context() as ctx:
+        try:
+            with open(args.file) as f:
+                module = ir.Module.parse(f.read())
+            if args.pre:
+                run_pipeline(module, args.pre)
+            plan = compile_cuda(module, args.chips.split(","), cubin=args.cubin,
+                                block_size=args.block_size, row_block=args.row_block)
+        except (PlanError, PtxasError, ir.MLIRError, OSError, ValueError) as e:
+            print(f"{args.file}: error: {e}", file=sys.stderr)
+            return 1
+        del ctx
+    if args.output:
+        plan.save(args.output)
+    print(json.dumps(plan.to_json()["functions"], indent=1))
+    if args.ptx:
+        for m in plan.modules.values():
+            img = m.images.get(args.ptx)
+            if img is not None and img.ptx is not None:
+                print(f"// ---- module {m.name} ({args.ptx})")
+                print(img.ptx.decode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

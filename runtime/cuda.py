@@ -1,0 +1,512 @@
+"""The CUDA runtime: run a compiled launch plan with PyTorch tensors.
+
+Importable without MLIR (only the standard library and torch; the driver
+binding `cuda-bindings` is imported when a real driver is first needed), so a
+plan written on a machine without a GPU runs where only torch and
+cuda-bindings are installed.
+
+A **launch plan** (`LaunchPlan`) is what `fusegrad.passes.gpu_launch_plan`
+reads off the host function after the CUDA pipeline: per public function, its
+input/output signatures and a list of steps over named buffers (`arg<i>`:
+the function's arguments, inputs then outputs; `t<i>`: temporaries), plus one
+kernel module per `gpu.binary` with PTX (and, where `ptxas` was available,
+cubin) images per chip. Steps, as JSON objects:
+
+| op | fields | runs as |
+| --- | --- | --- |
+| `alloc` | buf, shape, dtype | `torch.empty` on the device (caching allocator) |
+| `free` | buf | drop the reference (stream-ordered reuse) |
+| `view` | buf, base, offset, shape, strides (elements) | `base.as_strided(...)` |
+| `copy` | src, dst | `dst.copy_(src)` |
+| `launch` | module, kernel, grid, block, smem, args (`{"buf": name}` or `{"scalar": v, "type": "i64"}`) | `cuLaunchKernel` on the current stream |
+| `matmul` | a, b, c, overwrite | `torch.mm`/`torch.bmm` into c (cuBLAS), or `addmm_`/`baddbmm_` |
+| `conv2d` | x, w, y, stride, dilation, groups, overwrite | `torch.nn.functional.conv2d` (cuDNN) into y |
+
+`LaunchPlan.save(dir)` writes `plan.json` and the images beside it;
+`LaunchPlan.load(dir)` reads them back. `CudaProgram(plan)` runs it: kernels
+are launched on PyTorch's current stream with pointers of torch-allocated
+tensors (bare-pointer ABI: one `u64` per buffer), every driver call is
+checked, and errors name the kernel, the module and the step.
+
+The driver sits behind `Driver` (load a module, get a function, launch), so
+tests substitute a fake one; `CudaBindingsDriver` is the real one.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol, Sequence
+
+log = logging.getLogger("fusegrad.runtime.cuda")
+
+PLAN_FORMAT = "fusegrad-cuda-plan"
+PLAN_VERSION = 1
+STEP_FIELDS = {
+    "alloc": ("buf", "shape", "dtype"),
+    "free": ("buf",),
+    "view": ("buf", "base", "offset", "shape", "strides"),
+    "copy": ("src", "dst"),
+    "launch": ("module", "kernel", "grid", "block", "smem", "args"),
+    "matmul": ("a", "b", "c", "overwrite"),
+    "conv2d": ("x", "w", "y", "stride", "dilation", "groups", "overwrite"),
+}
+DTYPES = ("f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64")
+_SCALAR_CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "i16": ctypes.c_int16,
+                  "i8": ctypes.c_int8, "f32": ctypes.c_float, "f64": ctypes.c_double}
+
+
+class PlanError(ValueError):
+    """A launch plan is malformed, or does not fit the call or the device."""
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed; the message names the call, the kernel and the step."""
+
+
+class DriverError(RuntimeError):
+    """Raised by a `Driver`: `call` failed with the driver's error `code` (a name)."""
+
+    def __init__(self, call: str, code: str) -> None:
+        super().__init__(f"{call} failed: {code}")
+        self.call = call
+        self.code = code
+
+
+# ---------------------------------------------------------------- the plan
+
+@dataclass
+class Image:
+    """One chip's code for a kernel module: PTX text (JIT by the driver) and/or a cubin."""
+
+    chip: str
+    ptx: Optional[bytes] = None
+    cubin: Optional[bytes] = None
+
+
+@dataclass
+class KernelModule:
+    name: str
+    kernels: list[str]
+    images: dict[str, Image] = field(default_factory=dict)  # chip -> image
+
+
+@dataclass
+class TensorSig:
+    shape: list[int]
+    dtype: str
+
+    def to_json(self) -> dict:
+        return {"shape": list(self.shape), "dtype": self.dtype}
+
+
+@dataclass
+class PlanFunction:
+    name: str
+    inputs: list[TensorSig]
+    outputs: list[TensorSig]
+    steps: list[dict]
+
+
+@dataclass
+class LaunchPlan:
+    functions: dict[str, PlanFunction]
+    modules: dict[str, KernelModule]
+
+    # ---- serialisation
+    def to_json(self) -> dict:
+        """The plan as JSON data; images are referenced by file name (see `save`)."""
+        return {
+            "format": PLAN_FORMAT, "version": PLAN_VERSION,
+            "functions": {f.name: {"inputs": [s.to_json() for s in f.inputs],
+                                   "outputs": [s.to_json() for s in f.outputs],
+                                   "steps": f.steps}
+                          for f in self.functions.values()},
+            "modules": {m.name: {"kernels": m.kernels,
+                                 "images": {c: {k: _image_file(m.name, c, k)
+                                                for k in ("ptx", "cubin")
+                                                if getattr(img, k) is not None}
+                                            for c, img in m.images.items()}}
+                        for m in self.modules.values()},
+        }
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write `plan.json` and one file per image into directory `path`."""
+        os.makedirs(path, exist_ok=True)
+        for m in self.modules.values():
+            for chip, img in m.images.items():
+                for kind in ("ptx", "cubin"):
+                    data = getattr(img, kind)
+                    if data is not None:
+                        with open(os.path.join(path, _image_file(m.name, chip, kind)), "wb") as f:
+                            f.write(data)
+        with open(os.path.join(path, "plan.json"), "w") as f:
+            json.dump(self.to_json(), f, indent=1)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "LaunchPlan":
+        """Read a plan written by `save`; raises PlanError naming what is wrong."""
+        try:
+            with open(os.path.join(path, "plan.json")) as f:
+                data = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise PlanError(f"cannot read launch plan {path}/plan.json: {e}") from None
+
+        def read(name: str) -> bytes:
+            try:
+                with open(os.path.join(path, name), "rb") as f:
+                    return f.read()
+            except OSError as e:
+                raise PlanError(f"launch plan {path}: missing image {name}: {e}") from None
+
+        return cls.from_json(data, read)
+
+    @classmethod
+    def from_json(cls, data: dict, read: Callable[[str], bytes]) -> "LaunchPlan":
+        if data.get("format") != PLAN_FORMAT or data.get("version") != PLAN_VERSION:
+            raise PlanError(f"not a {PLAN_FORMAT} version {PLAN_VERSION} plan: "
+                            f"format={data.get('format')!r} version={data.get('version')!r}")
+        modules = {}
+        for name, m in data["modules"].items():
+            images = {chip: Image(chip, **{k: read(fn) for k, fn in files.items()})
+                      for chip, files in m["images"].items()}
+            modules[name] = KernelModule(name, list(m["kernels"]), images)
+        functions = {}
+        for name, f in data["functions"].items():
+            functions[name] = PlanFunction(
+                name, [TensorSig(list(s["shape"]), s["dtype"]) for s in f["inputs"]],
+                [TensorSig(list(s["shape"]), s["dtype"]) for s in f["outputs"]],
+                list(f["steps"]))
+        plan = cls(functions, modules)
+        plan.validate()
+        return plan
+
+    def validate(self) -> None:
+        """Every step well-formed, every buffer defined before use, every kernel known."""
+        for f in self.functions.values():
+            live = {f"arg{i}" for i in range(len(f.inputs) + len(f.outputs))}
+            for n, s in enumerate(f.steps):
+                where = f"@{f.name} step {n} ({s.get('op')})"
+                op = s.get("op")
+                if op not in STEP_FIELDS:
+                    raise PlanError(f"{where}: unknown step op")
+                missing = [k for k in STEP_FIELDS[op] if k not in s]
+                if missing:
+                    raise PlanError(f"{where}: missing fields {missing}")
+                used = {"free": [s.get("buf")], "view": [s.get("base")],
+                        "copy": [s.get("src"), s.get("dst")],
+                        "matmul": [s.get("a"), s.get("b"), s.get("c")],
+                        "conv2d": [s.get("x"), s.get("w"), s.get("y")],
+                        "launch": [a["buf"] for a in s.get("args", []) if "buf" in a]}.get(op, [])
+                for b in used:
+                    if b not in live:
+                        raise PlanError(f"{where}: buffer {b!r} used before it is defined")
+                if op == "free":
+                    live.discard(s["buf"])
+                if op in ("alloc", "view"):
+                    if op == "alloc" and s["dtype"] not in DTYPES:
+                        raise PlanError(f"{where}: unknown dtype {s['dtype']!r}")
+                    live.add(s["buf"])
+                if op == "launch":
+                    m = self.modules.get(s["module"])
+                    if m is None or s["kernel"] not in m.kernels:
+                        raise PlanError(f"{where}: no kernel {s['kernel']!r} in module "
+                                        f"{s['module']!r}")
+                    for a in s["args"]:
+                        if "buf" not in a and a.get("type") not in _SCALAR_CTYPES:
+                            raise PlanError(f"{where}: bad kernel argument {a}")
+
+
+def _image_file(module: str, chip: str, kind: str) -> str:
+    return f"{module}.{chip}.{kind}"
+
+
+# ---------------------------------------------------------------- the driver
+
+class Driver(Protocol):
+    """The few driver entry points the runtime needs (fakes implement this in tests)."""
+
+    def load_module(self, image: bytes, kind: str) -> Any:
+        """Load a `ptx` (NUL-terminated text) or `cubin` image; returns a module handle."""
+
+    def get_function(self, module: Any, name: str) -> Any: ...
+
+    def launch(self, function: Any, grid: Sequence[int], block: Sequence[int], smem: int,
+               stream: int, params: Sequence[tuple[str, Any]]) -> None:
+        """Launch; `params` are `("ptr", address)` or `(scalar type, value)` pairs."""
+
+    def unload_module(self, module: Any) -> None: ...
+
+
+def driver_available() -> tuple[bool, str]:
+    """(True, "") when libcuda loads, cuda-bindings imports and a device answers.
+
+    Checks `ctypes.CDLL("libcuda.so.1")` first: without a driver, `cuInit`
+    from cuda-bindings raises instead of returning an error code.
+    """
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return False, f"no CUDA driver (libcuda.so.1: {e})"
+    try:
+        from cuda.bindings import driver  # noqa: F401
+    except ImportError as e:
+        return False, f"cuda-bindings is not installed ({e}): pip install 'fusegrad[cuda]'"
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return False, "torch sees no CUDA device"
+    except Exception as e:  # a torch without CUDA, a broken driver: not usable
+        return False, f"torch cannot use CUDA: {type(e).__name__}: {e}"
+    return True, ""
+
+
+class CudaBindingsDriver:
+    """The CUDA driver API through `cuda-bindings` (`cuda.bindings.driver`)."""
+
+    def __init__(self, device_index: int = 0) -> None:
+        try:
+            from cuda.bindings import driver
+        except ImportError as e:
+            raise CudaError(f"cuda-bindings is not installed ({e}): "
+                            "pip install 'fusegrad[cuda]'") from None
+        self._d = driver
+        try:
+            self._call("cuInit", driver.cuInit(0))
+        except DriverError:
+            raise
+        except Exception as e:  # cuda-bindings raises when libcuda is missing
+            raise DriverError("cuInit", f"{type(e).__name__}: {e}") from None
+        self._ensure_context(device_index)
+
+    def _call(self, name: str, result: Any) -> Any:
+        if isinstance(result, tuple):
+            err, rest = result[0], result[1:]
+        else:
+            err, rest = result, ()
+        if err != self._d.CUresult.CUDA_SUCCESS:
+            try:
+                code = self._d.cuGetErrorName(err)[1].decode()
+            except Exception:  # an unknown code: show the number
+                code = str(err)
+            raise DriverError(name, code)
+        if not rest:
+            return None
+        return rest[0] if len(rest) == 1 else rest
+
+    def _ensure_context(self, device_index: int) -> None:
+        """Make the device's primary context (the one PyTorch uses) current here."""
+        d = self._d
+        ctx = self._call("cuCtxGetCurrent", d.cuCtxGetCurrent())
+        if ctx is not None and int(ctx) != 0:
+            return
+        dev = self._call("cuDeviceGet", d.cuDeviceGet(device_index))
+        ctx = self._call("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(dev))
+        self._call("cuCtxSetCurrent", d.cuCtxSetCurrent(ctx))
+
+    def load_module(self, image: bytes, kind: str) -> Any:
+        if kind == "ptx" and not image.endswith(b"\0"):
+            image = image + b"\0"
+        return self._call("cuModuleLoadData", self._d.cuModuleLoadData(image))
+
+    def get_function(self, module: Any, name: str) -> Any:
+        return self._call("cuModuleGetFunction",
+                          self._d.cuModuleGetFunction(module, name.encode()))
+
+    def launch(self, function: Any, grid: Sequence[int], block: Sequence[int], smem: int,
+               stream: int, params: Sequence[tuple[str, Any]]) -> None:
+        storage = [ctypes.c_void_p(v) if t == "ptr" else _SCALAR_CTYPES[t](v)
+                   for t, v in params]
+        array = (ctypes.c_void_p * max(1, len(storage)))(
+            *[ctypes.addressof(s) for s in storage])
+        self._call("cuLaunchKernel", self._d.cuLaunchKernel(
+            function, *grid, *block, smem, self._d.CUstream(stream),
+            ctypes.addressof(array) if storage else 0, 0))
+
+    def unload_module(self, module: Any) -> None:
+        self._call("cuModuleUnload", self._d.cuModuleUnload(module))
+
+
+# ---------------------------------------------------------------- running
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+            "f64": torch.float64, "i1": torch.bool, "i8": torch.int8, "i16": torch.int16,
+            "i32": torch.int32, "i64": torch.int64}[name]
+
+
+def device_chip(device: Any) -> str:
+    """`sm_XY` of a CUDA device, from PyTorch."""
+    import torch
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+class CudaProgram:
+    """Runs the functions of a `LaunchPlan` on one CUDA device.
+
+    `driver`, `device`, `stream` and `chip` default to the real driver, the
+    current CUDA device, PyTorch's current stream and the device's compute
+    capability; tests pass a fake driver, `device="cpu"`, `stream=lambda: 0`.
+    """
+
+    def __init__(self, plan: LaunchPlan, driver: Optional[Driver] = None,
+                 device: Any = None, stream: Optional[Callable[[], int]] = None,
+                 chip: Optional[str] = None) -> None:
+        import torch
+        plan.validate()
+        self.plan = plan
+        self.device = torch.device(device if device is not None else
+                                   f"cuda:{torch.cuda.current_device()}")
+        if driver is None:
+            torch.cuda.init()
+            driver = CudaBindingsDriver(self.device.index or 0)
+        self.driver = driver
+        self._stream = stream or (lambda: torch.cuda.current_stream(self.device).cuda_stream)
+        self.chip = chip or device_chip(self.device)
+        self._modules: dict[str, Any] = {}
+        self._functions: dict[tuple[str, str], Any] = {}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, **kwargs: Any) -> "CudaProgram":
+        return cls(LaunchPlan.load(path), **kwargs)
+
+    # ---- modules
+    def _pick_image(self, m: KernelModule) -> tuple[bytes, str, str]:
+        """The cubin for this chip, else the PTX of the newest chip not above it."""
+        img = m.images.get(self.chip)
+        if img is not None and img.cubin is not None:
+            return img.cubin, "cubin", self.chip
+        mine = _chip_number(self.chip)
+        ptx = sorted((c for c, i in m.images.items()
+                      if i.ptx is not None and _chip_number(c) <= mine), key=_chip_number)
+        if ptx:
+            return m.images[ptx[-1]].ptx, "ptx", ptx[-1]
+        raise PlanError(f"kernel module {m.name!r} has no image for {self.chip} "
+                        f"(has {sorted(m.images)}): compile with chips including {self.chip}")
+
+    def _function(self, module: str, kernel: str, where: str) -> Any:
+        key = (module, kernel)
+        if key in self._functions:
+            return self._functions[key]
+        if module not in self._modules:
+            image, kind, chip = self._pick_image(self.plan.modules[module])
+            try:
+                self._modules[module] = self.driver.load_module(image, kind)
+            except DriverError as e:
+                raise CudaError(f"{e.call} failed for kernel module {module!r} ({kind} for "
+                                f"{chip}) needed by kernel {kernel!r} at {where}: {e.code}"
+                                ) from None
+            log.debug("loaded module %s (%s for %s)", module, kind, chip)
+        try:
+            fn = self.driver.get_function(self._modules[module], kernel)
+        except DriverError as e:
+            raise CudaError(f"{e.call} failed for kernel {kernel!r} in module {module!r} "
+                            f"at {where}: {e.code}") from None
+        self._functions[key] = fn
+        return fn
+
+    def close(self) -> None:
+        """Unload the kernel modules."""
+        for name, mod in list(self._modules.items()):
+            try:
+                self.driver.unload_module(mod)
+            except DriverError as e:
+                log.warning("unloading kernel module %s: %s", name, e)
+        self._modules.clear()
+        self._functions.clear()
+
+    # ---- calls
+    def function(self, name: str) -> Callable[..., list]:
+        """A callable running function `name` on torch tensors, returning its outputs."""
+        if name not in self.plan.functions:
+            raise PlanError(f"no function @{name} in the plan (has "
+                            f"{sorted(self.plan.functions)})")
+        return lambda *inputs: self.run(name, *inputs)
+
+    def run(self, name: str, *inputs: Any) -> list:
+        import torch
+        f = self.plan.functions[name]
+        if len(inputs) != len(f.inputs):
+            raise PlanError(f"@{name} takes {len(f.inputs)} inputs, got {len(inputs)}")
+        env: dict[str, Any] = {}
+        for i, (x, sig) in enumerate(zip(inputs, f.inputs)):
+            want = _torch_dtype(sig.dtype)
+            if not isinstance(x, torch.Tensor):
+                raise PlanError(f"@{name} input {i}: expected a tensor, got {type(x).__name__}")
+            if list(x.shape) != list(sig.shape) or x.dtype != want or x.device != self.device:
+                raise PlanError(f"@{name} input {i}: expected {tuple(sig.shape)} {want} on "
+                                f"{self.device}, got {tuple(x.shape)} {x.dtype} on {x.device}")
+            env[f"arg{i}"] = x if x.is_contiguous() else x.contiguous()
+        outputs = []
+        for j, sig in enumerate(f.outputs):
+            out = torch.empty(sig.shape, dtype=_torch_dtype(sig.dtype), device=self.device)
+            env[f"arg{len(f.inputs) + j}"] = out
+            outputs.append(out)
+        stream = self._stream()
+        for n, s in enumerate(f.steps):
+            self._step(f, n, s, env, stream)
+        return outputs
+
+    def _step(self, f: PlanFunction, n: int, s: dict, env: dict, stream: int) -> None:
+        import torch
+        op = s["op"]
+        if op == "launch":
+            where = f"@{f.name} step {n}"
+            fn = self._function(s["module"], s["kernel"], where)
+            params = [("ptr", env[a["buf"]].data_ptr()) if "buf" in a
+                      else (a["type"], a["scalar"]) for a in s["args"]]
+            try:
+                self.driver.launch(fn, s["grid"], s["block"], s["smem"], stream, params)
+            except DriverError as e:
+                raise CudaError(f"{e.call} failed for kernel {s['kernel']!r} (module "
+                                f"{s['module']!r}, grid {s['grid']}, block {s['block']}) at "
+                                f"{where}: {e.code}") from None
+        elif op == "alloc":
+            env[s["buf"]] = torch.empty(s["shape"], dtype=_torch_dtype(s["dtype"]),
+                                        device=self.device)
+        elif op == "free":
+            del env[s["buf"]]
+        elif op == "view":
+            base = env[s["base"]]
+            env[s["buf"]] = base.as_strided(s["shape"], s["strides"],
+                                            base.storage_offset() + s["offset"])
+        elif op == "copy":
+            env[s["dst"]].copy_(env[s["src"]])
+        elif op == "matmul":
+            a, b, c = env[s["a"]], env[s["b"]], env[s["c"]]
+            if c.dim() == 2:
+                torch.mm(a, b, out=c) if s["overwrite"] else c.addmm_(a, b)
+            else:
+                torch.bmm(a, b, out=c) if s["overwrite"] else c.baddbmm_(a, b)
+        elif op == "conv2d":
+            _conv2d(env[s["x"]], env[s["w"]], env[s["y"]], s)
+        else:  # validate() rejects these
+            raise PlanError(f"@{f.name} step {n}: unknown op {op!r}")
+
+
+def _conv2d(x: Any, w: Any, y: Any, s: dict) -> None:
+    import torch.nn.functional as F
+    g = s["groups"]
+    if x.dim() == 5:  # ngchw / gfchw: grouped convolution
+        n, gg, c, h, wd = x.shape
+        xx = x.reshape(n, gg * c, h, wd)
+        ww = w.reshape(w.shape[0] * w.shape[1], *w.shape[2:])
+        r = F.conv2d(xx, ww, stride=s["stride"], dilation=s["dilation"], groups=gg)
+        r = r.reshape(y.shape)
+    else:
+        r = F.conv2d(x, w, stride=s["stride"], dilation=s["dilation"], groups=g)
+    if s["overwrite"]:
+        y.copy_(r)
+    else:
+        y.add_(r)
+
+
+def _chip_number(chip: str) -> int:
+    try:
+        return int(chip[3:].rstrip("a"))
+    except ValueError:
+        return -1

@@ -1,0 +1,173 @@
+"""The CUDA runtime without a GPU: plans, serialisation, launches against a fake driver.
+
+Also checks that `runtime/cuda.py` imports without MLIR (it must run where
+only torch and cuda-bindings are installed).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fusegrad.runtime.cuda import (CudaError, CudaProgram, DriverError, Image, KernelModule,
+                                   LaunchPlan, PlanError, PlanFunction, TensorSig)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class FakeDriver:
+    """Records loads and launches; can fail a chosen call."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        self.fail = fail
+        self.loaded: list[tuple[bytes, str]] = []
+        self.launches: list[dict] = []
+        self.unloaded: list = []
+
+    def load_module(self, image: bytes, kind: str):
+        if self.fail == "load":
+            raise DriverError("cuModuleLoadData", "CUDA_ERROR_INVALID_PTX")
+        self.loaded.append((image, kind))
+        return ("mod", len(self.loaded))
+
+    def get_function(self, module, name: str):
+        if self.fail == "get":
+            raise DriverError("cuModuleGetFunction", "CUDA_ERROR_NOT_FOUND")
+        return (module, name)
+
+    def launch(self, function, grid, block, smem, stream, params) -> None:
+        if self.fail == "launch":
+            raise DriverError("cuLaunchKernel", "CUDA_ERROR_INVALID_VALUE")
+        self.launches.append({"function": function, "grid": list(grid), "block": list(block),
+                              "smem": smem, "stream": stream, "params": list(params)})
+
+    def unload_module(self, module) -> None:
+        self.unloaded.append(module)
+
+
+def _plan(steps: list[dict] | None = None) -> LaunchPlan:
+    steps = steps if steps is not None else [
+        {"op": "alloc", "buf": "t0", "shape": [4, 8], "dtype": "f32"},
+        {"op": "alloc", "buf": "t2", "shape": [4, 2], "dtype": "f32"},
+        {"op": "launch", "module": "m0", "kernel": "k", "grid": [4, 1, 1],
+         "block": [32, 1, 1], "smem": 0,
+         "args": [{"buf": "arg0"}, {"buf": "t0"}, {"scalar": 7, "type": "i64"}]},
+        {"op": "view", "buf": "t1", "base": "t0", "offset": 8, "shape": [3, 8],
+         "strides": [8, 1]},
+        {"op": "copy", "src": "arg0", "dst": "arg2"},
+        {"op": "matmul", "a": "arg0", "b": "arg1", "c": "t2", "overwrite": True},
+        {"op": "free", "buf": "t0"},
+    ]
+    mods = {"m0": KernelModule("m0", ["k"], {
+        "sm_80": Image("sm_80", ptx=b".version 7.0\n.target sm_80\n.entry k()\n{ ret; }\n"),
+        "sm_90": Image("sm_90", ptx=b"ptx90", cubin=b"\x7fELFcubin90")})}
+    f = PlanFunction("f", [TensorSig([4, 8], "f32"), TensorSig([8, 2], "f32")],
+                     [TensorSig([4, 8], "f32")], steps)
+    return LaunchPlan({"f": f}, mods)
+
+
+def _program(plan: LaunchPlan, chip: str = "sm_90", fail: str | None = None):
+    drv = FakeDriver(fail)
+    return CudaProgram(plan, driver=drv, device="cpu", stream=lambda: 1234, chip=chip), drv
+
+
+def test_runtime_imports_without_mlir():
+    # a fresh interpreter where importing mlir fails: runtime.cuda must still load
+    code = ("import sys, builtins\n"
+            "real = builtins.__import__\n"
+            "def guard(name, *a, **k):\n"
+            "    if name == 'mlir' or name.startswith('mlir.'):\n"
+            "        raise ImportError('no MLIR here')\n"
+            "    return real(name, *a, **k)\n"
+            "builtins.__import__ = guard\n"
+            "import runtime.cuda as rc\n"
+            "print(rc.PLAN_FORMAT)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": REPO}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "fusegrad-cuda-plan" in r.stdout
+
+
+def test_launch_steps_against_fake_driver():
+    plan = _plan()
+    prog, drv = _program(plan)
+    x, w = torch.randn(4, 8), torch.randn(8, 2)
+    (y,) = prog.run("f", x, w)
+    # the cubin of the device's chip is preferred over PTX
+    assert drv.loaded == [(b"\x7fELFcubin90", "cubin")]
+    (launch,) = drv.launches
+    assert launch["grid"] == [4, 1, 1] and launch["block"] == [32, 1, 1]
+    assert launch["stream"] == 1234 and launch["function"][1] == "k"
+    kinds = [p[0] for p in launch["params"]]
+    assert kinds == ["ptr", "ptr", "i64"]
+    assert launch["params"][0][1] == x.data_ptr() and launch["params"][2][1] == 7
+    torch.testing.assert_close(y, x)  # the copy step
+    # modules are loaded once across calls
+    prog.run("f", x, w)
+    assert len(drv.loaded) == 1 and len(drv.launches) == 2
+    prog.close()
+    assert drv.unloaded == [("mod", 1)]
+
+
+def test_ptx_fallback_for_newer_chip_and_missing_chip():
+    prog, drv = _program(_plan(), chip="sm_100")
+    prog._function("m0", "k", "test")
+    # no sm_100 cubin: the PTX of the newest chip not above it, JIT-compiled by the driver
+    assert drv.loaded == [(b"ptx90", "ptx")]
+    prog, _ = _program(_plan(), chip="sm_75")
+    with pytest.raises(PlanError, match="no image for sm_75"):
+        prog._function("m0", "k", "test")
+
+
+@pytest.mark.parametrize("fail,call", [("load", "cuModuleLoadData"),
+                                       ("get", "cuModuleGetFunction"),
+                                       ("launch", "cuLaunchKernel")])
+def test_driver_errors_name_the_kernel(fail, call):
+    plan = _plan()
+    plan.functions["f"].steps = plan.functions["f"].steps[:3]
+    prog, _ = _program(plan, fail=fail)
+    with pytest.raises(CudaError, match=rf"{call} failed for kernel.*'k'.*@f step 2"):
+        prog.run("f", torch.randn(4, 8), torch.randn(8, 2))
+
+
+def test_inputs_are_checked():
+    prog, _ = _program(_plan())
+    with pytest.raises(PlanError, match=r"@f input 0: expected \(4, 8\) torch.float32"):
+        prog.run("f", torch.randn(4, 7), torch.randn(8, 2))
+    with pytest.raises(PlanError, match="takes 2 inputs"):
+        prog.run("f", torch.randn(4, 8))
+    with pytest.raises(PlanError, match="no function @g"):
+        prog.function("g")
+
+
+def test_plan_validation():
+    bad = _plan([{"op": "free", "buf": "t9"}])
+    with pytest.raises(PlanError, match="'t9' used before it is defined"):
+        bad.validate()
+    with pytest.raises(PlanError, match="'t0' used before it is defined"):
+        _plan([{"op": "alloc", "buf": "t0", "shape": [1], "dtype": "f32"},
+               {"op": "free", "buf": "t0"}, {"op": "free", "buf": "t0"}]).validate()
+    with pytest.raises(PlanError, match="unknown step op"):
+        _plan([{"op": "jump"}]).validate()
+    with pytest.raises(PlanError, match="no kernel 'nope'"):
+        _plan([{"op": "launch", "module": "m0", "kernel": "nope", "grid": [1, 1, 1],
+                "block": [1, 1, 1], "smem": 0, "args": []}]).validate()
+
+
+def test_save_and_load_roundtrip(tmp_path):
+    plan = _plan()
+    plan.save(tmp_path)
+    data = json.loads((tmp_path / "plan.json").read_text())
+    assert data["format"] == "fusegrad-cuda-plan"
+    assert data["modules"]["m0"]["images"]["sm_90"] == {"ptx": "m0.sm_90.ptx",
+                                                        "cubin": "m0.sm_90.cubin"}
+    back = LaunchPlan.load(tmp_path)
+    assert back.functions["f"].steps == plan.functions["f"].steps
+    assert back.modules["m0"].images["sm_90"].cubin == b"\x7fELFcubin90"
+    (tmp_path / "m0.sm_90.cubin").unlink()
+    with pytest.raises(PlanError, match="missing image m0.sm_90.cubin"):
+        LaunchPlan.load(tmp_path)
