@@ -745,6 +745,13 @@ def _scatter_add(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: ir.Value
 @handles(aten.embedding.default)
 def _embedding(em: Emit, weight: ir.Value, indices: ir.Value, padding_idx: int = -1,
                scale_grad_by_freq: bool = False, sparse: bool = False) -> ir.Value:
+    # both change only the gradient, which dg derives from the forward: computing it
+    # without them would silently give wrong weight gradients
+    if padding_idx is not None and padding_idx >= 0:
+        raise Unsupported(f"padding_idx={padding_idx} (its row gets no gradient) needs a "
+                          "stop-gradient op dg does not have yet")
+    if scale_grad_by_freq:
+        raise Unsupported("scale_grad_by_freq=True")
     return em.b.index_select(weight, indices, dim=0)
 
 

@@ -60,8 +60,14 @@ def _bool_index(sample: Any) -> str | None:
         if any(t.dtype == torch.bool for t in _tensors(sample)[1:]) else None
 
 
-def _max_norm(sample: Any) -> str | None:
-    return "max_norm renormalises the weight in place" if sample.kwargs.get("max_norm") else None
+def _embedding_options(sample: Any) -> str | None:
+    if sample.kwargs.get("max_norm"):
+        return "max_norm renormalises the weight in place"
+    if sample.kwargs.get("padding_idx") is not None:
+        return "padding_idx: its row gets no gradient (needs a stop-gradient op)"
+    if sample.kwargs.get("scale_grad_by_freq"):
+        return "scale_grad_by_freq"
+    return None
 
 
 _CONTRACTION_TOL = dict(atol=1e-4, rtol=1e-4)  # summation order differs from MKL/oneDNN
@@ -117,7 +123,8 @@ CLAIMS: list[Claim] = (
               note="output sizes that divide the input only"),
         Claim("gather", unsupported=_uint8, note="int64/int32 indices"),
         Claim("__getitem__", unsupported=_bool_index, note="no boolean masks"),
-        Claim("nn.functional.embedding", unsupported=_max_norm, note="no max_norm"),
+        Claim("nn.functional.embedding", unsupported=_embedding_options,
+              note="no max_norm, padding_idx or scale_grad_by_freq"),
         Claim("narrow", unsupported=_tensor_start, note="int start only"),
         Claim("nn.functional.dropout", stochastic=True,
               note="seeded by the function's dg.seed_input argument; checked statistically"),

@@ -160,3 +160,18 @@ def test_out_of_range_token_raises_like_eager_without_fallback():
             compiled(torch.tensor([[1, 10]]))
         tokens = torch.tensor([[1, 9]])
         torch.testing.assert_close(compiled(tokens), emb(tokens))
+
+
+def test_embedding_padding_idx_runs_eagerly_with_right_gradients():
+    """padding_idx only changes the weight gradient (its row gets none), which dg would
+    derive wrongly: the graph falls back, so the gradient is eager's, never silently off."""
+    emb = torch.nn.Embedding(10, 4, padding_idx=0)
+    ids = torch.tensor([[0, 3, 0, 5]])
+    cm = compiled(emb)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cm(ids).sum().backward()
+    msgs = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert len(msgs) == 1 and "padding_idx=0" in msgs[0], msgs
+    assert torch.equal(emb.weight.grad[0], torch.zeros(4))
+    assert torch.equal(emb.weight.grad[3], torch.ones(4))
