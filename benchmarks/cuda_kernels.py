@@ -74,6 +74,15 @@ func.func @colsum(%x: {t}) -> {v} {{
 }}"""
 
 
+def total_text(r: int, c: int) -> str:
+    t = _t((r, c))
+    return f"""
+func.func @total(%x: {t}) -> tensor<f32> {{
+  %0 = "dg.reduce_sum"(%x) {{dims = array<i64: 0, 1>}} : ({t}) -> tensor<f32>
+  return %0 : tensor<f32>
+}}"""
+
+
 def mlp_text(m: int, k: int, n: int) -> str:
     x, w, b, y = _t((m, k)), _t((k, n)), _t((n,)), _t((m, n))
     return f"""
@@ -130,16 +139,78 @@ CASES: dict[str, tuple[str, str, dict, str]] = {
     "mlp": (mlp_text(64, 128, 256), "dg-fuse", {}, "mlp"),
     "transpose": (transpose_text(), "dg-fuse", {}, "tr"),
     "ln": (ln_text(64, 512), "dg-fuse", {}, "ln"),
+    "ln_two_stage": (ln_text(256, 1024), "dg-fuse", {}, "ln"),
+    "sum_mid": (total_text(1000, 333), "dg-fuse", {}, "total"),
     "ln_vjp": (ln_text(64, 512), "dg-autodiff{joint=true},dg-fuse", {}, "ln_vjp"),
     # large: bandwidth
     "ew_big": (ew_text(8192, 8192), "dg-fuse", {}, "ew"),
     "softmax_big": (softmax_text(8192, 8192), "dg-fuse", {}, "softmax"),
+    "softmax_big_rb256": (softmax_text(8192, 8192), "dg-fuse", {"row_block": 256}, "softmax"),
     "softmax_big_rb512": (softmax_text(8192, 8192), "dg-fuse", {"row_block": 512}, "softmax"),
-    "softmax_big_rb1024": (softmax_text(8192, 8192), "dg-fuse", {"row_block": 1024},
-                           "softmax"),
     "rowsum_big": (rowsum_text(8192, 8192), "dg-fuse", {}, "rowsum"),
-    "rowsum_big_rb1024": (rowsum_text(8192, 8192), "dg-fuse", {"row_block": 1024}, "rowsum"),
+    "rowsum_big_rb256": (rowsum_text(8192, 8192), "dg-fuse", {"row_block": 256}, "rowsum"),
+    "sum_big": (total_text(8192, 8192), "dg-fuse", {}, "total"),
+    "softmax_wide": (softmax_text(512, 32768), "dg-fuse", {}, "softmax"),
+    "softmax_narrow": (softmax_text(65536, 1024), "dg-fuse", {}, "softmax"),
 }
+
+
+MODELS = ("mlp_train", "transformer_layer_train", "cnn_train")
+
+
+def _models(d: str) -> dict[str, str]:
+    """Train three small models once with fusegrad on the CPU; their fused dg graphs."""
+    import glob
+
+    import torch
+
+    import fusegrad
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64),
+                              torch.nn.Linear(64, 10))
+    tel = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 10))
+    for name, model, x in (("mlp_train", mlp, torch.randn(16, 32)),
+                           ("transformer_layer_train", tel, torch.randn(2, 16, 64)),
+                           ("cnn_train", cnn, torch.randn(2, 3, 8, 8))):
+        fusegrad.compile(model, dump_dir=os.path.join(d, name))(x).square().sum().backward()
+    return {name: glob.glob(os.path.join(d, name, "*.fused.mlir"))[0] for name in MODELS}
+
+
+def _model_io(text: str) -> dict:
+    """Inputs and reference outputs (dg interpreter, CPU) of main, main_fwd, main_bwd;
+    the backward takes the forward's saved values and random cotangents."""
+    import torch
+    from mlir import ir
+
+    from fusegrad.context import make_context
+    from fusegrad.dialects.interpreter import run_function
+    from fusegrad.dialects.types import TensorSpec
+
+    gen = torch.Generator().manual_seed(0)
+
+    def rand(t: ir.Type) -> "torch.Tensor":
+        spec = TensorSpec.from_mlir(t)
+        return torch.randn(spec.shape, generator=gen, dtype=torch.float32)
+
+    io = {}
+    with make_context():
+        module = ir.Module.parse(text)
+        fns = {ir.StringAttr(op.attributes["sym_name"]).value: op
+               for op in module.body.operations if op.operation.name == "func.func"}
+        fwd_ins = None
+        for name in ("main", "main_fwd"):
+            ftype = ir.FunctionType(ir.TypeAttr(fns[name].attributes["function_type"]).value)
+            fwd_ins = fwd_ins or [rand(t) for t in ftype.inputs]
+            io[name] = (fwd_ins, run_function(fns[name], fwd_ins))
+        n_out = ir.IntegerAttr(fns["main_fwd"].attributes["dg.num_outputs"]).value
+        saved = io["main_fwd"][1][n_out:]
+        ftype = ir.FunctionType(ir.TypeAttr(fns["main_bwd"].attributes["function_type"]).value)
+        cts = [rand(t) for t in list(ftype.inputs)[len(saved):]]
+        io["main_bwd"] = (saved + cts, run_function(fns["main_bwd"], saved + cts))
+    return io
 
 
 def build(out: str, only: list[str]) -> None:
@@ -159,6 +230,25 @@ def build(out: str, only: list[str]) -> None:
         plan.save(os.path.join(out, name))
         print(f"built {name}: {sum(len(f.steps) for f in plan.functions.values())} steps, "
               f"{len(plan.modules)} kernel modules")
+    if only and not set(only) & set(MODELS):
+        return
+    import tempfile
+
+    import torch
+    with tempfile.TemporaryDirectory() as d:
+        for name, path in _models(d).items():
+            if only and name not in only:
+                continue
+            with open(path) as f:
+                text = f.read()
+            io = _model_io(text)
+            with make_context():
+                plan = compile_cuda(ir.Module.parse(text), cubin=True)
+            plan.save(os.path.join(out, name))
+            torch.save(io, os.path.join(out, name, "io.pt"))
+            print(f"built {name}: {sum(len(f.steps) for f in plan.functions.values())} steps, "
+                  f"{len(plan.modules)} kernel modules, reference outputs from the dg "
+                  "interpreter")
 
 
 # ---------------------------------------------------------------- references (torch)
@@ -184,6 +274,7 @@ REFS: dict[str, Callable[..., list]] = {
     "softmax": lambda x: [x.softmax(1)],
     "rowsum": lambda x: [x.sum(1)],
     "colsum": lambda x: [x.sum(0)],
+    "total": lambda x: [x.sum()],
     "mlp": lambda x, w, b: [(x @ w + b).tanh()],
     "tr": lambda x: [x.permute(2, 0, 1)],
     "ln": lambda x, g: [_ln_ref(x, g)],
@@ -195,6 +286,10 @@ def _inputs(sigs: list, gen: Any) -> list:
     import torch
     return [torch.randn(s.shape, generator=gen, device="cuda", dtype=torch.float32)
             for s in sigs]
+
+
+def _big(name: str) -> bool:
+    return "_big" in name or name.endswith(("_wide", "_narrow"))
 
 
 def _median_ms(fn: Callable[[], Any], warmup: int = 5, iters: int = 20) -> float:
@@ -232,7 +327,7 @@ def run(art: str, only: list[str], results: str | None) -> int:
         if not os.path.exists(path):
             print(f"{name}: no artifact")
             continue
-        for kind in (["cubin", "ptx"] if not name.endswith(("_big", "rb512", "rb1024"))
+        for kind in (["cubin", "ptx"] if not _big(name)
                      else ["cubin"]):
             prog = CudaProgram.load(path)
             if kind == "ptx":  # force the driver JIT path: drop the cubins
@@ -254,7 +349,7 @@ def run(art: str, only: list[str], results: str | None) -> int:
             report["checks"][f"{name}/{kind}"] = errs
             print(f"{'ok  ' if ok else 'FAIL'} {name:22s} {kind:5s} rel.err "
                   + " ".join(f"{e:.2e}" for e in errs))
-            if name.endswith(("_big", "rb512", "rb1024")):
+            if _big(name):
                 bytes_moved = sum(x.numel() * x.element_size() for x in xs) + sum(
                     o.numel() * o.element_size() for o in outs)
                 ms = _median_ms(lambda: prog.run(fname, *xs))
@@ -271,6 +366,23 @@ def run(art: str, only: list[str], results: str | None) -> int:
                       f"({bytes_moved / eager / 1e6:.0f} GB/s)")
                 del src, dst
             prog.close()
+    for name in MODELS:
+        path = os.path.join(art, name)
+        if (only and name not in only) or not os.path.exists(path):
+            continue
+        io = torch.load(os.path.join(path, "io.pt"))
+        prog = CudaProgram.load(path)
+        for fname, (ins, refs) in io.items():
+            outs = prog.run(fname, *[x.to(dev) for x in ins])
+            torch.cuda.synchronize()
+            errs = [((o.double().cpu() - r.double()).norm() / (r.double().norm() or 1.0)).item()
+                    for o, r in zip(outs, refs)]
+            ok = all(e < 1e-4 for e in errs)
+            failures += not ok
+            report["checks"][f"{name}/{fname}"] = errs
+            print(f"{'ok  ' if ok else 'FAIL'} {name + '.' + fname:32s} {len(outs)} outputs, "
+                  f"max rel.err {max(errs):.2e}")
+        prog.close()
     if results:
         with open(results, "w") as fh:
             json.dump(report, fh, indent=1)

@@ -13,7 +13,8 @@ emitted from a template, so the mapping to blocks and threads is explicit:
 - **Row kernels** (a run of ops parallel over the same rows, at least one of
   them a reduction over trailing dims with a float combiner, touching shared
   buffers only row by row; softmax's max, sum and normalisation, a layer
-  norm): one block per row, `row_block` threads. Each reduction is a
+  norm): one block per row, up to `row_block` threads (about 8 elements
+  each). Each reduction is a
   thread-strided partial (coalesced) followed by `gpu.all_reduce` (warp
   shuffles plus a small shared array after `convert-gpu-to-nvvm`); per-row
   values (the max, the sum) stay in registers and reach global memory only
@@ -44,7 +45,14 @@ from .registry import PassError, register_pass
 log = logging.getLogger("fusegrad.passes.gpu_kernels")
 
 POINTWISE_BLOCK = 256
-ROW_BLOCK = 256
+# row kernels: at most this many threads per block, about ROW_ELEMS_PER_THREAD
+# elements per thread (8192-wide f32 softmax on an H100: 256 threads 59% of copy
+# bandwidth, 512 76%, 1024 85%; docs/CUDA.md)
+ROW_BLOCK = 1024
+ROW_ELEMS_PER_THREAD = 8
+# full reductions (to one value): one block up to this many elements, else two stages
+FULL_REDUCE_ONE_BLOCK = 1 << 16
+FULL_REDUCE_MAX_BLOCKS = 1024
 # innermost-dim size from which pointwise kernels use a 2-D grid
 POINTWISE_2D_MIN = 128
 # reductions shorter than this run one thread per output instead of one block
@@ -246,13 +254,68 @@ def _delinearize(flat: ir.Value, sizes: Sequence[int]) -> list:
     return out
 
 
+_LAUNCHES: list = []  # launches emitted by the current run (views are sunk into them)
+
+
 def _launch(grid: Sequence[int], block: Sequence[int]) -> tuple[gpu.LaunchOp, list, list]:
     for g in grid:
         if g > MAX_GRID_X:
             raise PassError(f"dg-gpu-kernels: grid {list(grid)} too large")
     launch = gpu.LaunchOp(tuple(_idx(g) for g in grid), tuple(_idx(b) for b in block))
+    _LAUNCHES.append(launch.operation)
     args = list(launch.regions[0].blocks[0].arguments)
     return launch, args[0:3], args[3:6]
+
+
+def _sink_views(launch: ir.Operation) -> None:
+    """Clone the view ops (subview, expand/collapse_shape, ...) a kernel uses into it.
+
+    The kernel then takes the root buffers (contiguous: allocs and arguments)
+    as bare pointers, and computes the views inside (`expand-strided-metadata`).
+    """
+    body = launch.regions[0].blocks[0]
+    first = body.operations[0]
+    clones: dict = {}
+
+    def inside(v: ir.Value) -> ir.Value:
+        if v in clones:
+            return clones[v]
+        if isinstance(v.owner, ir.Block) or v.owner.operation.name not in _VIEWS:
+            return v
+        view = v.owner.operation
+        if view.parent == launch or _is_inside(view, launch):
+            return v
+        src = inside(view.operands[0])
+        with ir.InsertionPoint(first):
+            c = view.clone()
+        if src != view.operands[0]:
+            c.operands[0] = src
+        for r_old, r_new in zip(view.results, c.results):
+            clones[r_old] = r_new
+        return clones[v]
+
+    def visit(op: ir.Operation) -> None:
+        for i, v in enumerate(list(op.operands)):
+            if isinstance(v.type, ir.MemRefType):
+                nv = inside(v)
+                if nv != v:
+                    op.operands[i] = nv
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    visit(inner.operation)
+
+    for op in list(body.operations):
+        visit(op.operation)
+
+
+def _is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
+    p = op.parent
+    while p is not None:
+        if p == ancestor:
+            return True
+        p = p.parent if hasattr(p, "parent") else None
+    return False
 
 
 def _combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
@@ -415,15 +478,75 @@ def _serial_reduce(em: Emitter, red: list, pos: int, accs: list) -> list:
 
 
 def emit_full_reduce(k: Kop, block_size: int) -> None:
-    """A reduction of every dim to one value: one block, thread-strided, gpu.all_reduce.
+    """A reduction of every dim to one value (a loss).
 
-    (One SM only: a two-stage grid reduction is the next step for big inputs.)
+    Up to FULL_REDUCE_ONE_BLOCK elements: one block, thread-strided, `gpu.all_reduce`.
+    Beyond: two launches, a grid-strided partial per block into a temporary
+    (one value per block), then one block combining the partials.
     """
-    launch, bid, tid = _launch((1, 1, 1), (block_size, 1, 1))
+    total = _prod(k.sizes)
+    combiners = k.combiners()
+    if total <= FULL_REDUCE_ONE_BLOCK:
+        launch, bid, tid = _launch((1, 1, 1), (block_size, 1, 1))
+        with ir.InsertionPoint(launch.regions[0].blocks[0]):
+            ivs: list = [None] * len(k.sizes)
+            _reduce_into(k, 0, ivs, tid[0], block_size, {}, set(), combiners)
+            gpu.TerminatorOp()
+        return
+    nblocks = min(_cdiv(total, block_size * ROW_ELEMS_PER_THREAD), FULL_REDUCE_MAX_BLOCKS)
+    outs = k.lop.outs
+    ftypes = [ir.MemRefType(b.type).element_type for b in outs]
+    partials = [memref.AllocOp(ir.MemRefType.get([nblocks], ft), [], []).result
+                for ft in ftypes]
+    # stage 1: block b reduces flat indices b*B + t, stepping by the whole grid
+    launch, bid, tid = _launch((nblocks, 1, 1), (block_size, 1, 1))
     with ir.InsertionPoint(launch.regions[0].blocks[0]):
-        ivs: list = [None] * len(k.sizes)
-        _reduce_into(k, 0, ivs, tid[0], block_size, {}, set(), k.combiners())
+        start = arith.addi(arith.muli(bid[0], _idx(block_size)), tid[0])
+        loop = scf.ForOp(start, _idx(total), _idx(nblocks * block_size),
+                         [_identity(c, ft) for c, ft in zip(combiners, ftypes)])
+        with ir.InsertionPoint(loop.body):
+            em = Emitter(k, _delinearize(loop.induction_variable, k.sizes))
+            results = em.compute(list(loop.inner_iter_args))
+            _mark_reassoc(results)
+            scf.YieldOp(results)
+        sums = [_all_reduce(p, c) for p, c in zip(loop.results, combiners)]
+        first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
+        with ir.InsertionPoint(first.then_block):
+            for v, buf in zip(sums, partials):
+                memref.StoreOp(v, buf, [bid[0]])
+            scf.YieldOp([])
         gpu.TerminatorOp()
+    # stage 2: one block combines the partials into the output
+    bx = min(block_size, max(32, 1 << (nblocks - 1).bit_length()))
+    launch, bid, tid = _launch((1, 1, 1), (bx, 1, 1))
+    with ir.InsertionPoint(launch.regions[0].blocks[0]):
+        loop = scf.ForOp(tid[0], _idx(nblocks), _idx(bx),
+                         [_identity(c, ft) for c, ft in zip(combiners, ftypes)])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([_combine(c, acc, memref.LoadOp(buf, [loop.induction_variable]).result)
+                         for c, acc, buf in zip(combiners, loop.inner_iter_args, partials)])
+        em = Emitter(k, [None] * len(k.sizes))
+        sums = [_all_reduce(p, c) for p, c in zip(loop.results, combiners)]
+        first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
+        with ir.InsertionPoint(first.then_block):
+            for v, c, buf, acc in zip(sums, combiners, outs, em.out_accesses()):
+                em.store(_combine(c, em.load(buf, acc), v), buf, acc)
+            scf.YieldOp([])
+        gpu.TerminatorOp()
+    for buf in partials:
+        memref.DeallocOp(buf)
+
+
+def _all_reduce(v: ir.Value, combiner: str) -> ir.Value:
+    red_op = ir.Attribute.parse(f"#gpu<all_reduce_op {_ALL_REDUCE[combiner]}>")
+    return gpu.AllReduceOp(v, op=red_op, uniform=True).result
+
+
+def _mark_reassoc(results: Sequence[ir.Value]) -> None:
+    for v in results:
+        if not isinstance(v.owner, ir.Block) and v.owner.operation.name in _IDENTITY:
+            v.owner.operation.attributes["fastmath"] = ir.Attribute.parse(
+                "#arith.fastmath<reassoc>")
 
 
 @dataclass
@@ -462,6 +585,12 @@ def _temps(group: list[Kop], forwardable: set) -> list:
     return temps
 
 
+def row_threads(inner: int, row_block: int) -> int:
+    """Threads per row: a power of two in [32, row_block], ~ROW_ELEMS_PER_THREAD each."""
+    want = _cdiv(max(1, inner), ROW_ELEMS_PER_THREAD)
+    return min(row_block, max(32, 1 << (want - 1).bit_length()))
+
+
 def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
     """One block per row: thread-strided loops, gpu.all_reduce for reductions."""
     group = rk.members
@@ -469,7 +598,7 @@ def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
     if rows == 0:
         return
     inner_max = max(_prod(m.sizes[1:]) for m in group)
-    bx = min(row_block, max(32, 1 << max(0, inner_max - 1).bit_length()))
+    bx = row_threads(inner_max, row_block)
     launch, bid, tid = _launch((rows, 1, 1), (bx, 1, 1))
     body = launch.regions[0].blocks[0]
     with ir.InsertionPoint(body):
@@ -569,16 +698,12 @@ def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dic
                          _delinearize(loop.induction_variable, red_sizes)):
             ivs[dd] = v
         results = em.compute(list(loop.inner_iter_args))
-        for v in results:
-            if not isinstance(v.owner, ir.Block) and v.owner.operation.name in _IDENTITY:
-                v.owner.operation.attributes["fastmath"] = ir.Attribute.parse(
-                    "#arith.fastmath<reassoc>")
+        _mark_reassoc(results)
         scf.YieldOp(results)
     for dd in range(first_red, len(m.sizes)):
         ivs[dd] = None
     for i, (b, c, partial) in enumerate(zip(outs, combiners, loop.results)):
-        red_op = ir.Attribute.parse(f"#gpu<all_reduce_op {_ALL_REDUCE[c]}>")
-        total_v = gpu.AllReduceOp(partial, op=red_op, uniform=True).result
+        total_v = _all_reduce(partial, c)
         acc = em.out_accesses()[i]
         init = em.load(b, acc)
         final = _combine(c, init, total_v)
@@ -682,6 +807,7 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
         if b < 32 or b > 1024 or b & (b - 1):
             raise PassError(f"dg-gpu-kernels: block sizes must be powers of two in "
                             f"[32, 1024], got {b}")
+    _LAUNCHES.clear()
     for fn in _functions(module):
         body = fn.regions[0].blocks[0]
         if len(fn.regions[0].blocks) != 1:
@@ -706,3 +832,6 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                     for u in list(tmp.uses):
                         u.owner.operation.erase()
                     tmp.owner.operation.erase()
+    for launch in _LAUNCHES:
+        _sink_views(launch)
+    _LAUNCHES.clear()

@@ -30,7 +30,7 @@ from mlir.dialects import gpu
 from ..dialects.types import TensorSpec
 from ..runtime.cuda import (Image, KernelModule, LaunchPlan, PlanError, PlanFunction,
                             TensorSig)
-from .gpu_kernels import OVERWRITE_ATTR
+from .gpu_kernels import OVERWRITE_ATTR, POINTWISE_BLOCK, ROW_BLOCK
 from .gpu_pipeline import (DEFAULT_CHIPS, GPU_BUFFERIZE_PIPELINE, GPU_LINALG_PIPELINE,
                            GPU_OUTLINE_PIPELINE, nvvm_pipeline)
 from .registry import run_pipeline
@@ -328,17 +328,18 @@ def assemble(plan: LaunchPlan, ptxas_path: Optional[str] = None) -> dict[str, st
 
 # ---------------------------------------------------------------- compile
 
-def cuda_pipeline(chips: Sequence[str] = DEFAULT_CHIPS, block_size: int = 256,
-                  row_block: int = 256) -> str:
+def cuda_pipeline(chips: Sequence[str] = DEFAULT_CHIPS, block_size: int = POINTWISE_BLOCK,
+                  row_block: int = ROW_BLOCK) -> str:
     """The `dg-lower-to-cuda` pipeline for other chips or block sizes."""
     return ",".join([GPU_LINALG_PIPELINE, GPU_BUFFERIZE_PIPELINE,
                      f"dg-gpu-kernels{{block-size={block_size} row-block={row_block}}}",
+                     "dg-widen-bool-memrefs",
                      GPU_OUTLINE_PIPELINE, nvvm_pipeline(chips)])
 
 
 def compile_cuda(module: ir.Module, chips: Sequence[str] = DEFAULT_CHIPS,
-                 cubin: Optional[bool] = None, block_size: int = 256,
-                 row_block: int = 256) -> LaunchPlan:
+                 cubin: Optional[bool] = None, block_size: int = POINTWISE_BLOCK,
+                 row_block: int = ROW_BLOCK) -> LaunchPlan:
     """Lower `module` (dg on tensors, fused or not) in place and return its launch plan.
 
     `cubin`: assemble cubins with ptxas (True: required; None: when ptxas is
@@ -358,6 +359,33 @@ def compile_cuda(module: ir.Module, chips: Sequence[str] = DEFAULT_CHIPS,
     return plan
 
 
+def format_step(s: dict) -> str:
+    """One line per step, e.g. `launch m::k grid=[64,1,1] block=[256,1,1] smem=0 (arg0, arg1)`."""
+    op = s["op"]
+    if op == "launch":
+        args = ", ".join(a["buf"] if "buf" in a else f"{a['scalar']}:{a['type']}"
+                         for a in s["args"])
+        return (f"launch {s['module']}::{s['kernel']} grid={json.dumps(s['grid'])} "
+                f"block={json.dumps(s['block'])} smem={s['smem']} ({args})".replace(" ,", ","))
+    rest = " ".join(f"{k}={json.dumps(v)}" for k, v in s.items() if k != "op")
+    return f"{op} {rest}".replace(", ", ",")
+
+
+def format_plan(plan: LaunchPlan) -> str:
+    """The plan as text: signatures, one line per step, kernel modules and their images."""
+    lines = []
+    for f in plan.functions.values():
+        sig = lambda ts: ", ".join(f"{'x'.join(map(str, t.shape)) or 'scalar'} {t.dtype}"
+                                   for t in ts)
+        lines.append(f"func @{f.name} ({sig(f.inputs)}) -> ({sig(f.outputs)})")
+        lines.extend(f"  {format_step(s)}" for s in f.steps)
+    for m in plan.modules.values():
+        imgs = ", ".join(f"{c}:" + "+".join(k for k in ("ptx", "cubin") if getattr(i, k))
+                         for c, i in m.images.items())
+        lines.append(f"module {m.name} kernels={','.join(m.kernels)} images={imgs}")
+    return "\n".join(lines)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Print the launch plan and PTX of a dg file lowered for CUDA (or save an artifact)."""
     from ..context import make_context
@@ -369,8 +397,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--chips", default=",".join(DEFAULT_CHIPS))
     p.add_argument("--ptx", default=None, help="print the PTX for this chip")
     p.add_argument("--cubin", action="store_true", help="assemble cubins with ptxas")
-    p.add_argument("--row-block", type=int, default=256)
-    p.add_argument("--block-size", type=int, default=256)
+    p.add_argument("--row-block", type=int, default=ROW_BLOCK)
+    p.add_argument("--block-size", type=int, default=POINTWISE_BLOCK)
     p.add_argument("-o", "--output", default=None, help="write the artifact folder here")
     args = p.parse_args(argv)
     with make_context() as ctx:
@@ -387,7 +415,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         del ctx
     if args.output:
         plan.save(args.output)
-    print(json.dumps(plan.to_json()["functions"], indent=1))
+    print(format_plan(plan))
     if args.ptx:
         for m in plan.modules.values():
             img = m.images.get(args.ptx)

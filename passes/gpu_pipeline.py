@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from . import function_boundary, gpu_kernels  # noqa: F401  (register passes)
+from . import function_boundary, gpu_kernels, widen_bool  # noqa: F401  (register passes)
 from .registry import PassError, register_pipeline
 
 log = logging.getLogger("fusegrad.passes.gpu_pipeline")
@@ -51,6 +51,10 @@ GPU_BUFFERIZE_PIPELINE = ",".join([
     "canonicalize",
 ])
 
+# linalg -> gpu.launch; booleans stored as bytes (torch.bool's layout; MLIR 22's
+# memref-to-LLVM lowering aborts on i1 loads/stores)
+GPU_KERNELS_PIPELINE = "dg-gpu-kernels,dg-widen-bool-memrefs"
+
 GPU_OUTLINE_PIPELINE = ",".join([
     "gpu-launch-sink-index-computations",
     "gpu-kernel-outlining",
@@ -59,7 +63,7 @@ GPU_OUTLINE_PIPELINE = ",".join([
 ])
 
 # inside each gpu.module: loops -> cf, gpu/arith/math/memref -> NVVM (bare pointers)
-_KERNEL_LOWERING = ("gpu.module(lower-affine,convert-scf-to-cf,"
+_KERNEL_LOWERING = ("gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
                     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},"
                     "canonicalize,cse,reconcile-unrealized-casts)")
 
@@ -93,7 +97,7 @@ def nvvm_pipeline(chips: Sequence[str] = DEFAULT_CHIPS, opt_level: int = 3) -> s
 
 
 GPU_NVVM_PIPELINE = nvvm_pipeline()
-GPU_PIPELINE = ",".join([GPU_LINALG_PIPELINE, GPU_BUFFERIZE_PIPELINE, "dg-gpu-kernels",
+GPU_PIPELINE = ",".join([GPU_LINALG_PIPELINE, GPU_BUFFERIZE_PIPELINE, GPU_KERNELS_PIPELINE,
                          GPU_OUTLINE_PIPELINE, GPU_NVVM_PIPELINE])
 
 register_pipeline("dg-gpu-linalg", GPU_LINALG_PIPELINE, "dg -> linalg on tensors (CUDA target)")

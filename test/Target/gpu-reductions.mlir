@@ -1,0 +1,56 @@
+// Reductions: over the contiguous dim one block per row (gpu.all_reduce, never
+// one thread per row); over rows one thread per output column (coalesced);
+// over everything (a loss) two stages when large: per-block partials into a
+// temporary, then one block combining them.
+// RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
+// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse --ptx sm_90 | filecheck %s
+
+// IR-LABEL: func.func @rowsum
+// IR: gpu.launch blocks({{.*}}) in ({{.*}} = %c128{{[_0-9]*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c128{{[_0-9]*}},
+// IR: scf.for %{{.*}} = %{{.*}} to %c1000{{.*}} step %c128
+// IR: gpu.all_reduce add
+// IR: arith.cmpi eq
+// IR: scf.if
+// IR: memref.store {{.*}}, %arg1[
+// IR-LABEL: func.func @colsum
+// IR: gpu.launch
+// IR: gpu.launch
+// IR: scf.for %{{.*}} = %c0{{.*}} to %c128
+// IR-NOT: gpu.all_reduce
+// IR-LABEL: func.func @total
+// IR: %[[P:.*]] = memref.alloc() : memref<128xf32>
+// IR: gpu.launch blocks({{.*}}) in ({{.*}} = %c128{{[_0-9]*}},
+// IR: gpu.all_reduce add
+// IR: memref.store {{.*}}, %[[P]]
+// IR: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c128{{[_0-9]*}},
+// IR: memref.load %[[P]]
+// IR: gpu.all_reduce add
+// IR: memref.dealloc %[[P]]
+
+// CHECK: func @rowsum (128x1000 f32) -> (128 f32)
+// CHECK-NEXT: launch rowsum_kernel::rowsum_kernel grid=[128, 1, 1] block=[128, 1, 1] smem=0 (arg0, arg1)
+// CHECK: func @colsum (128x1000 f32) -> (1000 f32)
+// CHECK-NEXT: launch colsum_kernel::colsum_kernel grid=[4, 1, 1] block=[256, 1, 1] smem=0 (arg1)
+// CHECK-NEXT: launch colsum_kernel_0::colsum_kernel grid=[4, 1, 1] block=[256, 1, 1] smem=0 (arg1, arg0)
+// CHECK: func @total (1024x1024 f32) -> (scalar f32)
+// CHECK-NEXT: launch total_kernel::total_kernel grid=[1, 1, 1] block=[32, 1, 1] smem=0 (arg1)
+// CHECK-NEXT: alloc buf="t0" shape=[128] dtype="f32"
+// CHECK-NEXT: launch total_kernel{{.*}}::total_kernel grid=[128, 1, 1] block=[1024, 1, 1] smem=0 (arg0, t0)
+// CHECK-NEXT: launch total_kernel{{.*}}::total_kernel grid=[1, 1, 1] block=[128, 1, 1] smem=0 (t0, arg1)
+// CHECK-NEXT: free buf="t0"
+// CHECK: .entry rowsum_kernel(
+// CHECK: .maxntid 128, 1, 1
+// CHECK: shfl.sync.bfly.b32
+// CHECK: bar.sync 0;
+func.func @rowsum(%x: tensor<128x1000xf32>) -> tensor<128xf32> {
+  %0 = "dg.reduce_sum"(%x) {dims = array<i64: 1>} : (tensor<128x1000xf32>) -> tensor<128xf32>
+  return %0 : tensor<128xf32>
+}
+func.func @colsum(%x: tensor<128x1000xf32>) -> tensor<1000xf32> {
+  %0 = "dg.reduce_sum"(%x) {dims = array<i64: 0>} : (tensor<128x1000xf32>) -> tensor<1000xf32>
+  return %0 : tensor<1000xf32>
+}
+func.func @total(%x: tensor<1024x1024xf32>) -> tensor<f32> {
+  %0 = "dg.reduce_sum"(%x) {dims = array<i64: 0, 1>} : (tensor<1024x1024xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
