@@ -315,14 +315,27 @@ def ptxas(ptx: bytes, chip: str, what: str, ptxas_path: Optional[str] = None,
             return f.read(), r.stderr
 
 
-def assemble(plan: LaunchPlan, ptxas_path: Optional[str] = None) -> dict[str, str]:
-    """Add a cubin beside every PTX image of `plan`; returns module.chip -> ptxas report."""
+def assemble(plan: LaunchPlan, ptxas_path: Optional[str] = None,
+             jobs: Optional[int] = None) -> dict[str, str]:
+    """Add a cubin beside every PTX image of `plan` (ptxas processes in parallel);
+    returns `module.chip` -> ptxas's `-v` report (registers, spills, shared memory)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    exe = ptxas_path or find_ptxas()
+    todo = [(m, chip, img) for m in plan.modules.values() for chip, img in m.images.items()
+            if img.ptx is not None and img.cubin is None]
+
+    def one(item: tuple) -> tuple[str, bytes, str]:
+        m, chip, img = item
+        cubin, report = ptxas(img.ptx, chip, f"kernel module {m.name!r} (kernels {m.kernels})",
+                              exe)
+        return f"{m.name}.{chip}", cubin, report
+
     reports = {}
-    for m in plan.modules.values():
-        for chip, img in m.images.items():
-            if img.ptx is not None and img.cubin is None:
-                img.cubin, reports[f"{m.name}.{chip}"] = ptxas(
-                    img.ptx, chip, f"kernel module {m.name!r} (kernels {m.kernels})", ptxas_path)
+    with ThreadPoolExecutor(max_workers=jobs or min(8, os.cpu_count() or 1)) as pool:
+        for (m, chip, img), (key, cubin, report) in zip(todo, pool.map(one, todo)):
+            img.cubin = cubin
+            reports[key] = report
     return reports
 
 

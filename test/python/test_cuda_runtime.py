@@ -13,40 +13,11 @@ import sys
 import pytest
 import torch
 
-from fusegrad.runtime.cuda import (CudaError, CudaProgram, DriverError, Image, KernelModule,
-                                   LaunchPlan, PlanError, PlanFunction, TensorSig)
+from cuda_fakes import FakeDriver
+from fusegrad.runtime.cuda import (CudaError, CudaProgram, Image, KernelModule, LaunchPlan,
+                                   PlanError, PlanFunction, TensorSig)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class FakeDriver:
-    """Records loads and launches; can fail a chosen call."""
-
-    def __init__(self, fail: str | None = None) -> None:
-        self.fail = fail
-        self.loaded: list[tuple[bytes, str]] = []
-        self.launches: list[dict] = []
-        self.unloaded: list = []
-
-    def load_module(self, image: bytes, kind: str):
-        if self.fail == "load":
-            raise DriverError("cuModuleLoadData", "CUDA_ERROR_INVALID_PTX")
-        self.loaded.append((image, kind))
-        return ("mod", len(self.loaded))
-
-    def get_function(self, module, name: str):
-        if self.fail == "get":
-            raise DriverError("cuModuleGetFunction", "CUDA_ERROR_NOT_FOUND")
-        return (module, name)
-
-    def launch(self, function, grid, block, smem, stream, params) -> None:
-        if self.fail == "launch":
-            raise DriverError("cuLaunchKernel", "CUDA_ERROR_INVALID_VALUE")
-        self.launches.append({"function": function, "grid": list(grid), "block": list(block),
-                              "smem": smem, "stream": stream, "params": list(params)})
-
-    def unload_module(self, module) -> None:
-        self.unloaded.append(module)
 
 
 def _plan(steps: list[dict] | None = None) -> LaunchPlan:

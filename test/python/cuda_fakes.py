@@ -1,0 +1,34 @@
+"""A fake CUDA driver for the runtime's tests (no GPU, no cuda-bindings)."""
+from __future__ import annotations
+
+from fusegrad.runtime.cuda import DriverError
+
+
+class FakeDriver:
+    """Records loads and launches; can fail a chosen call."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        self.fail = fail
+        self.loaded: list[tuple[bytes, str]] = []
+        self.launches: list[dict] = []
+        self.unloaded: list = []
+
+    def load_module(self, image: bytes, kind: str):
+        if self.fail == "load":
+            raise DriverError("cuModuleLoadData", "CUDA_ERROR_INVALID_PTX")
+        self.loaded.append((image, kind))
+        return ("mod", len(self.loaded))
+
+    def get_function(self, module, name: str):
+        if self.fail == "get":
+            raise DriverError("cuModuleGetFunction", "CUDA_ERROR_NOT_FOUND")
+        return (module, name)
+
+    def launch(self, function, grid, block, smem, stream, params) -> None:
+        if self.fail == "launch":
+            raise DriverError("cuLaunchKernel", "CUDA_ERROR_INVALID_VALUE")
+        self.launches.append({"function": function, "grid": list(grid), "block": list(block),
+                              "smem": smem, "stream": stream, "params": list(params)})
+
+    def unload_module(self, module) -> None:
+        self.unloaded.append(module)

@@ -1,0 +1,140 @@
+"""The CUDA target without a GPU: every kernel compiles to PTX that ptxas accepts for
+sm_80 and sm_90, plans survive save/load, and a compiled plan drives the (fake)
+driver with the right launches."""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+import torch
+from mlir import ir
+
+from cuda_fakes import FakeDriver
+from fusegrad.context import make_context
+from fusegrad.passes.gpu_launch_plan import compile_cuda, find_ptxas, format_plan
+from fusegrad.passes.registry import run_pipeline
+from fusegrad.runtime.cuda import CudaProgram, LaunchPlan
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location(
+    "cuda_kernels_bench", os.path.join(REPO, "benchmarks", "cuda_kernels.py"))
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+PTXAS = find_ptxas()
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas not found (CUDA toolkit, or "
+                                 "pip install nvidia-cuda-nvcc-cu12)")
+
+# name -> (dg text, passes first): pointwise, reductions of every kind, softmax,
+# a matmul epilogue, a transpose, and a layer norm's joint forward+backward
+PROGRAMS = {
+    "ew": (bench.ew_text(256, 1000), "dg-fuse"),
+    "softmax": (bench.softmax_text(64, 1000), "dg-fuse"),
+    "softmax_small": (bench.softmax_text(4, 8), "dg-fuse"),
+    "rowsum": (bench.rowsum_text(128, 1000), "dg-fuse"),
+    "colsum": (bench.colsum_text(128, 1000), "dg-fuse"),
+    "total": (bench.total_text(1024, 1024), "dg-fuse"),
+    "mlp": (bench.mlp_text(64, 128, 256), "dg-fuse"),
+    "transpose": (bench.transpose_text(), "dg-fuse"),
+    "ln_vjp": (bench.ln_text(64, 512), "dg-autodiff{joint=true},dg-fuse"),
+}
+
+
+def _compile(text: str, pre: str, cubin: bool) -> LaunchPlan:
+    with make_context():
+        module = ir.Module.parse(text)
+        run_pipeline(module, pre)
+        return compile_cuda(module, cubin=cubin)
+
+
+def _check_images(plan: LaunchPlan) -> None:
+    assert plan.modules
+    for m in plan.modules.values():
+        assert sorted(m.images) == ["sm_80", "sm_90"], m.name
+        for chip, img in m.images.items():
+            assert f".target {chip}".encode() in img.ptx
+            for k in m.kernels:
+                assert f".entry {k}(".encode() in img.ptx
+            assert img.cubin is not None and img.cubin[:4] == b"\x7fELF", (m.name, chip)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_program_kernels_assemble(name):
+    text, pre = PROGRAMS[name]
+    plan = _compile(text, pre, cubin=True)
+    _check_images(plan)
+    launches = [s for f in plan.functions.values() for s in f.steps if s["op"] == "launch"]
+    assert launches and all(s["block"][0] <= 1024 for s in launches)
+
+
+def test_softmax_is_one_row_kernel_without_spills():
+    plan = _compile(bench.softmax_text(64, 1000), "dg-fuse", cubin=False)
+    (f,) = plan.functions.values()
+    assert [s["op"] for s in f.steps] == ["launch"]
+    assert f.steps[0]["grid"] == [64, 1, 1] and f.steps[0]["block"] == [128, 1, 1]
+    ptx = plan.modules[f.steps[0]["module"]].images["sm_90"].ptx
+    assert ptx.count(b"shfl.sync.bfly") >= 10 and b"bar.sync" in ptx
+    if PTXAS is not None:
+        from fusegrad.passes.gpu_launch_plan import ptxas
+        _, report = ptxas(ptx, "sm_90", "softmax")
+        assert "0 bytes spill stores" in report
+
+
+@pytest.fixture(scope="module")
+def model_graphs(tmp_path_factory):
+    """Fused fwd/bwd dg graphs of three small models, trained once on the CPU."""
+    import glob
+
+    import fusegrad
+    d = str(tmp_path_factory.mktemp("dumps"))
+    torch.manual_seed(0)
+    models = {
+        "mlp": (torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
+                                    torch.nn.LayerNorm(64), torch.nn.Linear(64, 10)),
+                torch.randn(16, 32)),
+        "transformer_layer": (torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0,
+                                                               batch_first=True),
+                              torch.randn(2, 16, 64)),
+        "cnn": (torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                    torch.nn.Flatten(), torch.nn.Linear(512, 10)),
+                torch.randn(2, 3, 8, 8)),
+    }
+    out = {}
+    for name, (model, x) in models.items():
+        fusegrad.compile(model, executor="reference",
+                         dump_dir=os.path.join(d, name))(x).square().sum().backward()
+        (path,) = glob.glob(os.path.join(d, name, "*.fused.mlir"))
+        with open(path) as f:
+            out[name] = f.read()
+    return out
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", ["mlp", "transformer_layer", "cnn"])
+def test_model_training_graphs_assemble(model_graphs, name):
+    plan = _compile(model_graphs[name], "dg-verify", cubin=True)
+    assert set(plan.functions) == {"main", "main_fwd", "main_bwd"}
+    _check_images(plan)
+    ops = {s["op"] for f in plan.functions.values() for s in f.steps}
+    assert "launch" in ops and "matmul" in ops
+    if name == "cnn":
+        assert "conv2d" in ops
+
+
+def test_compiled_plan_drives_the_driver(tmp_path):
+    plan = _compile(bench.softmax_text(64, 1000), "dg-fuse", cubin=False)
+    plan.save(tmp_path)
+    back = LaunchPlan.load(tmp_path)
+    assert format_plan(back) == format_plan(plan)
+    drv = FakeDriver()
+    prog = CudaProgram(back, driver=drv, device="cpu", stream=lambda: 7, chip="sm_90")
+    x = torch.randn(64, 1000)
+    (y,) = prog.run("softmax", x)
+    (launch,) = drv.launches
+    assert launch["grid"] == [64, 1, 1] and launch["block"] == [128, 1, 1]
+    assert launch["params"] == [("ptr", x.data_ptr()), ("ptr", y.data_ptr())]
+    # no cubin in this plan: the sm_90 PTX goes to the driver's JIT
+    ((image, kind),) = drv.loaded
+    assert kind == "ptx" and b".target sm_90" in image

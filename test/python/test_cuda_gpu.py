@@ -1,0 +1,53 @@
+"""The CUDA target on a real GPU: compiled kernels against eager PyTorch on CUDA.
+
+Skipped, with the reason, where there is no CUDA driver, no GPU or no
+cuda-bindings (CI). `benchmarks/cuda_kernels.py` runs the same checks (and the
+bandwidth measurements, and three models' training graphs) on a GPU machine
+without MLIR, from artifacts built elsewhere.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from fusegrad.runtime.cuda import driver_available
+
+_OK, _WHY = driver_available()
+if not _OK:
+    print(f"test_cuda_gpu: skipped: {_WHY}")
+    pytest.skip(_WHY, allow_module_level=True)
+
+import torch  # noqa: E402
+from mlir import ir  # noqa: E402
+
+from fusegrad.context import make_context  # noqa: E402
+from fusegrad.passes.gpu_launch_plan import compile_cuda  # noqa: E402
+from fusegrad.passes.registry import run_pipeline  # noqa: E402
+from fusegrad.runtime.cuda import CudaProgram  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location(
+    "cuda_kernels_bench", os.path.join(REPO, "benchmarks", "cuda_kernels.py"))
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+SMALL = [n for n, (_, _, _, f) in bench.CASES.items()
+         if "_big" not in n and not n.endswith(("_wide", "_narrow"))]
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_against_eager(name):
+    text, pre, opts, fname = bench.CASES[name]
+    with make_context():
+        module = ir.Module.parse(text)
+        run_pipeline(module, pre)
+        plan = compile_cuda(module, **opts)
+    prog = CudaProgram(plan)
+    f = plan.functions[fname]
+    xs = [torch.randn(s.shape, device="cuda") for s in f.inputs]
+    outs = prog.run(fname, *xs)
+    for o, r in zip(outs, bench.REFS[fname](*xs)):
+        torch.testing.assert_close(o, r.to(o.dtype), rtol=1e-5, atol=1e-5)
+    prog.close()
