@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
@@ -50,6 +50,8 @@ POINTWISE_BLOCK = 256
 # bandwidth, 512 76%, 1024 85%; docs/CUDA.md)
 ROW_BLOCK = 1024
 ROW_ELEMS_PER_THREAD = 8
+# strided loops in row and full-reduction kernels: copies per iteration (loads in flight)
+UNROLL = 4
 # full reductions (to one value): one block up to this many elements, else two stages
 FULL_REDUCE_ONE_BLOCK = 1 << 16
 FULL_REDUCE_MAX_BLOCKS = 1024
@@ -332,6 +334,42 @@ def _lt(a: ir.Value, b: int) -> ir.Value:
     return arith.cmpi(arith.CmpIPredicate.ult, a, _idx(b))
 
 
+def strided_loop(start: ir.Value, total: int, step: int, inits: list,
+                 body: Callable[[ir.Value, list], list], combiners: Sequence[str],
+                 unroll: int) -> list:
+    """`for k in range(start, total, step)` carrying `inits`, unrolled `unroll` times.
+
+    The unrolled part keeps one set of accumulators per copy (independent loads
+    in flight: one load per thread per iteration leaves HBM idle), combined with
+    `combiners` after the loop; a remainder loop finishes. `body(k, accs)`
+    returns the new accumulators. `start` must be below `step`.
+    """
+    n = len(inits)
+    accs = list(inits)
+    if unroll > 1 and total >= unroll * step:
+        main_end = (total // (unroll * step)) * (unroll * step)
+        loop = scf.ForOp(start, _idx(main_end), _idx(unroll * step), accs * unroll)
+        with ir.InsertionPoint(loop.body):
+            carried = list(loop.inner_iter_args)
+            out: list = []
+            for u in range(unroll):
+                k = loop.induction_variable if u == 0 else arith.addi(
+                    loop.induction_variable, _idx(u * step))
+                out += body(k, carried[u * n:(u + 1) * n])
+            scf.YieldOp(out)
+        res = list(loop.results)
+        accs = res[:n]
+        for u in range(1, unroll):
+            accs = [_combine(c, a, b) for c, a, b in zip(combiners, accs, res[u * n:(u + 1) * n])]
+        if main_end == total:
+            return accs
+        start = arith.addi(start, _idx(main_end))
+    loop = scf.ForOp(start, _idx(total), _idx(step), accs)
+    with ir.InsertionPoint(loop.body):
+        scf.YieldOp(body(loop.induction_variable, list(loop.inner_iter_args)))
+    return list(loop.results)
+
+
 class Emitter:
     """Emits one op's body for given loop ivs inside a kernel.
 
@@ -502,14 +540,16 @@ def emit_full_reduce(k: Kop, block_size: int) -> None:
     launch, bid, tid = _launch((nblocks, 1, 1), (block_size, 1, 1))
     with ir.InsertionPoint(launch.regions[0].blocks[0]):
         start = arith.addi(arith.muli(bid[0], _idx(block_size)), tid[0])
-        loop = scf.ForOp(start, _idx(total), _idx(nblocks * block_size),
-                         [_identity(c, ft) for c, ft in zip(combiners, ftypes)])
-        with ir.InsertionPoint(loop.body):
-            em = Emitter(k, _delinearize(loop.induction_variable, k.sizes))
-            results = em.compute(list(loop.inner_iter_args))
+
+        def red(i: ir.Value, accs: list) -> list:
+            results = Emitter(k, _delinearize(i, k.sizes)).compute(accs)
             _mark_reassoc(results)
-            scf.YieldOp(results)
-        sums = [_all_reduce(p, c) for p, c in zip(loop.results, combiners)]
+            return results
+
+        parts = strided_loop(start, total, nblocks * block_size,
+                             [_identity(c, ft) for c, ft in zip(combiners, ftypes)], red,
+                             combiners, UNROLL)
+        sums = [_all_reduce(p, c) for p, c in zip(parts, combiners)]
         first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
         with ir.InsertionPoint(first.then_block):
             for v, buf in zip(sums, partials):
@@ -656,11 +696,11 @@ def _row_member(m: Kop, row: ir.Value, t: ir.Value, bx: int, forwarded: dict,
         if any(b in forwardable for b in outs):
             raise PassError("dg-gpu-kernels: internal: row value written per element",
                             m.op.location)
-        loop = scf.ForOp(t, _idx(total), _idx(bx))
-        with ir.InsertionPoint(loop.body):
-            ivs = [row] + _delinearize(loop.induction_variable, inner)
-            _pointwise_body_fwd(m, ivs, forwarded)
-            scf.YieldOp([])
+        def pw(k: ir.Value, accs: list) -> list:
+            _pointwise_body_fwd(m, [row] + _delinearize(k, inner), forwarded)
+            return []
+
+        strided_loop(t, total, bx, [], pw, [], UNROLL)
         return
     # reduction over trailing dims red; parallel inner dims 1..red[0] serial (uniform)
     ivs: list = [row] + [None] * (n - 1)
@@ -691,18 +731,19 @@ def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dic
     outs = m.lop.outs
     em = Emitter(m, ivs, forwarded)
     ftypes = [ir.MemRefType(b.type).element_type for b in outs]
-    loop = scf.ForOp(t, _idx(total), _idx(bx), [_identity(c, ft)
-                                                for c, ft in zip(combiners, ftypes)])
-    with ir.InsertionPoint(loop.body):
-        for dd, v in zip(range(first_red, len(m.sizes)),
-                         _delinearize(loop.induction_variable, red_sizes)):
+
+    def red(k: ir.Value, accs: list) -> list:
+        for dd, v in zip(range(first_red, len(m.sizes)), _delinearize(k, red_sizes)):
             ivs[dd] = v
-        results = em.compute(list(loop.inner_iter_args))
+        results = em.compute(accs)
         _mark_reassoc(results)
-        scf.YieldOp(results)
+        return results
+
+    partials = strided_loop(t, total, bx, [_identity(c, ft) for c, ft in zip(combiners, ftypes)],
+                            red, combiners, UNROLL)
     for dd in range(first_red, len(m.sizes)):
         ivs[dd] = None
-    for i, (b, c, partial) in enumerate(zip(outs, combiners, loop.results)):
+    for i, (b, c, partial) in enumerate(zip(outs, combiners, partials)):
         total_v = _all_reduce(partial, c)
         acc = em.out_accesses()[i]
         init = em.load(b, acc)
