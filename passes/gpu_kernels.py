@@ -50,8 +50,10 @@ POINTWISE_BLOCK = 256
 # bandwidth, 512 76%, 1024 85%; docs/CUDA.md)
 ROW_BLOCK = 1024
 ROW_ELEMS_PER_THREAD = 8
-# strided loops in row and full-reduction kernels: copies per iteration (loads in flight)
-UNROLL = 4
+# strided loops in row and full-reduction kernels: copies per iteration. 1: LLVM
+# already unrolls these loops fully when the trip count is small (tid < maxntid);
+# 4 measured no faster for row sums and slower for softmax (H100, docs/CUDA.md)
+UNROLL = 1
 # full reductions (to one value): one block up to this many elements, else two stages
 FULL_REDUCE_ONE_BLOCK = 1 << 16
 FULL_REDUCE_MAX_BLOCKS = 1024
