@@ -34,6 +34,7 @@ UNARY = {
     "ceil": ("round toward +inf", True),
     "round": ("round half to even", True),
     "not": ("logical/bitwise not (integers and i1)", False),
+    "stop_gradient": ("x, with a zero derivative (gradients do not flow through it)", True),
 }
 
 # name -> summary
@@ -139,7 +140,8 @@ def _div(a, b):
 
 # dg op -> torch function (a name in the torch namespace, resolved when called)
 _TORCH_FN = {"not": _not, "div": _div, "max": "maximum", "min": "minimum",
-             "and": "bitwise_and", "or": "bitwise_or"}
+             "and": "bitwise_and", "or": "bitwise_or",
+             "stop_gradient": lambda x: x.detach().clone()}
 
 
 def _torch_fn(op: str):
@@ -191,6 +193,8 @@ def _unary_scalar(args, *, op, attrs, in_dtypes, out_dtype):
     dt = in_dtypes[0]
     if op in _FLOAT_UNARY:
         return getattr(math, _FLOAT_UNARY[op])(x).result
+    if op == "stop_gradient":
+        return x
     if op == "neg":
         return arith.negf(x) if is_float(dt) else arith.subi(lb.const(dt, 0), x)
     if op == "abs":
@@ -308,7 +312,7 @@ from .core import jvp_rule, vjp_rule  # noqa: E402
 # Unary and binary rules are written once as local derivatives ("multipliers"):
 # the VJP multiplies the cotangent by them and the JVP the tangent, so the two
 # modes cannot disagree. Gradients follow PyTorch's conventions (derivatives.yaml).
-_NO_GRAD_UNARY = ("sign", "floor", "ceil", "round", "not")
+_NO_GRAD_UNARY = ("sign", "floor", "ceil", "round", "not", "stop_gradient")
 
 
 def _unary_derivative(b, x, y, op):

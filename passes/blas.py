@@ -6,9 +6,16 @@ the BLAS `sgemm_`/`dgemm_` (Fortran ABI) that PyTorch's CPU library already
 carries (the runtime makes its symbols visible to the JIT). Loops remain for
 everything else (other dtypes, strided operands).
 
-Row-major C[m,n] += A[m,k] B[k,n] is column-major C^T = B^T A^T, so the call
-is gemm('N', 'N', n, m, k, 1, B, n, A, k, 1, C, n); beta = 1 keeps linalg's
-accumulate-into-outs semantics.
+Transposes cost no copy: an operand that is a `linalg.transpose` of a buffer
+(used only by that matmul) is read in place through BLAS's transpose flag, and
+a matmul result used only by a transpose into another buffer is computed
+transposed directly, as (A B)^T = B^T A^T. A linear layer's `x @ W^T` and its
+weight gradient `(dY^T X)` then move no extra memory.
+
+Row-major C[m,n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so the
+call is gemm(tb, ta, n, m, k, 1, B, ldb, A, lda, beta, C, n); beta = 1 keeps
+linalg's accumulate-into-outs semantics, beta = 0 writes a transposed result
+into a buffer that was never initialised.
 """
 from __future__ import annotations
 
@@ -20,25 +27,34 @@ from .registry import register_pass
 _GEMM = {"f32": "sgemm_", "f64": "dgemm_"}
 _HELPER = "__fusegrad_gemm_{dtype}"
 
-# batch, m, n, k are i32 (BLAS LP64); pointers are to the first element
+# batch, m, n, k, lda, ldb are i32 (BLAS LP64), ta/tb are 'N' or 'T'; pointers are to
+# the first element; every batch's operands are contiguous and one matrix apart
 _HELPER_TEXT = """
 func.func private @{gemm}(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr,
     !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
 func.func private @{helper}(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr, %batch: i32, %m: i32,
-                            %n: i32, %k: i32) {{
+                            %n: i32, %k: i32, %ta: i8, %tb: i8, %lda: i32, %ldb: i32,
+                            %beta: {t}) {{
   %one = llvm.mlir.constant(1 : i64) : i64
   %pm = llvm.alloca %one x i32 : (i64) -> !llvm.ptr
   %pn = llvm.alloca %one x i32 : (i64) -> !llvm.ptr
   %pk = llvm.alloca %one x i32 : (i64) -> !llvm.ptr
-  %pt = llvm.alloca %one x i8 : (i64) -> !llvm.ptr
+  %plda = llvm.alloca %one x i32 : (i64) -> !llvm.ptr
+  %pldb = llvm.alloca %one x i32 : (i64) -> !llvm.ptr
+  %pta = llvm.alloca %one x i8 : (i64) -> !llvm.ptr
+  %ptb = llvm.alloca %one x i8 : (i64) -> !llvm.ptr
   %ps = llvm.alloca %one x {t} : (i64) -> !llvm.ptr
+  %pbeta = llvm.alloca %one x {t} : (i64) -> !llvm.ptr
   llvm.store %m, %pm : i32, !llvm.ptr
   llvm.store %n, %pn : i32, !llvm.ptr
   llvm.store %k, %pk : i32, !llvm.ptr
-  %no = llvm.mlir.constant(78 : i8) : i8
-  llvm.store %no, %pt : i8, !llvm.ptr
+  llvm.store %lda, %plda : i32, !llvm.ptr
+  llvm.store %ldb, %pldb : i32, !llvm.ptr
+  llvm.store %ta, %pta : i8, !llvm.ptr
+  llvm.store %tb, %ptb : i8, !llvm.ptr
   %s1 = llvm.mlir.constant(1.0 : {t}) : {t}
   llvm.store %s1, %ps : {t}, !llvm.ptr
+  llvm.store %beta, %pbeta : {t}, !llvm.ptr
   %mk = arith.muli %m, %k : i32
   %kn = arith.muli %k, %n : i32
   %mn = arith.muli %m, %n : i32
@@ -51,7 +67,7 @@ func.func private @{helper}(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr, %batch:
     %ai = llvm.getelementptr %a[%oa] : (!llvm.ptr, i32) -> !llvm.ptr, {t}
     %bi = llvm.getelementptr %b[%ob] : (!llvm.ptr, i32) -> !llvm.ptr, {t}
     %ci = llvm.getelementptr %c[%oc] : (!llvm.ptr, i32) -> !llvm.ptr, {t}
-    func.call @{gemm}(%pt, %pt, %pn, %pm, %pk, %ps, %bi, %pn, %ai, %pk, %ps, %ci, %pn)
+    func.call @{gemm}(%ptb, %pta, %pn, %pm, %pk, %ps, %bi, %pldb, %ai, %plda, %pbeta, %ci, %pn)
         : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr,
            !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
   }}
@@ -114,8 +130,114 @@ def _ensure_helper(module: ir.Operation, dtype: str, done: set[str]) -> str:
     return helper
 
 
+def _swaps_last_two(op: ir.Operation) -> bool:
+    """Is `op` (a linalg.transpose, or a generic that only copies through a permuted
+    read) a swap of the last two dims?"""
+    if op.name == "linalg.transpose":
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    else:
+        g = op.opview
+        if len(g.inputs) != 1 or len(g.outputs) != 1:
+            return False
+        body = g.regions[0].blocks[0]
+        ops = list(body.operations)
+        if len(ops) != 1 or ops[0].operation.operands[0] != body.arguments[0]:
+            return False
+        read, write = (ir.AffineMapAttr(a).value for a in g.indexing_maps)
+        if not write.is_permutation or write != ir.AffineMap.get_identity(write.n_dims) or \
+                not read.is_permutation:
+            return False
+        perm = [e.position for e in read.results]
+    n = len(perm)
+    return n >= 2 and perm == list(range(n - 2)) + [n - 1, n - 2]
+
+
+def _only_users(buf: ir.Value, allowed: set) -> bool:
+    return all(u.owner.operation in allowed or u.owner.operation.name == "memref.dealloc"
+               for u in buf.uses)
+
+
+def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | None:
+    """The `linalg.transpose` that alone fills `buf` (an alloc only `matmul` reads)."""
+    if isinstance(buf.owner, ir.Block) or buf.owner.operation.name != "memref.alloc":
+        return None
+    writers = [u.owner.operation for u in buf.uses
+               if u.owner.operation.name in ("linalg.transpose", "linalg.generic")
+               and u.owner.operation.operands[-1] == buf]
+    if len(writers) != 1 or not _swaps_last_two(writers[0]):
+        return None
+    if not _contiguous(writers[0].operands[0].type):
+        return None
+    return writers[0] if _only_users(buf, {writers[0], matmul}) else None
+
+
+def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
+    """(fill, transpose) when the matmul's zero-filled alloc is only transposed into another
+    buffer: the matmul can write that buffer directly, transposed."""
+    out = matmul.operands[2]
+    if isinstance(out.owner, ir.Block) or out.owner.operation.name != "memref.alloc":
+        return None
+    users = [u.owner.operation for u in out.uses]
+    fills = [u for u in users if u.name == "linalg.fill"]
+    moves = [u for u in users if u.name == "linalg.transpose" and u.operands[0] == out]
+    if len(fills) != 1 or len(moves) != 1 or not _swaps_last_two(moves[0]):
+        return None
+    if not _contiguous(moves[0].operands[1].type):
+        return None
+    return (fills[0], moves[0]) if _only_users(out, {fills[0], moves[0], matmul}) else None
+
+
+def _erase_buffer(buf: ir.Value) -> None:
+    for u in list(buf.uses):
+        u.owner.operation.erase()  # deallocs
+    buf.owner.operation.erase()
+
+
+def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
+    batch, m, n, k = _gemm_dims(op)
+    dtype = str(op.operands[0].type.element_type)
+    helper = _ensure_helper(module, dtype, done)
+    a, b, c = op.operands
+    # (value, transposed?) per operand; a transposed operand is read from its source
+    ops: list = []
+    for v in (a, b):
+        t = _transposed_source(v, op)
+        ops.append((t.operands[0], True, t) if t is not None else (v, False, None))
+    (a, ta, move_a), (b, tb, move_b) = ops
+    beta = 1.0
+    result = _transposed_result(op)
+    if result is not None:  # D = (op(A) op(B))^T = op(B)^T op(A)^T
+        fill, move = result
+        c = move.operands[1]
+        (a, ta), (b, tb) = (b, not tb), (a, not ta)
+        m, n = n, m
+        beta = 0.0
+    lda = m if ta else k
+    ldb = k if tb else n
+    with ir.InsertionPoint(op), op.location:
+        flags = [arith.ConstantOp(ir.IntegerType.get_signless(8), ord("T" if t else "N")).result
+                 for t in (ta, tb)]
+        ftype = ir.F32Type.get() if dtype == "f32" else ir.F64Type.get()
+        func.CallOp([], ir.FlatSymbolRefAttr.get(helper),
+                    [_pointer(a), _pointer(b), _pointer(c), _i32(batch), _i32(m), _i32(n),
+                     _i32(k), *flags, _i32(lda), _i32(ldb),
+                     arith.ConstantOp(ftype, beta).result])
+    temp = op.operands[2] if result is not None else None
+    op.erase()
+    for move in (move_a, move_b):
+        if move is not None:
+            buf = move.operands[1]
+            move.erase()
+            _erase_buffer(buf)
+    if result is not None:
+        result[1].erase()
+        result[0].erase()
+        _erase_buffer(temp)
+
+
 @register_pass("dg-matmul-to-blas",
-               "f32/f64 linalg.matmul/batch_matmul on contiguous memrefs -> BLAS gemm calls")
+               "f32/f64 linalg.matmul/batch_matmul on contiguous memrefs -> BLAS gemm calls "
+               "(transposed operands and results through the transpose flags)")
 def matmul_to_blas(module: ir.Operation) -> None:
     matmuls: list[ir.Operation] = []
 
@@ -126,11 +248,4 @@ def matmul_to_blas(module: ir.Operation) -> None:
     module.walk(visit)
     done: set[str] = set()
     for op in matmuls:
-        batch, m, n, k = _gemm_dims(op)
-        dtype = str(op.operands[0].type.element_type)
-        helper = _ensure_helper(module, dtype, done)
-        with ir.InsertionPoint(op), op.location:
-            ptrs = [_pointer(v) for v in op.operands]
-            func.CallOp([], ir.FlatSymbolRefAttr.get(helper),
-                        [*ptrs, _i32(batch), _i32(m), _i32(n), _i32(k)])
-        op.erase()
+        _lower(op, module, done)

@@ -19,7 +19,10 @@ level, where every loop nest and buffer is visible:
    `@<kernel>__parallel(rows, buffers...)`, which `dg-gomp-launchers` defines
    after LLVM lowering as a `GOMP_parallel` call: PyTorch's own OpenMP
    runtime (libgomp), so compiled kernels share its threads and honour
-   `torch.set_num_threads`.
+   `torch.set_num_threads`. A large reduction over rows (a bias gradient) is
+   split by blocks of its column dim instead, and the pointwise ops over the
+   same loops that follow it (the input gradient next to the bias gradient)
+   share its loop nest, so LLVM computes their common subexpressions once.
 
 Loops follow each op's dim order (the fusion lowering puts the contiguous dim
 last). Ops this pass does not understand (non-projected indexing maps,
@@ -50,6 +53,7 @@ _VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "mem
 _PURE = _VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
 
 Access = tuple  # per operand dim: loop dim, or None for the constant index 0
+_LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose")
 
 
 def _accesses(maps: Sequence[ir.AffineMap]) -> Optional[list[Access]]:
@@ -147,6 +151,16 @@ def parse(op: ir.Operation) -> Optional[LoopOp]:
         rank = ir.MemRefType(buf.type).rank
         return LoopOp(op, [], [buf], [tuple(range(rank))], list(buf.type.shape),
                       ["parallel"] * rank, fill=value)
+    if op.name == "linalg.transpose":
+        src, dst = op.operands
+        if not (_static(src.type) and _static(dst.type)):
+            return None
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        # dst[i_0, .., i_n] = src[j] where src dim perm[k] is read with loop dim k
+        read = [perm.index(j) for j in range(len(perm))]
+        rank = len(perm)
+        return LoopOp(op, [src], [dst], [tuple(read), tuple(range(rank))], list(dst.type.shape),
+                      ["parallel"] * rank)
     if op.name != "linalg.generic":
         return None
     g = op.opview
@@ -189,11 +203,16 @@ class Env:
 
 
 class Nest:
-    """Emits the loops of one LoopOp at the current insertion point."""
+    """Emits the loops of one LoopOp at the current insertion point.
 
-    def __init__(self, lop: LoopOp, env: Env) -> None:
+    `companions`: independent LoopOps over the same loops (a pointwise output next to a
+    reduction over rows) computed in the same innermost body, so LLVM computes what
+    their bodies share (the loaded values and everything derived from them) once."""
+
+    def __init__(self, lop: LoopOp, env: Env, companions: Sequence[LoopOp] = ()) -> None:
         self.lop = lop
         self.env = env
+        self.companions = list(companions)
         n = len(lop.sizes)
         red = [k for k, it in enumerate(lop.iterators) if it == "reduction"]
         # reductions live in registers only when they are the innermost loops
@@ -243,25 +262,30 @@ class Nest:
             self._nest(dim + 1)
             scf.YieldOp([])
 
-    def _out_accesses(self) -> list:
-        return self.lop.accesses[len(self.lop.ins):]
+    @staticmethod
+    def _out_accesses(lop: LoopOp) -> list:
+        return lop.accesses[len(lop.ins):]
 
     def _inner(self) -> None:
         outs = self.lop.outs
         if not self.carry:
-            results = self._compute([None] * len(outs))
+            results = self._compute(self.lop, [None] * len(outs))
         else:
-            inits = [self._load(b, a) for b, a in zip(outs, self._out_accesses())]
+            inits = [self._load(b, a) for b, a in zip(outs, self._out_accesses(self.lop))]
             results = self._reduce(self.first_red, inits)
-        for buf, v, acc in zip(outs, results, self._out_accesses()):
+        for buf, v, acc in zip(outs, results, self._out_accesses(self.lop)):
             self._store(v, buf, acc)
+        for c in self.companions:
+            values = self._compute(c, [None] * len(c.outs))
+            for buf, v, acc in zip(c.outs, values, self._out_accesses(c)):
+                self._store(v, buf, acc)
 
     def _reduce(self, dim: int, accs: list) -> list:
         loop = self._loop(dim, accs)
         with ir.InsertionPoint(loop.body):
             carried = list(loop.inner_iter_args)
             if dim == len(self.lop.sizes) - 1:
-                results = self._compute(carried)
+                results = self._compute(self.lop, carried)
                 _mark_reassoc(results)
             elif self.combiners is not None:
                 # each inner reduction starts from the identity and is combined once:
@@ -274,9 +298,8 @@ class Nest:
             scf.YieldOp(results)
         return list(loop.results)
 
-    def _compute(self, out_values: Sequence[Optional[ir.Value]]) -> list:
-        """The body's results for the current ivs; `out_values` are the outs' carried values."""
-        lop = self.lop
+    def _compute(self, lop: LoopOp, out_values: Sequence[Optional[ir.Value]]) -> list:
+        """`lop`'s body results for the current ivs; `out_values`: the outs' carried values."""
         if lop.fill is not None:
             return [self.env.value(lop.fill)]
         block = lop.op.regions[0].blocks[0]
@@ -290,7 +313,7 @@ class Nest:
             if len(list(arg.uses)):
                 v = out_values[k]
                 mapping[arg] = v if v is not None else self._load(
-                    lop.outs[k], self._out_accesses()[k])
+                    lop.outs[k], self._out_accesses(lop)[k])
         for inner in block.operations:
             inner = inner.operation
             if inner.name == "linalg.yield":
@@ -367,11 +390,27 @@ def _conflicts(group: list[LoopOp], lop: LoopOp) -> bool:
     return False
 
 
+def _companion(group: list[LoopOp], lop: LoopOp) -> bool:
+    """Can `lop` share the loop nest of a reduction over rows: an all-parallel op over the
+    same loops that touches no buffer another member writes or reads what it writes?"""
+    if lop.fill is not None or lop.sizes != group[0].sizes or \
+            any(it != "parallel" for it in lop.iterators):
+        return False
+    for b, _, writes_b in lop.buffers():
+        for member in group:
+            for a, _, writes_a in member.buffers():
+                if _root(a) == _root(b) and (writes_a or writes_b):
+                    return False
+    return True
+
+
 def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[LoopOp]]:
     """Maximal runs of row-parallel LoopOps over equal rows, separated only by pure ops;
-    and large reductions over rows, each alone, to be split by column blocks."""
+    and large reductions over rows, split by column blocks, each with the independent
+    all-parallel ops over the same loops that follow it (its companions)."""
     groups: list[list[LoopOp]] = []
     current: list[LoopOp] = []
+    split = False  # is `current` a reduction over rows (plus companions)?
 
     def close() -> None:
         nonlocal current
@@ -381,12 +420,20 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[
 
     for op in block.operations:
         op = op.operation
-        lop = parse(op) if op.name in ("linalg.generic", "linalg.fill") else None
+        lop = parse(op) if op.name in _LOOP_OPS else None
         if lop is not None and lop.column_split(min_work) is not None:
             close()
-            current = [lop]  # threaded by column blocks, alone
-            close()
+            current = [lop]  # threaded by column blocks, with its companions
+            split = True
             continue
+        if split:
+            if lop is not None and _companion(current, lop):
+                current.append(lop)
+                continue
+            if lop is None and op.name in _PURE:
+                continue
+            close()
+            split = False
         if lop is None or not lop.row_parallel():
             if op.name not in _PURE:
                 close()
@@ -478,9 +525,13 @@ class Outliner:
             loop = scf.ForOp(lo, hi, one)
             with ir.InsertionPoint(loop.body):
                 env = Env(mapping, row=loop.induction_variable, row_temps=temps, split=split)
-                for m in group:
-                    with m.op.location:
-                        Nest(m, env).emit()
+                if split == (0, 1):
+                    for m in group:
+                        with m.op.location:
+                            Nest(m, env).emit()
+                else:  # one nest: the reduction over rows and its companions
+                    with group[0].op.location:
+                        Nest(group[0], env, companions=group[1:]).emit()
                 scf.YieldOp([])
             func.ReturnOp([])
         dim, block = split
@@ -524,8 +575,7 @@ def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK
         # what remains (reductions over rows, rank-0 fills) runs inline
         rest = []
         for op in body.operations:
-            lop = parse(op.operation) if op.operation.name in ("linalg.generic",
-                                                               "linalg.fill") else None
+            lop = parse(op.operation) if op.operation.name in _LOOP_OPS else None
             if lop is not None:
                 rest.append(lop)
         for lop in rest:

@@ -742,17 +742,42 @@ def _scatter_add(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: ir.Value
     return em.b.scatter_add(x, index, src, dim=norm_dim(dim, s.rank))
 
 
+@handles(aten.cumsum.default)
+def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
+    """Prefix sums as a matmul with an upper-triangular matrix of ones: O(n^2) work, cheap
+    for what models use it on (attention masks and position ids along a sequence)."""
+    out = em.out0
+    s = spec(x)
+    x = cast(em, x, out.dtype)
+    if s.rank == 0:
+        return x
+    d = norm_dim(dim, s.rank)
+    perm = [k for k in range(s.rank) if k != d] + [d]
+    n = s.shape[d]
+    moved = [s.shape[k] for k in perm]
+    rows = reshape(em, _permute(em, x, perm), (math.prod(moved[:-1]), n))
+    i = em.b.iota(shape=(n, n), dtype="i64", dim=0)
+    j = em.b.iota(shape=(n, n), dtype="i64", dim=1)
+    upper = cast(em, em.b.compare(i, j, direction="le"), out.dtype)  # [i, j] = i <= j
+    sums = reshape(em, em.b.matmul(rows, upper), moved)
+    return _permute(em, sums, [perm.index(k) for k in range(s.rank)])
+
+
 @handles(aten.embedding.default)
 def _embedding(em: Emit, weight: ir.Value, indices: ir.Value, padding_idx: int = -1,
                scale_grad_by_freq: bool = False, sparse: bool = False) -> ir.Value:
-    # both change only the gradient, which dg derives from the forward: computing it
-    # without them would silently give wrong weight gradients
-    if padding_idx is not None and padding_idx >= 0:
-        raise Unsupported(f"padding_idx={padding_idx} (its row gets no gradient) needs a "
-                          "stop-gradient op dg does not have yet")
+    # scale_grad_by_freq changes only the gradient, which dg derives from the forward
     if scale_grad_by_freq:
         raise Unsupported("scale_grad_by_freq=True")
-    return em.b.index_select(weight, indices, dim=0)
+    rows = em.b.index_select(weight, indices, dim=0)
+    if padding_idx is None or padding_idx < 0:
+        return rows
+    # the padding row gets no gradient from the lookup (as eager's embedding_backward):
+    # padding tokens read it through stop_gradient
+    shape = spec(rows).shape
+    is_pad = em.b.compare(indices, full_as(em, indices, float(padding_idx)), direction="eq")
+    is_pad = em.b.broadcast_in_dim(is_pad, shape=shape, dims=list(range(len(shape) - 1)))
+    return em.b.select(is_pad, em.b.stop_gradient(rows), rows)
 
 
 @handles(aten.index.Tensor)

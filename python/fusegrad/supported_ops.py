@@ -63,8 +63,6 @@ def _bool_index(sample: Any) -> str | None:
 def _embedding_options(sample: Any) -> str | None:
     if sample.kwargs.get("max_norm"):
         return "max_norm renormalises the weight in place"
-    if sample.kwargs.get("padding_idx") is not None:
-        return "padding_idx: its row gets no gradient (needs a stop-gradient op)"
     if sample.kwargs.get("scale_grad_by_freq"):
         return "scale_grad_by_freq"
     return None
@@ -100,7 +98,7 @@ nn.functional.conv1d nn.functional.conv2d nn.functional.layer_norm nn.functional
 nn.functional.batch_norm nn.functional.cross_entropy logsumexp nn.functional.gelu
 nn.functional.softplus nn.functional.mish nn.functional.logsigmoid
 nn.functional.binary_cross_entropy_with_logits tan log2 log10 xlogy logaddexp
-linalg.vector_norm nn.functional.normalize nn.functional.cosine_similarity
+linalg.vector_norm nn.functional.normalize nn.functional.cosine_similarity cumsum
 """
 
 
@@ -124,7 +122,7 @@ CLAIMS: list[Claim] = (
         Claim("gather", unsupported=_uint8, note="int64/int32 indices"),
         Claim("__getitem__", unsupported=_bool_index, note="no boolean masks"),
         Claim("nn.functional.embedding", unsupported=_embedding_options,
-              note="no max_norm, padding_idx or scale_grad_by_freq"),
+              note="no max_norm or scale_grad_by_freq"),
         Claim("narrow", unsupported=_tensor_start, note="int start only"),
         Claim("nn.functional.dropout", stochastic=True,
               note="seeded by the function's dg.seed_input argument; checked statistically"),

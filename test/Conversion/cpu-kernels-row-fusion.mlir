@@ -110,3 +110,34 @@ func.func @bias_grad(%x: memref<256x1024xf32>, %y: memref<1024xf32>) {
   }
   return
 }
+
+// An independent pointwise op over the same loops shares the column-split nest
+// of a reduction over rows: one kernel, one innermost body storing both.
+// CHECK-LABEL: func.func private @grads_k{{[0-9]+}}(
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: arith.addf
+// CHECK: memref.store
+// CHECK: arith.mulf
+// CHECK: memref.store
+// CHECK-NOT: scf.for
+// CHECK: return
+// CHECK-LABEL: func.func @grads(
+// CHECK: call @grads_k{{[0-9]+}}__parallel(
+// CHECK-NOT: call
+func.func @grads(%x: memref<256x1024xf32>, %db: memref<1024xf32>, %dx: memref<256x1024xf32>) {
+  linalg.generic {indexing_maps = [#id, affine_map<(d0, d1) -> (d1)>], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<256x1024xf32>) outs(%db : memref<1024xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.addf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<256x1024xf32>) outs(%dx : memref<256x1024xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.mulf %in, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}

@@ -96,3 +96,10 @@ func.func @compare_select_convert(%arg0: tensor<2x3xf32>, %arg1: tensor<2x3xf32>
   %3 = "dg.convert"(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xbf16>
   return %0, %1, %2, %3 : tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xi32>, tensor<2x3xbf16>
 }
+
+// CHECK-LABEL: func.func @stop_gradient(
+// CHECK-NEXT: %0 = "dg.stop_gradient"(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+func.func @stop_gradient(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "dg.stop_gradient"(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

@@ -68,7 +68,8 @@ _UNARY_INPUTS = {"log": pos, "sqrt": pos, "rsqrt": pos, "reciprocal": pos, "log1
 CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
     **{op: (lambda op=op: [_UNARY_INPUTS.get(op, rnd)(2, 3)], unary(op))
        for op in ("neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh",
-                  "sigmoid", "erf", "sin", "cos", "reciprocal", "sign", "floor", "ceil", "round")},
+                  "sigmoid", "erf", "sin", "cos", "reciprocal", "sign", "floor", "ceil", "round",
+                  "stop_gradient")},
     **{op: (lambda: [rnd(2, 3), rnd(2, 3)], binary(op)) for op in ("add", "sub", "mul")},
     "div": (lambda: [rnd(2, 3), pos(2, 3)], binary("div")),
     "pow": (lambda: [pos(2, 3), rnd(2, 3)], binary("pow")),
