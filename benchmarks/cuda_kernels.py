@@ -8,7 +8,8 @@ Two halves, so the GPU machine needs no MLIR:
     PYTHONPATH=. python3 benchmarks/cuda_kernels.py run .gpu_artifacts
 
 `run` checks every correctness case against eager torch on the GPU (fresh
-random inputs, outputs poisoned with NaN by the allocator check below), then
+random inputs for every run, cubin and driver-JITed PTX), and three models'
+fused training graphs against the dg interpreter's outputs computed here; then
 times the large cases with CUDA events (median of 20 after 5 warm-ups) and
 reports bandwidth (bytes read + written once) as a fraction of a measured
 device-to-device copy (`dst.copy_(src)`, same size).

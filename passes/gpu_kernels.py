@@ -580,7 +580,13 @@ def emit_full_reduce(k: Kop, block_size: int) -> None:
 
 
 def _all_reduce(v: ir.Value, combiner: str) -> ir.Value:
+    """A block-wide `gpu.all_reduce`; 16-bit floats go through f32 (warp shuffles
+    move 32-bit values only; `nvvm.shfl.sync` rejects f16/bf16)."""
     red_op = ir.Attribute.parse(f"#gpu<all_reduce_op {_ALL_REDUCE[combiner]}>")
+    t = v.type
+    if isinstance(t, (ir.F16Type, ir.BF16Type)):
+        wide = arith.extf(ir.F32Type.get(), v)
+        return arith.truncf(t, gpu.AllReduceOp(wide, op=red_op, uniform=True).result)
     return gpu.AllReduceOp(v, op=red_op, uniform=True).result
 
 

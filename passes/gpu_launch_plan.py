@@ -414,7 +414,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--block-size", type=int, default=POINTWISE_BLOCK)
     p.add_argument("-o", "--output", default=None, help="write the artifact folder here")
     args = p.parse_args(argv)
-    with make_context() as ctx:
+    with make_context():
         try:
             with open(args.file) as f:
                 module = ir.Module.parse(f.read())
@@ -425,7 +425,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except (PlanError, PtxasError, ir.MLIRError, OSError, ValueError) as e:
             print(f"{args.file}: error: {e}", file=sys.stderr)
             return 1
-        del ctx
     if args.output:
         plan.save(args.output)
     print(format_plan(plan))

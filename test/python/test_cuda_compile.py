@@ -38,6 +38,9 @@ PROGRAMS = {
     "mlp": (bench.mlp_text(64, 128, 256), "dg-fuse"),
     "transpose": (bench.transpose_text(), "dg-fuse"),
     "ln_vjp": (bench.ln_text(64, 512), "dg-autodiff{joint=true},dg-fuse"),
+    # 16-bit floats: the block reductions go through f32 (shuffles move 32 bits)
+    "softmax_f16": (bench.softmax_text(64, 1000).replace("f32", "f16"), "dg-fuse"),
+    "rowsum_bf16": (bench.rowsum_text(128, 1000).replace("f32", "bf16"), "dg-fuse"),
 }
 
 
