@@ -98,12 +98,22 @@ def _i32(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IntegerType.get_signless(32), value).result
 
 
+_DEFAULT_MAPS = {
+    "linalg.matmul": "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, "
+                     "affine_map<(d0, d1, d2) -> (d0, d1)>]",
+    "linalg.batch_matmul": "[affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, "
+                           "affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, "
+                           "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>]",
+}
+
+
 def _gemm_dims(op: ir.Operation) -> tuple[int, int, int, int] | None:
     """(batch, m, n, k) if `op` is a matmul on contiguous f32/f64 memrefs."""
     if op.name not in ("linalg.matmul", "linalg.batch_matmul") or len(op.operands) != 3:
         return None
-    if "indexing_maps" in op.attributes:  # transposed/broadcast variants: keep the loops
-        return None
+    if "indexing_maps" in op.attributes and \
+            str(op.attributes["indexing_maps"]) != _DEFAULT_MAPS[op.name]:
+        return None  # transposed/broadcast variants: keep the loops
     types = [v.type for v in op.operands]
     if not all(_contiguous(t) for t in types):
         return None
@@ -152,6 +162,33 @@ def _swaps_last_two(op: ir.Operation) -> bool:
     return n >= 2 and perm == list(range(n - 2)) + [n - 1, n - 2]
 
 
+_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
+          "memref.reinterpret_cast")
+
+
+def _root(v: ir.Value) -> ir.Value:
+    while not isinstance(v.owner, ir.Block) and v.owner.operation.name in _VIEWS:
+        v = v.owner.operation.operands[0]
+    return v
+
+
+def _untouched_between(buf: ir.Value, first: ir.Operation, last: ir.Operation) -> bool:
+    """Does no op strictly between `first` and `last` (one block) use `buf`'s memory? Reading
+    `buf` at `last` instead of `first` (or writing it at `first`) is then the same."""
+    if first.block != last.block or not first.is_before_in_block(last):
+        return False
+    root, inside = _root(buf), False
+    for op in first.block.operations:
+        op = op.operation
+        if op == last:
+            return True
+        if inside and any(isinstance(x.type, ir.MemRefType) and _root(x) == root
+                          for x in op.operands):
+            return False
+        inside = inside or op == first
+    return False
+
+
 def _only_users(buf: ir.Value, allowed: set) -> bool:
     return all(u.owner.operation in allowed or u.owner.operation.name == "memref.dealloc"
                for u in buf.uses)
@@ -166,7 +203,8 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
                and u.owner.operation.operands[-1] == buf]
     if len(writers) != 1 or not _swaps_last_two(writers[0]):
         return None
-    if not _contiguous(writers[0].operands[0].type):
+    source = writers[0].operands[0]
+    if not _contiguous(source.type) or not _untouched_between(source, writers[0], matmul):
         return None
     return writers[0] if _only_users(buf, {writers[0], matmul}) else None
 
@@ -182,7 +220,12 @@ def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation
     moves = [u for u in users if u.name == "linalg.transpose" and u.operands[0] == out]
     if len(fills) != 1 or len(moves) != 1 or not _swaps_last_two(moves[0]):
         return None
-    if not _contiguous(moves[0].operands[1].type):
+    zero = fills[0].operands[0].owner
+    if isinstance(zero, ir.Block) or zero.operation.name != "arith.constant" or \
+            ir.FloatAttr(zero.operation.attributes["value"]).value != 0.0:
+        return None
+    dest = moves[0].operands[1]
+    if not _contiguous(dest.type) or not _untouched_between(dest, matmul, moves[0]):
         return None
     return (fills[0], moves[0]) if _only_users(out, {fills[0], moves[0], matmul}) else None
 

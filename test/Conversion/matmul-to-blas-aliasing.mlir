@@ -1,0 +1,28 @@
+// dg-matmul-to-blas reads a transposed operand from its source only when nothing
+// writes the source between the transpose and the matmul (bufferization reuses
+// dead buffers in place: folding here gave GPT-2 5% wrong gradients).
+// RUN: fusegrad-opt %s -p 'dg-matmul-to-blas' | filecheck %s
+
+// CHECK-LABEL: func.func @overwritten(
+// CHECK: linalg.transpose
+// CHECK: call @__fusegrad_gemm_f32({{.*}}, %c78_i8, %c78_i8{{(_[0-9]+)?}},
+func.func @overwritten(%s: memref<5x4xf32>, %b: memref<5x6xf32>, %c: memref<4x6xf32>) {
+  %t = memref.alloc() : memref<4x5xf32>
+  linalg.transpose ins(%s : memref<5x4xf32>) outs(%t : memref<4x5xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%s : memref<5x4xf32>)
+  linalg.matmul ins(%t, %b : memref<4x5xf32>, memref<5x6xf32>) outs(%c : memref<4x6xf32>)
+  memref.dealloc %t : memref<4x5xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @untouched(
+// CHECK-NOT: linalg.transpose
+// CHECK: call @__fusegrad_gemm_f32({{.*}}, %c84_i8, %c78_i8,
+func.func @untouched(%s: memref<5x4xf32>, %b: memref<5x6xf32>, %c: memref<4x6xf32>) {
+  %t = memref.alloc() : memref<4x5xf32>
+  linalg.transpose ins(%s : memref<5x4xf32>) outs(%t : memref<4x5xf32>) permutation = [1, 0]
+  linalg.matmul ins(%t, %b : memref<4x5xf32>, memref<5x6xf32>) outs(%c : memref<4x6xf32>)
+  memref.dealloc %t : memref<4x5xf32>
+  return
+}
