@@ -214,10 +214,10 @@ class Nest:
         self.env = env
         self.companions = list(companions)
         n = len(lop.sizes)
-        red = [k for k, it in enumerate(lop.iterators) if it == "reduction"]
-        # reductions live in registers only when they are the innermost loops
-        self.carry = bool(red) and red == list(range(n - len(red), n))
-        self.first_red = n - len(red) if self.carry else n
+        self.order = loop_order(lop)
+        n_red = sum(it == "reduction" for it in lop.iterators)
+        self.carry = _carries(lop)  # reductions in registers: they are the innermost loops
+        self.first_red = n - n_red if self.carry else n  # a position in `order`
         self.ivs: list = [None] * n
         self.combiners = _float_combiners(lop) if self.carry else None
         self.zero = arith.ConstantOp(ir.IndexType.get(), 0).result
@@ -229,6 +229,9 @@ class Nest:
             self.ivs[0] = self.env.row
             start = 1
         self._nest(start)
+
+    def _dim(self, position: int) -> int:
+        return self.order[position]
 
     def _index(self, buf: ir.Value, acc: Access) -> list:
         idx = [self.zero if d is None else self.ivs[d] for d in acc]
@@ -253,13 +256,13 @@ class Nest:
         self.ivs[dim] = loop.induction_variable
         return loop
 
-    def _nest(self, dim: int) -> None:
-        if dim == self.first_red:
+    def _nest(self, position: int) -> None:
+        if position == self.first_red:
             self._inner()
             return
-        loop = self._loop(dim)
+        loop = self._loop(self._dim(position))
         with ir.InsertionPoint(loop.body):
-            self._nest(dim + 1)
+            self._nest(position + 1)
             scf.YieldOp([])
 
     @staticmethod
@@ -280,21 +283,21 @@ class Nest:
             for buf, v, acc in zip(c.outs, values, self._out_accesses(c)):
                 self._store(v, buf, acc)
 
-    def _reduce(self, dim: int, accs: list) -> list:
-        loop = self._loop(dim, accs)
+    def _reduce(self, position: int, accs: list) -> list:
+        loop = self._loop(self._dim(position), accs)
         with ir.InsertionPoint(loop.body):
             carried = list(loop.inner_iter_args)
-            if dim == len(self.lop.sizes) - 1:
+            if position == len(self.order) - 1:
                 results = self._compute(self.lop, carried)
                 _mark_reassoc(results)
             elif self.combiners is not None:
                 # each inner reduction starts from the identity and is combined once:
                 # rounding error grows with the loop lengths, not their product
-                inner = self._reduce(dim + 1, [_identity(c, v.type)
-                                               for c, v in zip(self.combiners, carried)])
+                inner = self._reduce(position + 1, [_identity(c, v.type)
+                                                    for c, v in zip(self.combiners, carried)])
                 results = [_combine(c, a, b) for c, a, b in zip(self.combiners, carried, inner)]
             else:
-                results = self._reduce(dim + 1, carried)
+                results = self._reduce(position + 1, carried)
             scf.YieldOp(results)
         return list(loop.results)
 
@@ -362,6 +365,26 @@ def _combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
     return op.results[0]
 
 
+def loop_order(lop: LoopOp) -> list[int]:
+    """Loops in dim order, except that a reduction over the last (contiguous) dim with a
+    parallel dim outside a reduction (a batch-norm statistic over N, H, W per channel)
+    runs its parallel loops outermost: its reductions then stay in registers."""
+    n = len(lop.sizes)
+    parallel = [k for k, it in enumerate(lop.iterators) if it == "parallel"]
+    reduction = [k for k, it in enumerate(lop.iterators) if it == "reduction"]
+    if not reduction or not parallel or lop.iterators[-1] != "reduction" or \
+            reduction == list(range(n - len(reduction), n)):
+        return list(range(n))
+    return parallel + reduction
+
+
+def _carries(lop: LoopOp) -> bool:
+    """Are `lop`'s reductions its innermost loops (accumulators carried in registers)?"""
+    order = loop_order(lop)
+    red = [k for k, it in enumerate(lop.iterators) if it == "reduction"]
+    return bool(red) and sorted(order[len(order) - len(red):]) == red
+
+
 def _mark_reassoc(results: Sequence[ir.Value]) -> None:
     for v in results:
         if isinstance(v.owner, ir.Block):
@@ -394,7 +417,7 @@ def _companion(group: list[LoopOp], lop: LoopOp) -> bool:
     """Can `lop` share the loop nest of a reduction over rows: an all-parallel op over the
     same loops that touches no buffer another member writes or reads what it writes?"""
     if lop.fill is not None or lop.sizes != group[0].sizes or \
-            any(it != "parallel" for it in lop.iterators):
+            any(it != "parallel" for it in lop.iterators) or _carries(group[0]):
         return False
     for b, _, writes_b in lop.buffers():
         for member in group:

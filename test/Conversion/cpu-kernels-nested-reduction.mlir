@@ -21,3 +21,25 @@ func.func @total(%x: memref<64x32xf32>, %y: memref<f32>) {
   }
   return
 }
+
+// A per-channel statistic (batch norm: reduce N, H, W of NCHW) runs the channel
+// loop outermost, so the reductions are innermost and stay in registers.
+// CHECK-LABEL: func.func private @channel_mean_k{{[0-9]+}}(
+// CHECK: scf.for %[[BLOCK:[a-z0-9_]+]] = %arg0 to %arg1
+// CHECK: %[[C:.*]] = arith.muli %[[BLOCK]]
+// CHECK: scf.for %[[CH:[a-z0-9_]+]] = %[[C]] to
+// CHECK: memref.load %arg3[%[[CH]]]
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: arith.addf {{.*}} fastmath<reassoc>
+func.func @channel_mean(%x: memref<32x64x16x16xf32>, %y: memref<64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (c)>],
+                  iterator_types = ["reduction", "parallel", "reduction", "reduction"]}
+      ins(%x : memref<32x64x16x16xf32>) outs(%y : memref<64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.addf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
