@@ -653,14 +653,20 @@ def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
         row, t = bid[0], tid[0]
         forwarded: dict = {}
         dirty: list = []  # forwarded buffers whose value must reach memory
-        written: set = set()  # roots written through memory by earlier members
+        # roots written / read through memory since the last barrier: a member that
+        # reads what another thread wrote, or writes what another thread read, waits
+        written: set = set()
+        read: set = set()
         for m in group:
             with m.op.location:
                 reads = {_root(b) for b, _, w in m.buffers() if not w and b not in forwarded}
-                if reads & written:
+                writes = {_root(b) for b, _, w in m.buffers() if w and b not in rk.forwardable}
+                if reads & written or writes & read:
                     gpu.BarrierOp()
                     written.clear()
+                    read.clear()
                 _row_member(m, row, t, bx, forwarded, rk.forwardable)
+                read |= reads
                 for b, _, w in m.buffers():
                     if w:
                         if b in rk.forwardable:
@@ -671,6 +677,8 @@ def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
         temps = set(rk.temps)
         stores = [b for b in dirty if b not in temps]
         if stores:
+            if {_root(b) for b in stores} & read:
+                gpu.BarrierOp()
             first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, t, _idx(0)))
             with ir.InsertionPoint(first.then_block):
                 for b in stores:
