@@ -76,7 +76,7 @@ func.func private @{helper}(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr, %batch:
 """
 
 
-def _contiguous(t: ir.Type) -> bool:
+def contiguous_memref(t: ir.Type) -> bool:
     if not isinstance(t, ir.MemRefType) or not t.has_static_shape:
         return False
     strides, offset = t.get_strides_and_offset()
@@ -115,7 +115,7 @@ def _gemm_dims(op: ir.Operation) -> tuple[int, int, int, int] | None:
             str(op.attributes["indexing_maps"]) != _DEFAULT_MAPS[op.name]:
         return None  # transposed/broadcast variants: keep the loops
     types = [v.type for v in op.operands]
-    if not all(_contiguous(t) for t in types):
+    if not all(contiguous_memref(t) for t in types):
         return None
     dtypes = {str(t.element_type) for t in types}
     if len(dtypes) != 1 or dtypes.pop() not in _GEMM:
@@ -204,7 +204,7 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
     if len(writers) != 1 or not _swaps_last_two(writers[0]):
         return None
     source = writers[0].operands[0]
-    if not _contiguous(source.type) or not _untouched_between(source, writers[0], matmul):
+    if not contiguous_memref(source.type) or not _untouched_between(source, writers[0], matmul):
         return None
     return writers[0] if _only_users(buf, {writers[0], matmul}) else None
 
@@ -225,7 +225,7 @@ def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation
             ir.FloatAttr(zero.operation.attributes["value"]).value != 0.0:
         return None
     dest = moves[0].operands[1]
-    if not _contiguous(dest.type) or not _untouched_between(dest, matmul, moves[0]):
+    if not contiguous_memref(dest.type) or not _untouched_between(dest, matmul, moves[0]):
         return None
     return (fills[0], moves[0]) if _only_users(out, {fills[0], moves[0], matmul}) else None
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func
 
-from .blas import _contiguous, _pointer
+from .blas import contiguous_memref, _pointer
 from .registry import register_pass
 
 HELPER = "__fusegrad_conv2d"
@@ -131,7 +131,7 @@ def _conv_call(op: ir.Operation) -> list[int] | None:
         return None
     x, w, y = op.operands
     types = [v.type for v in (x, w, y)]
-    if not all(_contiguous(t) for t in types):
+    if not all(contiguous_memref(t) for t in types):
         return None
     dtypes = {str(t.element_type) for t in types}
     if len(dtypes) != 1 or next(iter(dtypes)) not in _DTYPE:

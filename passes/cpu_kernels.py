@@ -37,6 +37,7 @@ from typing import Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from .blas import contiguous_memref
 from .registry import register_pass
 
 PARALLEL_SUFFIX = "__parallel"
@@ -53,7 +54,7 @@ _VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "mem
 _PURE = _VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
 
 Access = tuple  # per operand dim: loop dim, or None for the constant index 0
-_LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose")
+_LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose", "memref.copy")
 
 
 def _accesses(maps: Sequence[ir.AffineMap]) -> Optional[list[Access]]:
@@ -93,6 +94,7 @@ class LoopOp:
     sizes: list
     iterators: list
     fill: Optional[ir.Value] = None  # the scalar of a linalg.fill
+    copy: bool = False  # a memref.copy: the body is the loaded input
     captured: list = field(default_factory=list)  # values from above used by the body
 
     @property
@@ -151,6 +153,16 @@ def parse(op: ir.Operation) -> Optional[LoopOp]:
         rank = ir.MemRefType(buf.type).rank
         return LoopOp(op, [], [buf], [tuple(range(rank))], list(buf.type.shape),
                       ["parallel"] * rank, fill=value)
+    if op.name == "memref.copy":
+        src, dst = op.operands
+        if not (contiguous_memref(src.type) and contiguous_memref(dst.type)):
+            return None
+        rank = ir.MemRefType(dst.type).rank
+        if rank == 0:
+            return None
+        ident = tuple(range(rank))
+        return LoopOp(op, [src], [dst], [ident, ident], list(dst.type.shape),
+                      ["parallel"] * rank, copy=True)
     if op.name == "linalg.transpose":
         src, dst = op.operands
         if not (_static(src.type) and _static(dst.type)):
@@ -305,6 +317,8 @@ class Nest:
         """`lop`'s body results for the current ivs; `out_values`: the outs' carried values."""
         if lop.fill is not None:
             return [self.env.value(lop.fill)]
+        if lop.copy:
+            return [self._load(lop.ins[0], lop.accesses[0])]
         block = lop.op.regions[0].blocks[0]
         args = list(block.arguments)
         n_in = len(lop.ins)
@@ -468,6 +482,58 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[
     return groups
 
 
+def _independent(a: LoopOp, b: LoopOp) -> bool:
+    """Do `a` and `b` touch no common memory that either writes (any order is the same)?"""
+    for x, _, writes_x in a.buffers():
+        for y, _, writes_y in b.buffers():
+            if _root(x) == _root(y) and (writes_x or writes_y):
+                return False
+    return True
+
+
+def sink_between_rows(block: ir.Block) -> None:
+    """Move ops that are not row loops (a column reduction, a small fill) from between two
+    row loops over the same rows to below the second, when independent of it: the two
+    row loops then share one kernel, and a layer norm's backward reads its inputs from
+    DRAM one time fewer."""
+    ops = [o.operation for o in block.operations]
+    parsed = {op: parse(op) for op in ops if op.name in _LOOP_OPS}
+    last_rows = None  # rows of the latest row loop
+    i = 0
+    while i < len(ops):
+        lop = parsed.get(ops[i])
+        if lop is not None and lop.row_parallel() and last_rows in (None, lop.sizes[0]):
+            last_rows = lop.sizes[0]
+            i += 1
+            continue
+        if lop is None or last_rows is None:
+            if ops[i].name not in _PURE:
+                last_rows = None
+            i += 1
+            continue
+        # ops[i] is a loop op between row loops: gather the run up to the next row loop
+        deferred, j = [], i
+        while j < len(ops):
+            cand = parsed.get(ops[j])
+            if cand is not None and cand.row_parallel() and cand.sizes[0] == last_rows:
+                break
+            if cand is None and ops[j].name not in _PURE:
+                break
+            if cand is not None:
+                deferred.append(cand)
+            j += 1
+        nxt = parsed.get(ops[j]) if j < len(ops) else None
+        if nxt is not None and nxt.row_parallel() and nxt.sizes[0] == last_rows and \
+                deferred and all(_independent(d, nxt) for d in deferred):
+            for d in reversed(deferred):
+                d.op.move_after(nxt.op)
+            ops = [o.operation for o in block.operations]
+            i = ops.index(nxt.op)
+            continue
+        last_rows = None
+        i = max(j, i + 1)
+
+
 def _row_temps(group: list[LoopOp]) -> list[ir.Value]:
     """Allocs used only by this group, row by row (and freed): they shrink to one row."""
     members = {m.op for m in group}
@@ -593,12 +659,15 @@ def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK
     outliner = Outliner(module, parallel_min_work)
     for fn in _functions(module):
         body = fn.regions[0].blocks[0]
+        sink_between_rows(body)
         for group in row_groups(body, parallel_min_work):
             outliner.outline(fn, group)
-        # what remains (reductions over rows, rank-0 fills) runs inline
+        # what remains (reductions over rows, rank-0 fills) runs inline; copies that
+        # joined no row loop stay memref.copy (memcpy)
         rest = []
         for op in body.operations:
-            lop = parse(op.operation) if op.operation.name in _LOOP_OPS else None
+            name = op.operation.name
+            lop = parse(op.operation) if name in _LOOP_OPS and name != "memref.copy" else None
             if lop is not None:
                 rest.append(lop)
         for lop in rest:

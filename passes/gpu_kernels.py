@@ -174,32 +174,16 @@ def parse(op: ir.Operation) -> Optional[Kop]:
     if op.name in ("linalg.generic", "linalg.fill"):
         lop = parse_loop_op(op)
         return Kop(lop) if lop is not None else None
-    if op.name == "memref.copy":
-        src, dst = op.operands[0], op.operands[1]
-        if not (_static(src.type) and _static(dst.type) and _contiguous(src.type)
-                and _contiguous(dst.type) and src.type.shape == dst.type.shape):
-            return None  # strided copies stay host copies (torch)
-        rank = ir.MemRefType(dst.type).rank
-        acc = tuple(range(rank))
-        lop = LoopOp(op, [src], [dst], [acc, acc], list(ir.MemRefType(dst.type).shape),
-                     ["parallel"] * rank)
-        return Kop(lop, copy=True)
-    if op.name in ("linalg.copy", "linalg.transpose"):
-        src, dst = op.operands[0], op.operands[1]  # (input, init) for copy and transpose
+    if op.name in ("memref.copy", "linalg.transpose"):
+        lop = parse_loop_op(op)  # strided copies stay host copies (torch)
+        return Kop(lop, copy=True) if lop is not None else None
+    if op.name == "linalg.copy":
+        src, dst = op.operands[0], op.operands[1]  # (input, init)
         if not (_static(src.type) and _static(dst.type)):
             return None
-        rank = ir.MemRefType(dst.type).rank
-        if op.name == "linalg.copy":
-            in_acc = tuple(range(rank))
-        else:
-            perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
-            # out[i...] = in[j...] with out dim k = in dim perm[k]
-            inv = [0] * rank
-            for k, p in enumerate(perm):
-                inv[p] = k
-            in_acc = tuple(inv)
-        lop = LoopOp(op, [src], [dst], [in_acc, tuple(range(rank))],
-                     list(ir.MemRefType(dst.type).shape), ["parallel"] * rank)
+        acc = tuple(range(ir.MemRefType(dst.type).rank))
+        lop = LoopOp(op, [src], [dst], [acc, acc], list(ir.MemRefType(dst.type).shape),
+                     ["parallel"] * len(acc))
         return Kop(lop, copy=True)
     return None
 
