@@ -27,6 +27,7 @@ import torch.fx
 from mlir import ir
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
+from . import stop_gradient  # noqa: F401  (registers torch.ops.fusegrad.stop_gradient)
 from .dialects.builder import Builder, spec
 from .dialects.types import TensorSpec, from_torch_dtype, is_float, torch_dtype
 
@@ -761,6 +762,11 @@ def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
     upper = cast(em, em.b.compare(i, j, direction="le"), out.dtype)  # [i, j] = i <= j
     sums = reshape(em, em.b.matmul(rows, upper), moved)
     return _permute(em, sums, [perm.index(k) for k in range(s.rank)])
+
+
+@handles(torch.ops.fusegrad.stop_gradient.default)
+def _stop_gradient(em: Emit, x: ir.Value) -> ir.Value:
+    return em.b.stop_gradient(x) if is_float(spec(x).dtype) else x
 
 
 @handles(aten.embedding.default)

@@ -20,6 +20,7 @@ import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
 
 from .decompositions import DECOMPOSITIONS
+from .stop_gradient import mark_stop_gradients
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,8 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> C
         if not isinstance(x, torch.Tensor):
             raise CaptureError(f"input {i} is a {type(x).__name__}, not a tensor; fusegrad "
                                f"compiles functions of tensors (pass other values by closure)")
+    if isinstance(fn, torch.fx.GraphModule):
+        mark_stop_gradients(fn)
     wrapper = _FlatOutputs(fn)
     try:
         with torch.no_grad(), fx_traceback.preserve_node_meta():

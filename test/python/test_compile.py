@@ -177,3 +177,23 @@ def test_embedding_padding_idx_row_gets_no_gradient():
     want = torch.zeros(10, 4).index_add_(0, ids.flatten(), gy.reshape(8, 4))
     want[0] = 0
     torch.testing.assert_close(emb.weight.grad, want)
+
+
+def test_detach_and_no_grad_blocks_stop_gradients_like_eager():
+    """x.detach() and torch.no_grad() inside a compiled function stop gradients there
+    (dg.stop_gradient), as in eager; nothing falls back."""
+    def f(x, w):
+        d = (x * w).detach()
+        with torch.no_grad():
+            s = (x * w).sum()
+        return (d * w + x * s).sum()
+
+    x0, w0 = torch.randn(5), torch.randn(5)
+    x1, w1 = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+    x2, w2 = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+    f(x1, w1).backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        compiled(f)(x2, w2).backward()
+    torch.testing.assert_close(x2.grad, x1.grad)
+    torch.testing.assert_close(w2.grad, w1.grad)
