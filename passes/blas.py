@@ -22,6 +22,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
+from .memrefs import buffer_root, contiguous_memref
 from .registry import register_pass
 
 _GEMM = {"f32": "sgemm_", "f64": "dgemm_"}
@@ -74,17 +75,6 @@ func.func private @{helper}(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr, %batch:
   return
 }}
 """
-
-
-def contiguous_memref(t: ir.Type) -> bool:
-    if not isinstance(t, ir.MemRefType) or not t.has_static_shape:
-        return False
-    strides, offset = t.get_strides_and_offset()
-    expected, acc = [], 1
-    for size in reversed(t.shape):
-        expected.insert(0, acc)
-        acc *= size
-    return offset == 0 and (list(strides) == expected or t.rank == 0)
 
 
 def _pointer(v: ir.Value) -> ir.Value:
@@ -162,27 +152,17 @@ def _swaps_last_two(op: ir.Operation) -> bool:
     return n >= 2 and perm == list(range(n - 2)) + [n - 1, n - 2]
 
 
-_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
-          "memref.reinterpret_cast")
-
-
-def _root(v: ir.Value) -> ir.Value:
-    while not isinstance(v.owner, ir.Block) and v.owner.operation.name in _VIEWS:
-        v = v.owner.operation.operands[0]
-    return v
-
-
 def _untouched_between(buf: ir.Value, first: ir.Operation, last: ir.Operation) -> bool:
     """Does no op strictly between `first` and `last` (one block) use `buf`'s memory? Reading
     `buf` at `last` instead of `first` (or writing it at `first`) is then the same."""
     if first.block != last.block or not first.is_before_in_block(last):
         return False
-    root, inside = _root(buf), False
+    root, inside = buffer_root(buf), False
     for op in first.block.operations:
         op = op.operation
         if op == last:
             return True
-        if inside and any(isinstance(x.type, ir.MemRefType) and _root(x) == root
+        if inside and any(isinstance(x.type, ir.MemRefType) and buffer_root(x) == root
                           for x in op.operands):
             return False
         inside = inside or op == first

@@ -16,7 +16,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func
 
-from .blas import contiguous_memref, _pointer
+from .blas import _pointer
+from .memrefs import contiguous_memref
 from .registry import register_pass
 
 HELPER = "__fusegrad_conv2d"

@@ -37,7 +37,8 @@ from typing import Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from .blas import contiguous_memref
+from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, row_conflict, row_local,
+                      static_memref)
 from .registry import register_pass
 
 PARALLEL_SUFFIX = "__parallel"
@@ -48,12 +49,8 @@ ROW_TEMP_MAX_BYTES = 64 * 1024
 
 _COMBINERS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf",
               "arith.maxnumf", "arith.minnumf")
-_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
-          "memref.reinterpret_cast")
-# ops that may sit between the members of a row group: no reads or writes of data
-_PURE = _VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
+_PURE = VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
 
-Access = tuple  # per operand dim: loop dim, or None for the constant index 0
 _LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose", "memref.copy")
 
 
@@ -70,17 +67,6 @@ def _accesses(maps: Sequence[ir.AffineMap]) -> Optional[list[Access]]:
                 return None
         out.append(tuple(acc))
     return out
-
-
-def _static(t: ir.Type) -> bool:
-    return isinstance(t, ir.MemRefType) and t.has_static_shape
-
-
-def _root(v: ir.Value) -> ir.Value:
-    """The buffer a view is a view of (an alloc or a function argument)."""
-    while not isinstance(v.owner, ir.Block) and v.owner.operation.name in _VIEWS:
-        v = v.owner.operation.operands[0]
-    return v
 
 
 @dataclass
@@ -148,7 +134,7 @@ def parse(op: ir.Operation) -> Optional[LoopOp]:
     if op.name == "linalg.fill":
         view = op.opview
         (value,), (buf,) = list(view.inputs), list(view.outputs)
-        if not _static(buf.type):
+        if not static_memref(buf.type):
             return None
         rank = ir.MemRefType(buf.type).rank
         return LoopOp(op, [], [buf], [tuple(range(rank))], list(buf.type.shape),
@@ -165,7 +151,7 @@ def parse(op: ir.Operation) -> Optional[LoopOp]:
                       ["parallel"] * rank, copy=True)
     if op.name == "linalg.transpose":
         src, dst = op.operands
-        if not (_static(src.type) and _static(dst.type)):
+        if not (static_memref(src.type) and static_memref(dst.type)):
             return None
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
         # dst[i_0, .., i_n] = src[j] where src dim perm[k] is read with loop dim k
@@ -186,7 +172,7 @@ def parse(op: ir.Operation) -> Optional[LoopOp]:
     n = maps[0].n_dims
     sizes: list = [None] * n
     for v, acc in zip((*ins, *outs), accesses):
-        if not _static(v.type):
+        if not static_memref(v.type):
             return None
         for d, s in zip(acc, v.type.shape):
             if d is not None:
@@ -410,35 +396,13 @@ def _mark_reassoc(results: Sequence[ir.Value]) -> None:
 
 # ---------------------------------------------------------------- row groups
 
-def _row_local(acc: Optional[Access]) -> bool:
-    return acc is not None and len(acc) > 0 and acc[0] == 0
-
-
-def _conflicts(group: list[LoopOp], lop: LoopOp) -> bool:
-    """Would running `lop` row by row with `group` change what anyone reads?"""
-    for b, acc_b, writes_b in lop.buffers():
-        root = _root(b)
-        for member in group:
-            for a, acc_a, writes_a in member.buffers():
-                if _root(a) != root or not (writes_a or writes_b):
-                    continue
-                if a != b or not (_row_local(acc_a) and _row_local(acc_b)):
-                    return True
-    return False
-
-
 def _companion(group: list[LoopOp], lop: LoopOp) -> bool:
     """Can `lop` share the loop nest of a reduction over rows: an all-parallel op over the
     same loops that touches no buffer another member writes or reads what it writes?"""
     if lop.fill is not None or lop.sizes != group[0].sizes or \
             any(it != "parallel" for it in lop.iterators) or _carries(group[0]):
         return False
-    for b, _, writes_b in lop.buffers():
-        for member in group:
-            for a, _, writes_a in member.buffers():
-                if _root(a) == _root(b) and (writes_a or writes_b):
-                    return False
-    return True
+    return all(_independent(member, lop) for member in group)
 
 
 def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[LoopOp]]:
@@ -475,7 +439,7 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[
             if op.name not in _PURE:
                 close()
             continue
-        if current and (current[0].sizes[0] != lop.sizes[0] or _conflicts(current, lop)):
+        if current and (current[0].sizes[0] != lop.sizes[0] or row_conflict(current, lop)):
             close()
         current.append(lop)
     close()
@@ -486,7 +450,7 @@ def _independent(a: LoopOp, b: LoopOp) -> bool:
     """Do `a` and `b` touch no common memory that either writes (any order is the same)?"""
     for x, _, writes_x in a.buffers():
         for y, _, writes_y in b.buffers():
-            if _root(x) == _root(y) and (writes_x or writes_y):
+            if buffer_root(x) == buffer_root(y) and (writes_x or writes_y):
                 return False
     return True
 
@@ -545,7 +509,7 @@ def _row_temps(group: list[LoopOp]) -> list[ir.Value]:
     for b, accs in touched.items():
         if isinstance(b.owner, ir.Block) or b.owner.operation.name != "memref.alloc":
             continue
-        if not all(_row_local(a) for a in accs):
+        if not all(row_local(a) for a in accs):
             continue
         t = ir.MemRefType(b.type)
         row_bytes = t.element_type.width // 8 if hasattr(t.element_type, "width") else 8

@@ -40,6 +40,8 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
 from .cpu_kernels import LoopOp, parse as parse_loop_op
+from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, row_conflict, row_local,
+                      static_memref)
 from .registry import PassError, register_pass
 
 log = logging.getLogger("fusegrad.passes.gpu_kernels")
@@ -72,9 +74,7 @@ HOST_OPS = ("memref.alloc", "memref.dealloc", "memref.copy", "memref.expand_shap
             "memref.collapse_shape", "memref.subview", "memref.cast",
             "memref.reinterpret_cast", "arith.constant", "func.return", "gpu.launch",
             "gpu.launch_func") + CONTRACTIONS
-_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
-          "memref.reinterpret_cast")
-_PURE = _VIEWS + ("memref.alloc", "arith.constant")
+_PURE = VIEWS + ("memref.alloc", "arith.constant")
 
 _IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
              "arith.minimumf": float("inf"), "arith.maxnumf": float("-inf"),
@@ -83,7 +83,6 @@ _ALL_REDUCE = {"arith.addf": "add", "arith.mulf": "mul", "arith.maximumf": "maxi
                "arith.minimumf": "minimumf", "arith.maxnumf": "maxnumf",
                "arith.minnumf": "minnumf"}
 
-Access = tuple
 
 
 # ---------------------------------------------------------------- loop ops
@@ -155,20 +154,6 @@ class Kop:
         return self.lop.buffers()
 
 
-def _static(t: ir.Type) -> bool:
-    return isinstance(t, ir.MemRefType) and t.has_static_shape
-
-
-def _contiguous(t: ir.Type) -> bool:
-    mt = ir.MemRefType(t)
-    strides, offset = mt.get_strides_and_offset()
-    expect, acc = [], 1
-    for d in reversed(list(mt.shape)):
-        expect.append(acc)
-        acc *= d
-    return offset == 0 and list(strides) == expect[::-1]
-
-
 def parse(op: ir.Operation) -> Optional[Kop]:
     """The op as a Kop, or None when it is not a loop nest this pass can emit."""
     if op.name in ("linalg.generic", "linalg.fill"):
@@ -179,36 +164,13 @@ def parse(op: ir.Operation) -> Optional[Kop]:
         return Kop(lop, copy=True) if lop is not None else None
     if op.name == "linalg.copy":
         src, dst = op.operands[0], op.operands[1]  # (input, init)
-        if not (_static(src.type) and _static(dst.type)):
+        if not (static_memref(src.type) and static_memref(dst.type)):
             return None
         acc = tuple(range(ir.MemRefType(dst.type).rank))
         lop = LoopOp(op, [src], [dst], [acc, acc], list(ir.MemRefType(dst.type).shape),
                      ["parallel"] * len(acc))
         return Kop(lop, copy=True)
     return None
-
-
-def _root(v: ir.Value) -> ir.Value:
-    while not isinstance(v.owner, ir.Block) and v.owner.operation.name in _VIEWS:
-        v = v.owner.operation.operands[0]
-    return v
-
-
-def _row_local(acc: Optional[Access]) -> bool:
-    return acc is not None and len(acc) > 0 and acc[0] == 0
-
-
-def _conflicts(group: list[Kop], k: Kop) -> bool:
-    """Would running `k` row by row with `group` change what anyone reads?"""
-    for b, acc_b, writes_b in k.buffers():
-        root = _root(b)
-        for member in group:
-            for a, acc_a, writes_a in member.buffers():
-                if _root(a) != root or not (writes_a or writes_b):
-                    continue
-                if a != b or not (_row_local(acc_a) and _row_local(acc_b)):
-                    return True
-    return False
 
 
 # ---------------------------------------------------------------- IR helpers
@@ -268,7 +230,7 @@ def _sink_views(launch: ir.Operation) -> None:
     def inside(v: ir.Value) -> ir.Value:
         if v in clones:
             return clones[v]
-        if isinstance(v.owner, ir.Block) or v.owner.operation.name not in _VIEWS:
+        if isinstance(v.owner, ir.Block) or v.owner.operation.name not in VIEWS:
             return v
         view = v.owner.operation
         if view.parent == launch or _is_inside(view, launch):
@@ -643,8 +605,8 @@ def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
         read: set = set()
         for m in group:
             with m.op.location:
-                reads = {_root(b) for b, _, w in m.buffers() if not w and b not in forwarded}
-                writes = {_root(b) for b, _, w in m.buffers() if w and b not in rk.forwardable}
+                reads = {buffer_root(b) for b, _, w in m.buffers() if not w and b not in forwarded}
+                writes = {buffer_root(b) for b, _, w in m.buffers() if w and b not in rk.forwardable}
                 if reads & written or writes & read:
                     gpu.BarrierOp()
                     written.clear()
@@ -657,11 +619,11 @@ def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
                             if b not in dirty:
                                 dirty.append(b)
                         else:
-                            written.add(_root(b))
+                            written.add(buffer_root(b))
         temps = set(rk.temps)
         stores = [b for b in dirty if b not in temps]
         if stores:
-            if {_root(b) for b in stores} & read:
+            if {buffer_root(b) for b in stores} & read:
                 gpu.BarrierOp()
             first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, t, _idx(0)))
             with ir.InsertionPoint(first.then_block):
@@ -790,7 +752,7 @@ def _plan_block(block: ir.Block) -> list:
                                 "(needs static shapes, projected-permutation indexing maps "
                                 "and a body without regions)", op.location)
             if _row_eligible(k):
-                if current and (current[0].sizes[0] != k.sizes[0] or _conflicts(current, k)):
+                if current and (current[0].sizes[0] != k.sizes[0] or row_conflict(current, k)):
                     close()
                 current.append(k)
                 continue

@@ -33,14 +33,14 @@ from ..runtime.cuda import (Image, KernelModule, LaunchPlan, PlanError, PlanFunc
 from .gpu_kernels import OVERWRITE_ATTR, POINTWISE_BLOCK, ROW_BLOCK
 from .gpu_pipeline import (DEFAULT_CHIPS, GPU_BUFFERIZE_PIPELINE, GPU_LINALG_PIPELINE,
                            GPU_OUTLINE_PIPELINE, nvvm_pipeline)
+from .memrefs import VIEWS
+from .pipelines import entry_signatures as cpu_entry_signatures
 from .registry import run_pipeline
 
 log = logging.getLogger("fusegrad.passes.gpu_launch_plan")
 
 _FORMAT_ISA = 2
 _FORMAT_BIN = 3
-_VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
-          "memref.reinterpret_cast")
 _DTYPE = {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64", "i1": "i1", "i8": "i8",
           "i16": "i16", "i32": "i32", "i64": "i64", "index": "i64"}
 
@@ -121,7 +121,7 @@ class _HostWalker:
                                "shape": list(t.shape), "dtype": _dtype(t.element_type)})
         elif name == "memref.dealloc":
             self.steps.append({"op": "free", "buf": self.name(op.operands[0], op)})
-        elif name in _VIEWS:
+        elif name in VIEWS:
             t = ir.MemRefType(op.results[0].type)
             strides, offset = t.get_strides_and_offset()
             dyn = ir.ShapedType.get_dynamic_stride_or_offset()
@@ -129,7 +129,7 @@ class _HostWalker:
                 raise PlanError(f"{name} at {op.location}: dynamic view {t}")
             base = op.operands[0]
             # offsets in the type are relative to the root allocation
-            while not isinstance(base.owner, ir.Block) and base.owner.operation.name in _VIEWS:
+            while not isinstance(base.owner, ir.Block) and base.owner.operation.name in VIEWS:
                 base = base.owner.operation.operands[0]
             self.steps.append({"op": "view", "buf": self.fresh(op.results[0]),
                                "base": self.name(base, op), "offset": offset,
@@ -253,23 +253,10 @@ def build_plan(module: ir.Module,
 
 def entry_signatures(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
     """Public defined functions -> (input specs, output specs), on tensors (before lowering)."""
-    entries = {}
-    for op in module.body.operations:
-        op = op.operation
-        if op.name != "func.func" or not op.regions[0].blocks:
-            continue
-        vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
-        if vis is not None and ir.StringAttr(vis).value != "public":
-            continue
-        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-        name = ir.StringAttr(op.attributes["sym_name"]).value
-        try:
-            entries[name] = ([TensorSpec.from_mlir(t) for t in ftype.inputs],
-                             [TensorSpec.from_mlir(t) for t in ftype.results])
-        except TypeError as e:
-            raise PlanError(f"@{name} at {op.location}: {e}; entry functions must take and "
-                            "return statically shaped tensors") from None
-    return entries
+    try:
+        return cpu_entry_signatures(module)
+    except TypeError as e:
+        raise PlanError(str(e)) from None
 
 
 # ---------------------------------------------------------------- ptxas

@@ -84,8 +84,9 @@ register_pipeline("dg-lower-to-llvm", CPU_PIPELINE,
                   "the whole CPU lowering: dg-cpu-linalg, dg-cpu-bufferize, dg-cpu-llvm")
 
 
-def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
-    """Public defined functions -> (input specs, output specs), before lowering."""
+def entry_signatures(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
+    """Public defined functions -> (input specs, output specs), on tensors (before lowering).
+    Raises TypeError for an entry that is not statically shaped tensors in and out."""
     entries = {}
     for op in module.body.operations:
         op = op.operation
@@ -100,9 +101,21 @@ def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[Tensor
             entries[name] = ([TensorSpec.from_mlir(t) for t in ftype.inputs],
                              [TensorSpec.from_mlir(t) for t in ftype.results])
         except TypeError as e:
-            raise TypeError(f"compile_cpu: @{name} at {op.location}: {e}; entry functions must "
-                            "take and return statically shaped tensors") from None
-        op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            raise TypeError(f"@{name} at {op.location}: {e}; entry functions must take and "
+                            "return statically shaped tensors") from None
+    return entries
+
+
+def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
+    """The entries, each given a C interface for the runtime."""
+    try:
+        entries = entry_signatures(module)
+    except TypeError as e:
+        raise TypeError(f"compile_cpu: {e}") from None
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value in entries:
+            op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
     return entries
 
 
