@@ -45,7 +45,9 @@ BUFFERIZE_PIPELINE = ",".join([
 # memrefs + loops -> LLVM dialect. No MLIR runtime library is needed: strided
 # copies become loops, i1 is stored as i8, bf16/f16 math runs in f32 (bf16
 # conversions expand to integer ops; f16 ones call libgcc_s, see runtime.cpu),
-# ipowi becomes a function, and ops without an LLVM intrinsic (erf) call libm.
+# ipowi becomes a function, f32 transcendentals become inline polynomials
+# (dg-expand-math), and the rest without an LLVM intrinsic (f64 erf) call libm.
+# Kernels, BLAS/convolution calls and threads: docs/ARCHITECTURE.md.
 LLVM_PIPELINE = ",".join([
     "dg-matmul-to-blas",
     "dg-conv-to-torch",
