@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, row_conflict, row_local,
                       static_memref)
-from .registry import register_pass
+from .registry import PassError, register_pass
 
 PARALLEL_SUFFIX = "__parallel"
 # loop iterations (summed over a kernel's ops) from which a kernel is threaded
@@ -301,34 +301,44 @@ class Nest:
 
     def _compute(self, lop: LoopOp, out_values: Sequence[Optional[ir.Value]]) -> list:
         """`lop`'s body results for the current ivs; `out_values`: the outs' carried values."""
-        if lop.fill is not None:
-            return [self.env.value(lop.fill)]
-        if lop.copy:
-            return [self._load(lop.ins[0], lop.accesses[0])]
-        block = lop.op.regions[0].blocks[0]
-        args = list(block.arguments)
-        n_in = len(lop.ins)
-        mapping: dict = {}
-        for buf, acc, arg in zip(lop.ins, lop.accesses, args[:n_in]):
-            if len(list(arg.uses)):
-                mapping[arg] = self._load(buf, acc)
-        for k, arg in enumerate(args[n_in:]):
-            if len(list(arg.uses)):
-                v = out_values[k]
-                mapping[arg] = v if v is not None else self._load(
-                    lop.outs[k], self._out_accesses(lop)[k])
-        for inner in block.operations:
-            inner = inner.operation
-            if inner.name == "linalg.yield":
-                return [mapping[v] if v in mapping else self.env.value(v) for v in inner.operands]
-            if inner.name == "linalg.index":
-                mapping[inner.results[0]] = self.ivs[ir.IntegerAttr(inner.attributes["dim"]).value]
-                continue
-            clone = inner.clone()
-            for i, v in enumerate(clone.operands):
-                clone.operands[i] = mapping[v] if v in mapping else self.env.value(v)
-            mapping.update(zip(inner.results, clone.results))
-        raise ValueError(f"linalg.generic at {lop.op.location} has no linalg.yield")
+        return clone_body(lop, self._load, out_values, self.ivs, self.env.value, copy=lop.copy)
+
+
+def clone_body(lop: LoopOp, load: Callable, out_values: Sequence[Optional[ir.Value]],
+               ivs: Sequence[ir.Value], value: Callable = lambda v: v, *,
+               copy: bool = False) -> list:
+    """`lop`'s scalar results at loop indices `ivs`, emitted at the current insertion
+    point (shared by the CPU and GPU kernel passes): a fill's scalar, a copy's loaded
+    input, or a generic's body cloned with its inputs from `load(buffer, access)`, its
+    outs from `out_values` (None: loaded) and values from above through `value`."""
+    if lop.fill is not None:
+        return [value(lop.fill)]
+    if copy:
+        return [load(lop.ins[0], lop.accesses[0])]
+    block = lop.op.regions[0].blocks[0]
+    args = list(block.arguments)
+    n_in = len(lop.ins)
+    outs_access = lop.accesses[n_in:]
+    mapping: dict = {}
+    for buf, acc, arg in zip(lop.ins, lop.accesses, args[:n_in]):
+        if len(list(arg.uses)):
+            mapping[arg] = load(buf, acc)
+    for k, arg in enumerate(args[n_in:]):
+        if len(list(arg.uses)):
+            v = out_values[k]
+            mapping[arg] = v if v is not None else load(lop.outs[k], outs_access[k])
+    for inner in block.operations:
+        inner = inner.operation
+        if inner.name == "linalg.yield":
+            return [mapping[v] if v in mapping else value(v) for v in inner.operands]
+        if inner.name == "linalg.index":
+            mapping[inner.results[0]] = ivs[ir.IntegerAttr(inner.attributes["dim"]).value]
+            continue
+        clone = inner.clone()
+        for i, v in enumerate(clone.operands):
+            clone.operands[i] = mapping[v] if v in mapping else value(v)
+        mapping.update(zip(inner.results, clone.results))
+    raise PassError("linalg.generic has no linalg.yield", lop.op.location)
 
 
 _IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),

@@ -39,7 +39,7 @@ from typing import Callable, Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from .cpu_kernels import LoopOp, parse as parse_loop_op
+from .cpu_kernels import LoopOp, clone_body, parse as parse_loop_op
 from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, row_conflict, row_local,
                       static_memref)
 from .registry import PassError, register_pass
@@ -347,36 +347,7 @@ class Emitter:
 
     def compute(self, out_values: Sequence[Optional[ir.Value]]) -> list:
         """The body's results at the current ivs; `out_values` replace loads of the outs."""
-        lop = self.k.lop
-        if lop.fill is not None:
-            return [lop.fill]
-        if self.k.copy:
-            return [self.load(lop.ins[0], lop.accesses[0])]
-        block = lop.op.regions[0].blocks[0]
-        args = list(block.arguments)
-        n_in = len(lop.ins)
-        mapping: dict = {}
-        for buf, acc, arg in zip(lop.ins, lop.accesses, args[:n_in]):
-            if len(list(arg.uses)):
-                mapping[arg] = self.load(buf, acc)
-        for i, arg in enumerate(args[n_in:]):
-            if len(list(arg.uses)):
-                v = out_values[i]
-                mapping[arg] = v if v is not None else self.load(lop.outs[i],
-                                                                 self.out_accesses()[i])
-        for inner in block.operations:
-            inner = inner.operation
-            if inner.name == "linalg.yield":
-                return [mapping.get(v, v) for v in inner.operands]
-            if inner.name == "linalg.index":
-                mapping[inner.results[0]] = self.ivs[ir.IntegerAttr(inner.attributes["dim"]).value]
-                continue
-            clone = inner.clone()
-            for i, v in enumerate(clone.operands):
-                if v in mapping:
-                    clone.operands[i] = mapping[v]
-            mapping.update(zip(inner.results, clone.results))
-        raise PassError(f"linalg.generic has no linalg.yield", lop.op.location)
+        return clone_body(self.k.lop, self.load, out_values, self.ivs, copy=self.k.copy)
 
 
 # ---------------------------------------------------------------- kernels

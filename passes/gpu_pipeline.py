@@ -26,6 +26,7 @@ import logging
 from typing import Sequence
 
 from . import function_boundary, gpu_kernels, widen_bool  # noqa: F401  (register passes)
+from .pipelines import BUFFERIZE_PIPELINE
 from .registry import PassError, register_pipeline
 
 log = logging.getLogger("fusegrad.passes.gpu_pipeline")
@@ -38,18 +39,7 @@ GPU_LINALG_PIPELINE = ",".join([
     "cse",
 ])
 
-GPU_BUFFERIZE_PIPELINE = ",".join([
-    "dg-readonly-arguments",
-    "eliminate-empty-tensors",
-    "one-shot-bufferize{bufferize-function-boundaries=1 "
-    "function-boundary-type-conversion=identity-layout-map}",
-    "canonicalize", "cse", "canonicalize",
-    "dg-distinct-result-buffers",
-    "buffer-results-to-out-params{hoist-static-allocs=1 modify-public-functions=1}",
-    "canonicalize", "cse",
-    "buffer-deallocation-pipeline",
-    "canonicalize",
-])
+GPU_BUFFERIZE_PIPELINE = BUFFERIZE_PIPELINE  # the CPU recipe: read-only args, out-params
 
 # linalg -> gpu.launch; booleans stored as bytes (torch.bool's layout; MLIR 22's
 # memref-to-LLVM lowering aborts on i1 loads/stores)
