@@ -46,6 +46,11 @@ PARALLEL_SUFFIX = "__parallel"
 PARALLEL_MIN_WORK = 1 << 16
 # largest row temporary kept on a kernel's stack
 ROW_TEMP_MAX_BYTES = 64 * 1024
+# a reduction over rows inside a row kernel keeps one partial result per block of at
+# least PARTIAL_MIN_ROWS rows, in at most PARTIAL_MAX_BLOCKS blocks (enough to balance
+# the threads; combining the partials costs at most 1/PARTIAL_MIN_ROWS of the reduction)
+PARTIAL_MIN_ROWS = 16
+PARTIAL_MAX_BLOCKS = 64
 
 _COMBINERS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf",
               "arith.maxnumf", "arith.minnumf")
@@ -103,6 +108,16 @@ class LoopOp:
         size = self.sizes[dim]
         block = max(16, min(512, (size // 8) // 16 * 16))
         return (dim, block) if size > block else None
+
+    def row_partial(self, rows: int) -> bool:
+        """Is this a reduction over `rows` rows, all its other loops parallel (a weight or
+        bias gradient), that a row kernel over the same rows can compute as per-block
+        partial results?"""
+        return (len(self.sizes) > 1 and self.sizes[0] == rows and self.fill is None
+                and self.iterators[0] == "reduction"
+                and all(it == "parallel" for it in self.iterators[1:])
+                and all(0 not in a for a in self.accesses[len(self.ins):])
+                and _float_combiners(self) is not None)
 
     def buffers(self):
         """(buffer, access or None for unknown, writes?) for every memref it touches."""
@@ -190,11 +205,16 @@ class Env:
     """Where a nest is emitted: value remapping (outlined kernels), the row loop, row temps."""
 
     def __init__(self, mapping: Optional[dict] = None, row: Optional[ir.Value] = None,
-                 row_temps: Sequence[ir.Value] = (), split: tuple[int, int] = (0, 1)) -> None:
+                 row_temps: Sequence[ir.Value] = (), split: tuple[int, int] = (0, 1),
+                 partials: Sequence[ir.Value] = (), block: Optional[ir.Value] = None) -> None:
         self.mapping = mapping if mapping is not None else {}
         self.row = row  # the kernel's loop iv: a row (split (0, 1)) or a block of `split`
         self.split = split  # (loop dim, block size) the kernel's loop runs over
         self.row_temps = set(row_temps)  # outer buffers shrunk to one row (dim 0 indexed by 0)
+        # outputs of reductions over rows, mapped to [blocks, ...] partial buffers indexed
+        # by the row block `block` first
+        self.partials = set(partials)
+        self.block = block
 
     def value(self, v: ir.Value) -> ir.Value:
         return self.mapping.get(v, v)
@@ -235,6 +255,8 @@ class Nest:
         idx = [self.zero if d is None else self.ivs[d] for d in acc]
         if buf in self.env.row_temps:
             idx[0] = self.zero
+        if buf in self.env.partials:
+            idx.insert(0, self.env.block)
         return idx
 
     def _load(self, buf: ir.Value, acc: Access) -> ir.Value:
@@ -416,8 +438,9 @@ def _companion(group: list[LoopOp], lop: LoopOp) -> bool:
 
 
 def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[LoopOp]]:
-    """Maximal runs of row-parallel LoopOps over equal rows, separated only by pure ops;
-    and large reductions over rows, split by column blocks, each with the independent
+    """Maximal runs of row-parallel LoopOps over equal rows, separated only by pure ops,
+    with the reductions over the same rows that follow them (`row_partial`); and other
+    large reductions over rows, split by column blocks, each with the independent
     all-parallel ops over the same loops that follow it (its companions)."""
     groups: list[list[LoopOp]] = []
     current: list[LoopOp] = []
@@ -432,6 +455,10 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[
     for op in block.operations:
         op = op.operation
         lop = parse(op) if op.name in _LOOP_OPS else None
+        if lop is not None and current and not split and \
+                lop.row_partial(current[0].sizes[0]) and not row_conflict(current, lop):
+            current.append(lop)  # per-block partial results in the row kernel
+            continue
         if lop is not None and lop.column_split(min_work) is not None:
             close()
             current = [lop]  # threaded by column blocks, with its companions
@@ -465,19 +492,38 @@ def _independent(a: LoopOp, b: LoopOp) -> bool:
     return True
 
 
-def sink_between_rows(block: ir.Block) -> None:
-    """Move ops that are not row loops (a column reduction, a small fill) from between two
-    row loops over the same rows to below the second, when independent of it: the two
-    row loops then share one kernel, and a layer norm's backward reads its inputs from
-    DRAM one time fewer."""
+def _dominates_run(moved: list, before: int, ops: list) -> bool:
+    """Are the operands of `moved` defined above `ops[before]` or by `moved` itself?"""
+    above = set(ops[:before]) | set(moved)
+    return all(isinstance(v.owner, ir.Block) or v.owner.operation in above
+               for op in moved for v in op.operands)
+
+
+def join_row_runs(block: ir.Block) -> None:
+    """Move ops that are not row loops (a column reduction, a small fill) out from between
+    two row loops over the same rows, so that the two share one kernel and a layer norm's
+    backward reads its inputs from DRAM once: below the second when independent of it,
+    else above the first run when independent of that (the fill and copies that
+    initialise a weight gradient the next reduction over rows accumulates into)."""
     ops = [o.operation for o in block.operations]
-    parsed = {op: parse(op) for op in ops if op.name in _LOOP_OPS}
-    last_rows = None  # rows of the latest row loop
+    parsed = {op: lop for op in ops if op.name in _LOOP_OPS and (lop := parse(op)) is not None}
+
+    def continues(lop: Optional[LoopOp], rows: Optional[int]) -> bool:
+        if lop is None:
+            return False
+        if lop.row_parallel():
+            return rows in (None, lop.sizes[0])
+        return rows is not None and lop.row_partial(rows)
+
+    last_rows = None  # rows of the current run of row loops
+    run_start = run_end = 0  # indices of its first and last loop ops
     i = 0
     while i < len(ops):
         lop = parsed.get(ops[i])
-        if lop is not None and lop.row_parallel() and last_rows in (None, lop.sizes[0]):
-            last_rows = lop.sizes[0]
+        if continues(lop, last_rows):
+            if last_rows is None:
+                last_rows, run_start = lop.sizes[0], i
+            run_end = i
             i += 1
             continue
         if lop is None or last_rows is None:
@@ -485,27 +531,30 @@ def sink_between_rows(block: ir.Block) -> None:
                 last_rows = None
             i += 1
             continue
-        # ops[i] is a loop op between row loops: gather the run up to the next row loop
-        deferred, j = [], i
-        while j < len(ops):
-            cand = parsed.get(ops[j])
-            if cand is not None and cand.row_parallel() and cand.sizes[0] == last_rows:
-                break
-            if cand is None and ops[j].name not in _PURE:
-                break
-            if cand is not None:
-                deferred.append(cand)
+        # ops[i] is a loop op after a run: gather what stands before the next row loop
+        j = i
+        while j < len(ops) and not continues(parsed.get(ops[j]), last_rows) and \
+                (ops[j] in parsed or ops[j].name in _PURE):
             j += 1
         nxt = parsed.get(ops[j]) if j < len(ops) else None
-        if nxt is not None and nxt.row_parallel() and nxt.sizes[0] == last_rows and \
-                deferred and all(_independent(d, nxt) for d in deferred):
+        between = ops[run_end + 1:j]  # with the allocs the deferred ops use
+        deferred = [parsed[op] for op in between if op in parsed]
+        run = [parsed[op] for op in ops[run_start:run_end + 1] if op in parsed]
+        if continues(nxt, last_rows) and all(_independent(d, nxt) for d in deferred):
             for d in reversed(deferred):
                 d.op.move_after(nxt.op)
-            ops = [o.operation for o in block.operations]
-            i = ops.index(nxt.op)
+        elif continues(nxt, last_rows) and _dominates_run(between, run_start, ops) and \
+                all(_independent(d, r) for d in deferred for r in run):
+            for op in between:
+                op.move_before(ops[run_start])
+        else:
+            last_rows = None
+            i = max(j, i + 1)
             continue
-        last_rows = None
-        i = max(j, i + 1)
+        first = ops[run_start]
+        ops = [o.operation for o in block.operations]
+        run_start = ops.index(first)
+        i = ops.index(nxt.op)
 
 
 def _row_temps(group: list[LoopOp]) -> list[ir.Value]:
@@ -555,11 +604,25 @@ class Outliner:
     def outline(self, fn: ir.Operation, group: list[LoopOp]) -> None:
         split = group[0].column_split(self.parallel_min_work) or (0, 1)
         temps = _row_temps(group) if split == (0, 1) else []
+        last = group[-1].op
+        loc = last.location
+        index = ir.IndexType.get()
+        reducers = [m for m in group if split == (0, 1) and not m.row_parallel()]
+        rows_per_block = max(PARTIAL_MIN_ROWS, -(-group[0].sizes[0] // PARTIAL_MAX_BLOCKS))
+        n_blocks = -(-group[0].sizes[0] // rows_per_block)
+        partials = {}  # output of a reduction over rows -> its [blocks, ...] partial buffer
+        with ir.InsertionPoint(last), loc:
+            for m in reducers:
+                for out in m.outs:
+                    t = ir.MemRefType(out.type)
+                    partials[out] = memref.AllocOp(
+                        ir.MemRefType.get([n_blocks, *t.shape], t.element_type), [], []).result
         args: list = []  # outer values passed to the kernel
         constants: list = []  # outer arith.constants cloned into the kernel
         for m in group:
             values = [*m.ins, *m.outs, *m.captured] + ([m.fill] if m.fill is not None else [])
             for v in values:
+                v = partials.get(v, v)
                 if v in temps or v in args or v in constants:
                     continue
                 if not isinstance(v.owner, ir.Block) and v.owner.operation.name == "arith.constant":
@@ -568,15 +631,14 @@ class Outliner:
                     args.append(v)
         fname = ir.StringAttr(fn.attributes["sym_name"]).value
         name = self._fresh(fname)
-        index = ir.IndexType.get()
         ftype = ir.FunctionType.get([index, index] + [v.type for v in args], [])
-        last = group[-1].op
-        loc = last.location
         with ir.InsertionPoint(fn), loc:
             kernel = func.FuncOp(name, ftype, visibility="private")
         block = kernel.add_entry_block()
         with ir.InsertionPoint(block), loc:
             mapping = dict(zip(args, list(block.arguments)[2:]))
+            for out, buf in partials.items():
+                mapping[out] = mapping[buf]
             for c in constants:
                 mapping[c] = c.owner.operation.clone().results[0]
             for t in temps:
@@ -587,18 +649,22 @@ class Outliner:
             lo, hi = list(block.arguments)[:2]
             loop = scf.ForOp(lo, hi, one)
             with ir.InsertionPoint(loop.body):
-                env = Env(mapping, row=loop.induction_variable, row_temps=temps, split=split)
-                if split == (0, 1):
-                    for m in group:
-                        with m.op.location:
-                            Nest(m, env).emit()
-                else:  # one nest: the reduction over rows and its companions
-                    with group[0].op.location:
-                        Nest(group[0], env, companions=group[1:]).emit()
+                if reducers:
+                    self._block_of_rows(group, reducers, mapping, temps, loop.induction_variable,
+                                        rows_per_block)
+                else:
+                    env = Env(mapping, row=loop.induction_variable, row_temps=temps, split=split)
+                    if split == (0, 1):
+                        for m in group:
+                            with m.op.location:
+                                Nest(m, env).emit()
+                    else:  # one nest: the reduction over rows and its companions
+                        with group[0].op.location:
+                            Nest(group[0], env, companions=group[1:]).emit()
                 scf.YieldOp([])
             func.ReturnOp([])
         dim, block = split
-        rows = -(-group[0].sizes[dim] // block)
+        rows = n_blocks if reducers else -(-group[0].sizes[dim] // block)
         work = sum(m.work for m in group)
         with ir.InsertionPoint(last), loc:
             if work >= self.parallel_min_work and rows >= 2 and self.parallel_min_work > 0:
@@ -612,12 +678,71 @@ class Outliner:
                 func.CallOp([], ir.FlatSymbolRefAttr.get(name),
                             [arith.ConstantOp(index, 0).result,
                              arith.ConstantOp(index, rows).result, *args])
+            for m in reducers:
+                for out, combiner in zip(m.outs, _float_combiners(m)):
+                    _combine_partials(out, partials[out], combiner)
+                    memref.DeallocOp(partials[out])
         for m in group:
             m.op.erase()
         for t in temps:
             for u in list(t.uses):
                 u.owner.operation.erase()  # the deallocs
             t.owner.operation.erase()
+
+    @staticmethod
+    def _block_of_rows(group: list[LoopOp], reducers: list[LoopOp], mapping: dict,
+                       temps: list, block: ir.Value, rows_per_block: int) -> None:
+        """Kernel body for row block `block` of a group with reductions over rows: their
+        partial results for the block start from the identity, then every member runs
+        row by row over the block's rows."""
+        index = ir.IndexType.get()
+        partial_outs = [out for m in reducers for out in m.outs]
+        for m in reducers:
+            for out, combiner in zip(m.outs, _float_combiners(m)):
+                t = ir.MemRefType(out.type)
+                identity = _identity(combiner, t.element_type)
+                buf = mapping[out]
+                _for_each(list(t.shape), lambda ivs: memref.StoreOp(identity, buf, [block, *ivs]))
+        size = arith.ConstantOp(index, rows_per_block).result
+        first = arith.muli(block, size)
+        end = arith.minsi(arith.addi(first, size), arith.ConstantOp(index, group[0].sizes[0]).result)
+        rows = scf.ForOp(first, end, arith.ConstantOp(index, 1).result)
+        with ir.InsertionPoint(rows.body):
+            env = Env(mapping, row=rows.induction_variable, row_temps=temps,
+                      partials=partial_outs, block=block)
+            for m in group:
+                with m.op.location:
+                    Nest(m, env).emit()
+            scf.YieldOp([])
+
+
+def _for_each(shape: Sequence[int], body: Callable[[list], object]) -> None:
+    """Nested scf.for loops over `shape` at the current insertion point; `body(ivs)`
+    emits the innermost body."""
+    index = ir.IndexType.get()
+    zero, one = arith.ConstantOp(index, 0).result, arith.ConstantOp(index, 1).result
+
+    def nest(ivs: list) -> None:
+        if len(ivs) == len(shape):
+            body(ivs)
+            return
+        loop = scf.ForOp(zero, arith.ConstantOp(index, shape[len(ivs)]).result, one)
+        with ir.InsertionPoint(loop.body):
+            nest(ivs + [loop.induction_variable])
+            scf.YieldOp([])
+    nest([])
+
+
+def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str) -> None:
+    """out = combiner(out, partial[0], ..., partial[blocks - 1]), in block order (so the
+    result does not depend on the number of threads)."""
+    blocks = ir.MemRefType(partial.type).shape[0]
+
+    def body(ivs: list) -> None:
+        b, rest = ivs[0], ivs[1:]
+        acc = memref.LoadOp(out, rest).result
+        memref.StoreOp(_combine(combiner, acc, memref.LoadOp(partial, ivs).result), out, rest)
+    _for_each([blocks, *ir.MemRefType(out.type).shape], body)
 
 
 def _functions(module: ir.Operation) -> list[ir.Operation]:
@@ -633,7 +758,7 @@ def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK
     outliner = Outliner(module, parallel_min_work)
     for fn in _functions(module):
         body = fn.regions[0].blocks[0]
-        sink_between_rows(body)
+        join_row_runs(body)
         for group in row_groups(body, parallel_min_work):
             outliner.outline(fn, group)
         # what remains (reductions over rows, rank-0 fills) runs inline; copies that

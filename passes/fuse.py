@@ -307,9 +307,19 @@ def _toposort(block: ir.Block) -> None:
         body[i].move_before(terminator)
 
 
+def _drop_stop_gradients(block: ir.Block) -> None:
+    """Fusion runs after differentiation, where `dg.stop_gradient` is the identity: left
+    in place, one whose neighbours fuse elsewhere would be a copy kernel of its own."""
+    for op in [o.operation for o in block.operations]:
+        if op.name == "dg.stop_gradient":
+            op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
+
+
 def fuse_function(fn: ir.Operation, max_ops: int = 64) -> int:
     """Form the fusion regions of one func.func; returns how many were made."""
     block = fn.regions[0].blocks[0]
+    _drop_stop_gradients(block)
     _recompute_cheap_pointwise(block)
     _clone_duplicables(block)
     ops = [o.operation for o in block.operations if o.operation.name.startswith("dg.")]

@@ -3,7 +3,8 @@
 Like torch/_functorch/partitioners.py's min-cut rematerialization, on the
 @f_fwd/@f_bwd pair that dg-autodiff emits (the joint is re-derived: the
 backward reads the saved values, the forward computes them). Every forward
-value v is split into v_in -> v_out with capacity bytes(v); def-use edges are
+value v is split into v_in -> v_out with capacity bytes(v), doubled for a value
+a fused kernel would otherwise never write to memory; def-use edges are
 infinite; the values the backward reads feed the sink; inputs and values that
 must not be recomputed (contractions, reductions, random and gather ops:
 expensive, or better saved than regenerated) hang off the source. A minimum
@@ -80,9 +81,12 @@ class _Forward:
         src, sink = 2 * n, 2 * n + 1
         g = FlowGraph(2 * n + 2)
         for i, v in enumerate(self.values):
-            g.add_edge(2 * i, 2 * i + 1, nbytes(v))
             owner = v.owner
-            if isinstance(owner, ir.Block) or not recomputable(owner.operation) or v in forced:
+            materialized = isinstance(owner, ir.Block) or not recomputable(owner.operation)
+            # saving a value that would otherwise live only inside a fused kernel costs
+            # its write as well as its bytes (Inductor's partitioner weighs it 2x too)
+            g.add_edge(2 * i, 2 * i + 1, nbytes(v) * (1 if materialized else 2))
+            if materialized or v in forced:
                 g.add_edge(src, 2 * i, INF)
         for op in self.ops:
             for x in op.operands:

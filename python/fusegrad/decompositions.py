@@ -7,7 +7,8 @@ closed), and we *keep* the few ops whose decompositions would produce worse
 dg than a direct mapping.
 
 Added (decomposed before import):
-  _softmax, _log_softmax          amax/sub/exp/sum/div (same order as eager)
+  _softmax, _log_softmax          amax/sub/exp/sum/div (same order as eager), the
+                                  max behind fusegrad::stop_gradient (see below)
   native_layer_norm               var_mean + rsqrt
   native_batch_norm, _native_batch_norm_legit{,_no_training,.no_stats}
   native_group_norm               reshape + var_mean
@@ -31,13 +32,41 @@ from typing import Callable
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._decomp.decompositions import _softmax_unbacked_safe_amax
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from . import stop_gradient  # noqa: F401  (registers torch.ops.fusegrad.stop_gradient)
 
 aten = torch.ops.aten
 
+
+def _shift_by_max(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.dtype]:
+    """`x - max(x, dim)` in the computation dtype, and the result dtype. The max is only
+    there for range: softmax does not depend on it, so its derivative is zero. Held
+    constant (as JAX does), autodiff does not differentiate amax, whose derivative
+    needs a count of the maxima per row: one more reduction in the forward, saved for
+    a backward term that sums to zero."""
+    computation, result = elementwise_dtypes(
+        x, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    x = x.contiguous().to(computation)
+    x_max = torch.ops.fusegrad.stop_gradient(_softmax_unbacked_safe_amax(x, dim))
+    return x - x_max, result
+
+
+def _softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+    shifted, result = _shift_by_max(x, dim)
+    unnormalized = torch.exp(shifted)
+    out = unnormalized / torch.sum(unnormalized, dim, keepdim=True)
+    return out if half_to_float else out.to(result)
+
+
+def _log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+    shifted, result = _shift_by_max(x, dim)
+    out = shifted - torch.log(torch.sum(torch.exp(shifted), dim, keepdim=True))
+    return out if half_to_float else out.to(result)
+
 _ADDED = [
     aten.linalg_vector_norm,
-    aten._softmax,
-    aten._log_softmax,
     aten.native_layer_norm,
     aten.native_batch_norm,
     aten._native_batch_norm_legit,
@@ -92,6 +121,8 @@ _REMOVED = [
 def _build() -> dict[torch._ops.OpOverload, Callable]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_ADDED))
+    table[aten._softmax.default] = _softmax
+    table[aten._log_softmax.default] = _log_softmax
     for op in _REMOVED:
         table.pop(op, None)
     return table
