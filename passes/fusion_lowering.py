@@ -170,6 +170,7 @@ class _Body:
         self.leaves = leaves  # region value -> tensor value outside the generic
         self.reads: dict = {}  # (value, map) -> input position, in first-use order
         self.memo: dict = {}
+        self.n_loops = 0  # of the generic being emitted
 
     def collect(self, v: ir.Value, m: Map) -> None:
         if (v, m) in self.reads:
@@ -218,8 +219,31 @@ class _Body:
             return self.emit(op.operands[0], operand_map(op, m, 0), args)
         d = lookup(name)
         xs = [self.emit(x, m, args) for x in op.operands]
+        if name == "div" and is_float(out.dtype) and self.n_loops and \
+                not self.varies(op.operands[1], m):
+            # a divisor invariant along the innermost loop (a row's sum): one division per
+            # row, hoisted by LLVM, and a multiplication per element (as eager's softmax)
+            return arith.mulf(xs[0], arith.divf(lb.const(out.dtype, 1.0), xs[1]))
         return d.scalar(xs, op=name, attrs=attrs, in_dtypes=[_spec(x).dtype for x in op.operands],
                         out_dtype=out.dtype)
+
+    def varies(self, v: ir.Value, m: Map) -> bool:
+        """Does `v`, read through `m`, depend on the innermost loop (the last loop dim)?"""
+        inner = self.n_loops - 1
+        key = (v, m, "varies")
+        if key not in self.memo:
+            if v in self.leaves:
+                result = inner in m
+            else:
+                op = v.owner.operation
+                name = op.name[3:]
+                if name == "iota":
+                    result = m[attrs_of(op)["dim"]] == inner
+                else:
+                    result = any(self.varies(x, operand_map(op, m, i))
+                                 for i, x in enumerate(op.operands))
+            self.memo[key] = result
+        return self.memo[key]
 
 
 def _affine(n_loops: int, m: Map) -> ir.AffineMap:
@@ -259,6 +283,7 @@ def _emit_reductions(reductions: list, leaves: dict) -> list[ir.Value]:
     for r in reductions:
         body.collect(r.operands[0], ident)
     ins, maps = body.inputs_and_maps(n)
+    body.n_loops = n
     kept = [k for k in range(n) if k not in dims]
     out_map = _affine(n, tuple(kept))
     covered = {d for (_, m) in body.reads for d in m if d is not None} | set(kept)
@@ -288,6 +313,7 @@ def _emit_parallel(shape: tuple, values: list, leaves: dict) -> list[ir.Value]:
     for v in values:
         body.collect(v, ident)
     ins, maps = body.inputs_and_maps(n)
+    body.n_loops = n
     inits = [lb.empty(shape, _spec(v).dtype) for v in values]
     return lb.generic(ins, inits, maps + [_affine(n, ident)] * len(inits), ["parallel"] * n,
                       lambda args: [body.emit(v, ident, args) for v in values])

@@ -1,5 +1,6 @@
 // Softmax is ONE kernel, one block per row: a thread-strided max, gpu.all_reduce,
-// a thread-strided sum of exp, gpu.all_reduce, then the normalisation. The row
+// a thread-strided sum of exp, gpu.all_reduce, then the normalisation (one
+// reciprocal of the row sum, a multiplication per element). The row
 // max and sum stay in registers (no temporaries are allocated). After NVVM the
 // all_reduces are warp shuffles plus a 32-slot shared array and barriers.
 // RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
@@ -16,6 +17,7 @@
 // IR: gpu.all_reduce add {{.*}} uniform
 // IR: scf.for
 // IR: arith.divf
+// IR: arith.mulf
 // IR: memref.store {{.*}}, %arg1
 // IR: gpu.terminator
 // IR-NOT: gpu.launch
@@ -32,7 +34,8 @@
 // CHECK: bar.sync 0;
 // CHECK: ex2.approx
 // CHECK: shfl.sync.bfly.b32
-// CHECK: div.rn.f32
+// CHECK: rcp.rn.f32
+// CHECK: mul.rn.f32
 func.func @softmax(%x: tensor<64x1024xf32>) -> tensor<64x1024xf32> {
   %max = "dg.reduce_max"(%x) {dims = array<i64: 1>} : (tensor<64x1024xf32>) -> tensor<64xf32>
   %max_b = "dg.broadcast_in_dim"(%max) {dims = array<i64: 0>} : (tensor<64xf32>) -> tensor<64x1024xf32>
