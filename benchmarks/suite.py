@@ -12,8 +12,9 @@ before the process starts). Inside that process:
 2. per backend (eager, Inductor, fusegrad, in that order): build a private
    copy of the model and inputs, time the first call (for the compiled
    backends this includes capture and code generation; Inductor's caches are
-   disabled so it compiles cold), compare its result (output or loss, and the
-   gradients) with eager's, then one untimed warm-up call;
+   disabled and fusegrad's compile cache starts empty, so both compile cold),
+   compare its result (output or loss, and the gradients) with eager's, then
+   one untimed warm-up call;
 3. steady state: iterations of all backends interleaved in one loop; each
    time the backend with the least accumulated time runs next, so each gets
    about the same share of the time budget and machine noise hits all of them
@@ -521,6 +522,10 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
         inductor_config.fx_graph_cache = False
         wraps["inductor"] = lambda f: torch.compile(f, backend="inductor")
     wraps["fusegrad"] = fusegrad.compile
+    # an empty compile cache (removed when this returns), so fusegrad's first call is a
+    # cold compile like Inductor's
+    fusegrad_cache = tempfile.TemporaryDirectory(prefix="fusegrad-cache-")
+    os.environ["FUSEGRAD_CACHE_DIR"] = fusegrad_cache.name
 
     # Dynamo's own first use (imports, tracer warm-up) is paid here, not by one backend.
     torch.compile(lambda t: t * 2 + 1, backend="eager")(torch.ones(4))

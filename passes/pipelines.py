@@ -147,12 +147,14 @@ def _forward_arguments(module: ir.Module, names) -> dict[str, dict[int, int]]:
     return forwarded
 
 
-def compile_cpu(module: ir.Module):
+def compile_cpu(module: ir.Module, object_file: str | None = None):
     """Lower `module` (dg on tensors) in place to LLVM and JIT it.
 
     Returns a `fusegrad.runtime.cpu.CpuModule` with one entry per public function.
+    With `object_file`, the code is also written there as a position-independent
+    object file (for `runtime.cpu_library`, which links it into a shared library).
     """
-    from ..runtime.cpu import CpuModule
+    from ..runtime.cpu import jit_module
 
     t0 = time.perf_counter()
     with module.context:
@@ -160,7 +162,7 @@ def compile_cpu(module: ir.Module):
         forwarded = _forward_arguments(module, entries)
         run_pipeline(module, CPU_PIPELINE)
     t1 = time.perf_counter()
-    cm = CpuModule(module, entries, forwarded=forwarded)
+    cm = jit_module(module, entries, forwarded=forwarded, object_file=object_file)
     log.info("compile_cpu: %d entries, MLIR %.1f ms, JIT %.1f ms", len(entries),
              (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
     return cm

@@ -1,4 +1,5 @@
-"""Executing compiled code: the CPU runtime (`cpu.CpuModule`).
+"""Executing compiled code: the CPU runtime (`cpu.CpuModule`, from the JIT or from a
+shared library, `cpu_library`) and the CUDA runtime (`cuda`).
 
 Submodules are imported on first use, so `import fusegrad.runtime` stays cheap.
 """

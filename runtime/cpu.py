@@ -1,13 +1,17 @@
-"""CPU runtime: run JIT-compiled entry functions on torch tensors, zero-copy.
+"""CPU runtime: run compiled entry functions on torch tensors, zero-copy.
 
 Entries follow the ABI that `passes.pipelines.CPU_PIPELINE` produces: every
 argument is an identity-layout (row-major, contiguous) memref, inputs first,
-then one out-param per result; the wrapper `_mlir_ciface_<name>` takes
-pointers to memref descriptors. Descriptors are built directly from
-`data_ptr()`/sizes/strides, so contiguous tensors are never copied.
-Non-contiguous inputs are made contiguous first (one copy): the compiled code
-indexes with the static row-major strides of its identity-layout types, so
-passing real strides would be wrong.
+then one out-param per result; the packed wrapper of `_mlir_ciface_<name>`
+takes an array of pointers to memref descriptors. Descriptors are built
+directly from `data_ptr()`/sizes/strides, so contiguous tensors are never
+copied. Non-contiguous inputs are made contiguous first (one copy): the
+compiled code indexes with the static row-major strides of its
+identity-layout types, so passing real strides would be wrong.
+
+The code lives either in an LLVM JIT (`jit_module`, which needs MLIR) or in a
+shared library (`runtime.cpu_library`); both build the same `CpuModule`.
+This module itself imports only torch, so a library runs without MLIR.
 """
 from __future__ import annotations
 
@@ -15,26 +19,45 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import torch
-from mlir import ir
-from mlir.execution_engine import ExecutionEngine
-
-from ..dialects.types import TensorSpec, torch_dtype
-from ..passes.index_check import SITES_ATTR, TAKE_ERROR
 
 log = logging.getLogger("fusegrad.runtime.cpu")
 
 _PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
+# dg dtype names -> torch dtypes (the table in dialects/types.py, which needs MLIR)
+_TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+                 "f64": torch.float64, "i1": torch.bool, "i8": torch.int8, "i16": torch.int16,
+                 "i32": torch.int32, "i64": torch.int64}
+
+
+class Spec(Protocol):
+    """A tensor signature: `dialects.types.TensorSpec`, or `TensorSig` without MLIR."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class TensorSig:
+    """The MLIR-free tensor signature a library's metadata describes (shape, dg dtype)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return "tensor<" + "".join(f"{d}x" for d in self.shape) + self.dtype + ">"
+
 
 @functools.lru_cache(maxsize=1)
 def load_builtins() -> None:
     """Make libgcc_s's f16 conversion builtins (__truncdfhf2, ...), PyTorch's BLAS and its
-    OpenMP runtime visible to the JIT, which resolves undefined symbols in the process's global
-    namespace (as it does libm's)."""
+    OpenMP runtime visible to compiled code, which resolves undefined symbols in the
+    process's global namespace (as it does libm's): the JIT and loaded libraries alike."""
     name = ctypes.util.find_library("gcc_s")
     if name:
         ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
@@ -79,21 +102,21 @@ class CpuFunction:
     forward saving its input for the backward): that argument itself is returned,
     never copied. Callers that hand results to users make them unaliased."""
 
-    def __init__(self, name: str, fn: Callable, inputs: Sequence[TensorSpec],
-                 outputs: Sequence[TensorSpec], engine: ExecutionEngine,
+    def __init__(self, name: str, fn: Callable, inputs: Sequence[Spec],
+                 outputs: Sequence[Spec], owner: object,
                  index_errors: "IndexErrors | None" = None,
-                 forwarded: dict[int, int] | None = None) -> None:
+                 forwarded: Mapping[int, int] | None = None) -> None:
         self.name = name
-        self._engine = engine  # `fn` points into the engine's JIT code: keep it alive
+        self._owner = owner  # `fn` points into code it holds: keep it alive
         self._index_errors = index_errors
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self._fn = fn
         # results that are arguments, handed back as they are (result -> argument index)
         self._forwarded = dict(forwarded or {})
-        self._computed = [(k, s, torch_dtype(s.dtype)) for k, s in enumerate(outputs)
+        self._computed = [(k, s, _TORCH_DTYPES[s.dtype]) for k, s in enumerate(outputs)
                           if k not in self._forwarded]
-        self._in_dtypes = [torch_dtype(s.dtype) for s in inputs]
+        self._in_dtypes = [_TORCH_DTYPES[s.dtype] for s in inputs]
 
     def _check(self, args: Sequence[torch.Tensor]) -> None:
         if len(args) != len(self.inputs):
@@ -148,45 +171,86 @@ class IndexErrors:
             raise OutOfRangeIndex(f"@{function}: index out of range in {self.sites[site - 1]}")
 
 
+Entries = Mapping[str, tuple[Sequence[Spec], Sequence[Spec]]]
+
+
 class CpuModule:
-    """A JIT-compiled module (LLVM dialect) with one `CpuFunction` per entry."""
+    """Compiled entries, one `CpuFunction` each, whatever holds the code.
 
-    def __init__(self, module: ir.Module,
-                 entries: dict[str, tuple[list[TensorSpec], list[TensorSpec]]],
-                 opt_level: int = 2, shared_libs: Sequence[str] = (),
-                 forwarded: dict[str, dict[int, int]] | None = None) -> None:
-        # O2: the transformer-layer training step runs as fast as at O3 (24 ms) and its
-        # JIT takes 7.5 s instead of 11 s (benchmarks/train_step.py)
-        load_builtins()
-        self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(shared_libs))
-        self.engine.initialize()
-        self.entries = dict(entries)
-        index_errors = None
-        if SITES_ATTR in module.operation.attributes:
-            sites = [ir.StringAttr(s).value for s in
-                     ir.ArrayAttr(module.operation.attributes[SITES_ATTR])]
-            take = CpuFunction(TAKE_ERROR, _PACKED_FN(self._address(TAKE_ERROR)), [],
-                               [TensorSpec((), "i32")], self.engine)
-            index_errors = IndexErrors(take, sites)
-        self._functions: dict[str, CpuFunction] = {}
-        for name, (ins, outs) in self.entries.items():
-            self._functions[name] = CpuFunction(name, _PACKED_FN(self._address(name)), ins, outs,
-                                                self.engine, index_errors,
-                                                (forwarded or {}).get(name))
+    `lookup(name)` is the address of the packed C-interface wrapper of entry
+    `name` (0 if absent); `owner` (an ExecutionEngine, a ctypes library) holds
+    the code. Functions keep this module, hence the code, alive (so the module
+    can be weakly referenced and lives as long as some function of it).
+    `forwarded`: per entry, result index -> argument index of results handed
+    back as arguments. `index_errors`, when the code checks indices: the
+    function that takes the failing site, and the sites (passes/index_check.py).
+    """
 
-    def _address(self, name: str) -> int:
-        addr = self.engine.raw_lookup("_mlir_ciface_" + name)
-        if not addr:
-            raise RuntimeError(f"compiled module has no entry @{name} (no C interface)")
-        return addr
+    def __init__(self, lookup: Callable[[str], int], owner: object, entries: Entries,
+                 forwarded: Mapping[str, Mapping[int, int]] | None = None,
+                 index_errors: tuple[str, Sequence[str]] | None = None) -> None:
+        self.owner = owner
+        self.entries = {n: (list(ins), list(outs)) for n, (ins, outs) in entries.items()}
+        self.forwarded = {n: dict(m) for n, m in (forwarded or {}).items()}
+        self.index_errors = (index_errors[0], list(index_errors[1])) if index_errors else None
+        errors = None
+        if self.index_errors:
+            take_name, sites = self.index_errors
+            take = CpuFunction(take_name, _PACKED_FN(_address(lookup, take_name)), [],
+                               [TensorSig((), "i32")], owner)
+            errors = IndexErrors(take, sites)
+        self._functions = {
+            name: CpuFunction(name, _PACKED_FN(_address(lookup, name)), ins, outs, self, errors,
+                              self.forwarded.get(name))
+            for name, (ins, outs) in self.entries.items()}
 
     def function(self, name: str) -> CpuFunction:
         try:
             return self._functions[name]
         except KeyError:
-            raise KeyError(f"no entry function @{name}; entries: {sorted(self._functions)}") \
-                from None
+            raise KeyError(f"no entry function @{name}; entries: {self.names}") from None
 
     @property
     def names(self) -> list[str]:
         return sorted(self._functions)
+
+
+def _address(lookup: Callable[[str], int], name: str) -> int:
+    addr = lookup(name)
+    if not addr:
+        raise RuntimeError(f"compiled module has no entry @{name} (no C interface)")
+    return addr
+
+
+def jit_module(module: Any, entries: Entries, *, opt_level: int = 2,
+               shared_libs: Sequence[str] = (),
+               forwarded: Mapping[str, Mapping[int, int]] | None = None,
+               object_file: str | None = None) -> CpuModule:
+    """JIT-compile `module` (an `mlir.ir.Module` in the LLVM dialect) into a `CpuModule`.
+
+    With `object_file`, the code is position-independent and its object file is
+    written there, to be linked into a shared library (`runtime.cpu_library`).
+    """
+    from mlir import ir
+    from mlir.execution_engine import ExecutionEngine
+
+    from ..passes.index_check import SITES_ATTR, TAKE_ERROR
+
+    # O2: the transformer-layer training step runs as fast as at O3 (24 ms) and its
+    # JIT takes 7.5 s instead of 11 s (benchmarks/train_step.py)
+    load_builtins()
+    engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(shared_libs),
+                             enable_object_dump=object_file is not None,
+                             enable_pic=object_file is not None)
+    engine.initialize()
+    attrs = module.operation.attributes
+    index_errors = None
+    if SITES_ATTR in attrs:
+        sites = [ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[SITES_ATTR])]
+        index_errors = (TAKE_ERROR, sites)
+    # raw_lookup("_mlir_ciface_f") finds the packed wrapper `_mlir__mlir_ciface_f`
+    cpu = CpuModule(lambda name: engine.raw_lookup("_mlir_ciface_" + name), engine, entries,
+                    forwarded, index_errors)
+    if object_file is not None:
+        engine.dump_to_object_file(object_file)
+    return cpu

@@ -6,7 +6,10 @@ forward, the `@name_fwd`/`@name_bwd` pair for a set of wrt inputs, the joint
 `@name_vjp` (itself a Program, so it can be differentiated again: double
 backward) and the forward-mode `@name_jvp` (also a Program). Each derivation
 works on a copy of the module, so stages never disturb each other, and each
-stage can be dumped as a `.mlir` file that `fusegrad-opt` reads back.
+stage can be dumped as a `.mlir` file that `fusegrad-opt` reads back. On
+CPU, the compiled forward and fwd/bwd pairs come from the persistent compile
+cache (`compile_cache.py`) when an earlier compile of the same module stored
+them: no pass runs then.
 """
 from __future__ import annotations
 
@@ -119,9 +122,12 @@ class Program:
             raise KeyError(f"no public function @{self.name} in {self.label}") from None
 
     # ------------------------------------------------------------ derivations
+    def _text(self) -> str:
+        """The module as text, locations included (index-error messages name them)."""
+        return self.module.operation.get_asm(enable_debug_info=True)
+
     def _copy(self) -> ir.Module:
-        text = self.module.operation.get_asm(enable_debug_info=True)
-        return ir.Module.parse(text, self.module.context)
+        return ir.Module.parse(self._text(), self.module.context)
 
     def _run(self, module: ir.Module, pipeline: str, stage: str) -> None:
         from .passes import run_pipeline
@@ -143,24 +149,38 @@ class Program:
             if name not in names:
                 fn.erase()
 
-    def _load(self, module: ir.Module, names: Sequence[str], stage: str) -> list[Executable]:
-        """Executables for the public functions `names` of `module`."""
-        self._keep_only(module, names)
+    def _load(self, derivation: str, derive: Callable[[], tuple[ir.Module, dict]],
+              names: Sequence[str], stage: str) -> tuple[list[Executable], dict]:
+        """Executables for the public functions `names` of the module `derive()` returns,
+        with the metadata it returns (JSON data). On CPU both come from the compile
+        cache when it holds `derivation` of this module: no pass runs then."""
         if self.options.executor == "reference":
-            return [_Interpreted(module, n) for n in names]
+            module, meta = derive()
+            self._keep_only(module, names)
+            return [_Interpreted(module, n) for n in names], meta
+        from .compile_cache import compiled
         from .passes.pipelines import compile_cpu
 
-        with module.context, ir.Location.unknown():
-            cpu = compile_cpu(module)
-        self.dump(stage, module)
-        return [cpu.function(n) for n in names]
+        def build(object_file: str | None) -> tuple[object, dict]:
+            module, meta = derive()
+            self._keep_only(module, names)
+            with module.context, ir.Location.unknown():
+                cpu = compile_cpu(module, object_file)
+            self.dump(stage, module)
+            return cpu, meta
+
+        cpu, meta = compiled(self._text(), derivation, self.options, build)
+        return [cpu.function(n) for n in names], meta
 
     def forward(self) -> Executable:
         """The compiled plain forward (no autodiff)."""
         if self._forward is None:
-            module = self._copy()
-            self._optimize(module)
-            (self._forward,) = self._load(module, [self.name], "lowered")
+            def derive() -> tuple[ir.Module, dict]:
+                module = self._copy()
+                self._optimize(module)
+                return module, {}
+
+            (self._forward,), _ = self._load("forward", derive, [self.name], "lowered")
         return self._forward
 
     def training(self, wrt: Sequence[int]) -> Training:
@@ -169,16 +189,22 @@ class Program:
         if not wrt:
             raise ValueError(f"fusegrad: {self.label}: training needs at least one wrt input")
         if wrt not in self._training:
-            module = self._copy()
-            self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}", f"autodiff-{_key(wrt)}")
-            self._optimize(module)
-            fns = _public_functions(module)
-            fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
-            meta = (ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value,
-                    _i64s(bwd_op, "dg.wrt"), _i64s(bwd_op, "dg.ct_outputs"))
-            fwd, bwd = self._load(module, [f"{self.name}_fwd", f"{self.name}_bwd"],
-                                  f"lowered-{_key(wrt)}")
-            self._training[wrt] = Training(fwd, bwd, *meta)
+            def derive() -> tuple[ir.Module, dict]:
+                module = self._copy()
+                self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}",
+                          f"autodiff-{_key(wrt)}")
+                self._optimize(module)
+                fns = _public_functions(module)
+                fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
+                num_outputs = ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value
+                return module, {"num_outputs": num_outputs, "wrt": list(_i64s(bwd_op, "dg.wrt")),
+                                "ct_outputs": list(_i64s(bwd_op, "dg.ct_outputs"))}
+
+            (fwd, bwd), meta = self._load(f"training {_key(wrt)}", derive,
+                                          [f"{self.name}_fwd", f"{self.name}_bwd"],
+                                          f"lowered-{_key(wrt)}")
+            self._training[wrt] = Training(fwd, bwd, int(meta["num_outputs"]),
+                                           tuple(meta["wrt"]), tuple(meta["ct_outputs"]))
         return self._training[wrt]
 
     def _derived(self, cache: dict, wrt: Sequence[int], pipeline: str, suffix: str) -> "Program":

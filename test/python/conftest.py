@@ -6,6 +6,18 @@ import warnings
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def compile_cache_dir(tmp_path_factory):
+    """The compile cache in a fresh directory per session: tests never read or fill the
+    user's cache, each graph is compiled on first use (the compile path is what most
+    tests test), and a graph compiled again loads the cached library (testing that
+    path on every graph the suite compiles twice). Subprocesses inherit it."""
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("compile_cache")
+        mp.setenv("FUSEGRAD_CACHE_DIR", str(path))
+        yield path
+
+
 @pytest.fixture
 def no_fallback():
     """Fresh Dynamo state, and a graph falling back to eager is an error: a compiled

@@ -120,7 +120,7 @@ def test_calls_do_not_recompile(cm, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("recompiled")
     monkeypatch.setattr(pipelines, "run_pipeline", boom)
-    monkeypatch.setattr("fusegrad.runtime.cpu.ExecutionEngine", boom)
+    monkeypatch.setattr("mlir.execution_engine.ExecutionEngine", boom)
     fn = cm.function("affine")
     assert fn is cm.function("affine")
     for _ in range(3):
@@ -145,7 +145,7 @@ def test_repeated_results_get_distinct_buffers():
 
 
 def test_function_outlives_its_module_object():
-    """A CpuFunction keeps the JIT engine alive on its own."""
+    """A CpuFunction keeps its module, hence the JIT engine, alive on its own."""
     fn = _compile(("f", [TensorSpec((2,), "f32")], lambda b, x: [b.neg(x)])).function("f")
     import gc
     gc.collect()

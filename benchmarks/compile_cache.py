@@ -1,0 +1,106 @@
+"""First training step of a small HF GPT-2 with an empty and with a warm compile cache.
+
+    .venv/bin/python benchmarks/compile_cache.py [--threads 1]
+
+Runs `fusegrad.compile(model)`, one call + backward, in two fresh processes
+sharing a new cache directory: the first compiles (and fills the cache), the
+second loads what the first wrote. Per process it reports the first step and
+its parts: fusegrad's capture to core ATen, import to dg, compile (or cache
+load), the steady-state step (the second step), and Dynamo (the rest of the
+first step: bytecode tracing, guards, the autograd graph). Prints a markdown
+table.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Callable
+
+
+def _timed(totals: dict[str, float], name: str, fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            totals[name] += time.perf_counter() - t0
+    return wrapper
+
+
+def worker(threads: int) -> dict[str, Any]:
+    """One cold process: the first and second training steps, timed by part."""
+    import torch
+    import transformers as tf
+
+    import fusegrad
+    from fusegrad import backend, compile_cache
+    from fusegrad.program import Program
+
+    torch.set_num_threads(threads)
+    warnings.simplefilter("error", fusegrad.FusegradFallbackWarning)  # eager would not count
+    totals: dict[str, float] = collections.defaultdict(float)
+    backend.capture = _timed(totals, "capture", backend.capture)
+    Program.from_graph = classmethod(_timed(totals, "import", Program.from_graph.__func__))
+    Program.training = _timed(totals, "compile", Program.training)
+    Program.forward = _timed(totals, "compile", Program.forward)
+
+    torch.manual_seed(0)
+    model = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=2048,
+                                             n_positions=256))
+    ids = torch.randint(0, 2048, (8, 128))
+    compiled = fusegrad.compile(model)
+    steps = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        compiled(ids, labels=ids).loss.backward()
+        steps.append(time.perf_counter() - t0)
+        if not totals:
+            raise SystemExit("fusegrad compiled nothing")
+        if len(steps) == 1:
+            parts = dict(totals)
+    return {"first_s": steps[0], "step_s": steps[1], **parts, "stats": compile_cache.stats()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.threads)))
+        return 0
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="fusegrad-cache-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "FUSEGRAD_CACHE"}
+        env["FUSEGRAD_CACHE_DIR"] = cache
+        for label in ("empty cache", "warm cache"):
+            done = subprocess.run([sys.executable, __file__, "--worker", "--threads",
+                                   str(args.threads)], env=env, capture_output=True, text=True)
+            if done.returncode:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return 1
+            r = json.loads(done.stdout.strip().splitlines()[-1])
+            dynamo = r["first_s"] - r["capture"] - r["import"] - r["compile"] - r["step_s"]
+            rows.append(f"| {label} | {r['first_s']:.2f} | {dynamo:.2f} | {r['capture']:.2f} | "
+                        f"{r['import']:.2f} | {r['compile']:.2f} | {r['step_s']:.2f} | "
+                        f"{r['stats']['hits']}/{r['stats']['misses']} |")
+    print(f"GPT2LMHeadModel(n_layer=2, n_embd=256, n_head=4, vocab_size=2048, n_positions=256), "
+          f"8x128 tokens, {args.threads} thread(s)\n")
+    print("| process | first step (s) | Dynamo (s) | capture (s) | import (s) | "
+          "compile or load (s) | second step (s) | cache hits/misses |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

