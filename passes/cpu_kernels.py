@@ -110,12 +110,14 @@ class LoopOp:
         return (dim, block) if size > block else None
 
     def row_partial(self, rows: int) -> bool:
-        """Is this a reduction over `rows` rows, all its other loops parallel (a weight or
-        bias gradient), that a row kernel over the same rows can compute as per-block
-        partial results?"""
+        """Is this a reduction over `rows` rows, its other loops parallel and then reductions
+        (a weight or bias gradient, a loss summed over everything), that a row kernel over
+        the same rows can compute as per-block partial results?"""
+        rest = self.iterators[1:]
+        n_parallel = rest.count("parallel")
         return (len(self.sizes) > 1 and self.sizes[0] == rows and self.fill is None
                 and self.iterators[0] == "reduction"
-                and all(it == "parallel" for it in self.iterators[1:])
+                and all(it == "parallel" for it in rest[:n_parallel])  # then reductions
                 and all(0 not in a for a in self.accesses[len(self.ins):])
                 and _float_combiners(self) is not None)
 
@@ -232,9 +234,15 @@ class Nest:
         self.env = env
         self.companions = list(companions)
         n = len(lop.sizes)
-        self.order = loop_order(lop)
-        n_red = sum(it == "reduction" for it in lop.iterators)
-        self.carry = _carries(lop)  # reductions in registers: they are the innermost loops
+        if env.row is not None and env.split == (0, 1) and lop.iterators[0] == "reduction":
+            # a reduction over rows computed row by row (`row_partial`): dim 0 is the row
+            n_red = sum(it == "reduction" for it in lop.iterators[1:])
+            self.order = list(range(n))
+            self.carry = n_red > 0
+        else:
+            n_red = sum(it == "reduction" for it in lop.iterators)
+            self.order = loop_order(lop)
+            self.carry = _carries(lop)  # reductions in registers: the innermost loops
         self.first_red = n - n_red if self.carry else n  # a position in `order`
         self.ivs: list = [None] * n
         self.combiners = _float_combiners(lop) if self.carry else None
@@ -304,6 +312,8 @@ class Nest:
                 self._store(v, buf, acc)
 
     def _reduce(self, position: int, accs: list) -> list:
+        if position == len(self.order) - 1 and self._lanes(position):
+            return self._reduce_in_lanes(position, accs)
         loop = self._loop(self._dim(position), accs)
         with ir.InsertionPoint(loop.body):
             carried = list(loop.inner_iter_args)
@@ -320,6 +330,61 @@ class Nest:
                 results = self._reduce(position + 1, carried)
             scf.YieldOp(results)
         return list(loop.results)
+
+    def _lanes(self, position: int) -> int:
+        """Accumulator lanes for the innermost reduction loop at `position`, or 0. LLVM
+        recognises a `maximumf`/`minimumf` (NaN-propagating) reduction but neither
+        vectorizes it nor breaks its dependency chain: a softmax's row max then runs at
+        several cycles per element, slower than the exp pass after it. Independent lanes
+        give the out-of-order core (and the SLP vectorizer) parallel chains."""
+        dim = self._dim(position)
+        split_dim, block = self.env.split
+        if self.combiners is None or not any(c in ("arith.maximumf", "arith.minimumf")
+                                             for c in self.combiners):
+            return 0
+        if self.env.row is not None and dim == split_dim and block > 1:
+            return 0
+        if len(self.lop.op.regions[0].blocks[0].operations) > MINMAX_LANES_MAX_BODY:
+            return 0
+        widest = max(ir.FloatType(ir.MemRefType(b.type).element_type).width
+                     for b in self.lop.outs)
+        lanes = MINMAX_LANE_BYTES // (widest // 8)
+        return lanes if self.lop.sizes[dim] >= 2 * lanes else 0
+
+    def _reduce_in_lanes(self, position: int, accs: list) -> list:
+        """The innermost reduction as `_lanes` independent accumulators per output over
+        the loop's first multiple of lanes, combined once, then the remainder."""
+        dim = self._dim(position)
+        lanes, size, n = self._lanes(position), self.lop.sizes[dim], len(accs)
+        main = size // lanes * lanes
+        index = ir.IndexType.get()
+
+        def const(v: int) -> ir.Value:
+            return arith.ConstantOp(index, v).result
+        inits = [_identity(c, a.type) for c, a in zip(self.combiners, accs)] * lanes
+        loop = scf.ForOp(self.zero, const(main), const(lanes), inits)
+        with ir.InsertionPoint(loop.body):
+            carried = list(loop.inner_iter_args)
+            results = []
+            for k in range(lanes):
+                self.ivs[dim] = arith.addi(loop.induction_variable, const(k))
+                lane = self._compute(self.lop, carried[k * n:(k + 1) * n])
+                _mark_reassoc(lane)
+                results += lane
+            scf.YieldOp(results)
+        out = list(accs)
+        for k in range(lanes):
+            out = [_combine(c, a, b) for c, a, b in
+                   zip(self.combiners, out, list(loop.results)[k * n:(k + 1) * n])]
+        if main == size:
+            return out
+        rest = scf.ForOp(const(main), const(size), self.one, out)
+        with ir.InsertionPoint(rest.body):
+            self.ivs[dim] = rest.induction_variable
+            tail = self._compute(self.lop, list(rest.inner_iter_args))
+            _mark_reassoc(tail)
+            scf.YieldOp(tail)
+        return list(rest.results)
 
     def _compute(self, lop: LoopOp, out_values: Sequence[Optional[ir.Value]]) -> list:
         """`lop`'s body results for the current ivs; `out_values`: the outs' carried values."""
@@ -395,6 +460,12 @@ def _combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
     op = ir.Operation.create(combiner, results=[a.type], operands=[a, b])
     op.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
     return op.results[0]
+
+
+# a max/min reduction loop runs this many independent accumulator lanes (one 64-byte
+# vector of them), when its body has at most MINMAX_LANES_MAX_BODY ops
+MINMAX_LANE_BYTES = 64
+MINMAX_LANES_MAX_BODY = 16
 
 
 def loop_order(lop: LoopOp) -> list[int]:

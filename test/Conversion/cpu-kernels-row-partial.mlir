@@ -4,7 +4,7 @@
 // caller combines the blocks' partials in block order after the kernel. The fill
 // and copy that initialise the gradient, standing between the row loop and the
 // reduction, move above the row loop (one small kernel). So a layer norm's backward reads its
-// inputs from DRAM once.
+// inputs from DRAM once. A reduction over everything joins the same way.
 // RUN: fusegrad-opt %s -p 'dg-cpu-kernels' | filecheck %s
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
@@ -83,6 +83,37 @@ func.func @transposed_read(%x: memref<256x256xf32>, %t: memref<256x256xf32>, %dw
   }
   linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, #col], iterator_types = ["reduction", "parallel"]}
       ins(%t : memref<256x256xf32>) outs(%dw : memref<256xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.addf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+
+// A reduction over everything (a loss summed over all elements) joins the row
+// kernel too: each row's sum stays in a register and is added to its block's
+// partial once; the caller adds the 64 partials to the scalar.
+// CHECK-LABEL: func.func private @loss_k{{[0-9]+}}(
+// CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<64xf32>
+// CHECK: scf.for %[[B:[a-z0-9_]+]] = %arg0 to %arg1
+// CHECK: memref.store %{{.*}}, %[[P]][%[[B]]]
+// CHECK: scf.for %[[R:[a-z0-9_]+]] =
+// CHECK: %[[ACC:.*]] = memref.load %[[P]][%[[B]]]
+// CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[ACC]]) -> (f32)
+// CHECK: memref.store %[[SUM]], %[[P]][%[[B]]]
+// CHECK-LABEL: func.func @loss(
+// CHECK: memref.alloc() : memref<64xf32>
+// CHECK: call @loss_k{{[0-9]+}}__parallel(%c64,
+// CHECK-NOT: call
+func.func @loss(%x: memref<8192x1024xf32>, %y: memref<8192x1024xf32>, %l: memref<f32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8192x1024xf32>) outs(%y : memref<8192x1024xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.mulf %in, %in : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#id, affine_map<(d0, d1) -> ()>], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<8192x1024xf32>) outs(%l : memref<f32>) {
   ^bb0(%in: f32, %acc: f32):
     %0 = arith.addf %acc, %in : f32
     linalg.yield %0 : f32
