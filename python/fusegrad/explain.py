@@ -1,10 +1,12 @@
 """`fusegrad.explain(fn, *inputs)`: what fusion and rematerialization do to a program.
 
-Captures `fn` with fusegrad's own capture path, imports it to dg, and runs
-the optimising stages one by one (dg-autodiff when an input requires grad,
-dg-remat, dg-fuse), timing each; the report counts dg ops and kernels
-(`passes.fuse.count_kernels`) per function and the bytes saved for backward
-before and after rematerialization.
+Runs `fn` once under Dynamo, as `fusegrad.compile` does, so it sees the same
+graphs (closed-over modules' parameters lifted to graph inputs) and the same
+graph breaks (with Dynamo's reasons). Each graph is captured, imported to dg
+and put through the optimising stages one by one (dg-autodiff when an input
+requires grad, dg-remat, dg-fuse), timing each; the report counts dg ops and
+kernels (`passes.fuse.count_kernels`) per function and the bytes saved for
+backward before and after rematerialization.
 """
 from __future__ import annotations
 
@@ -34,9 +36,11 @@ class GraphReport:
 @dataclass
 class Report:
     graphs: list[GraphReport]
+    graph_breaks: list[str] = field(default_factory=list)  # Dynamo's reasons
 
     def __str__(self) -> str:
-        lines = []
+        lines = [f"{len(self.graphs)} graph(s), {len(self.graph_breaks)} graph break(s)"]
+        lines += [f"graph break: {reason}" for reason in self.graph_breaks]
         for g in self.graphs:
             lines.append(f"graph {g.name}")
             lines.append(f"  {'function':<12} {'dg ops':>7} {'kernels':>8}")
@@ -58,7 +62,27 @@ def _funcs(module: ir.Module) -> dict[str, ir.Operation]:
 
 
 def explain(fn: Callable[..., Any], *example_inputs: torch.Tensor) -> Report:
-    """Compile `fn` stage by stage on `example_inputs` and report ops, kernels and saved bytes."""
+    """Run `fn(*example_inputs)` under Dynamo and report each graph's stages: ops,
+    kernels, saved bytes and compile times, plus the graph breaks."""
+    from torch._dynamo.utils import counters
+
+    recorded: list[tuple[torch.fx.GraphModule, list[torch.Tensor]]] = []
+
+    def record(gm: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
+        recorded.append((gm, list(inputs)))
+        return gm.forward
+
+    breaks_before = counters["graph_break"].copy()
+    torch.compile(fn, backend=record, dynamic=False)(*example_inputs)
+    breaks = [reason for reason, n in (counters["graph_break"] - breaks_before).items()
+              for _ in range(n)]
+    names = ["f"] if len(recorded) == 1 else [f"f{i}" for i in range(len(recorded))]
+    return Report([_explain_graph(name, gm, inputs)
+                   for name, (gm, inputs) in zip(names, recorded)], breaks)
+
+
+def _explain_graph(name: str, gm: torch.fx.GraphModule, example_inputs: list) -> GraphReport:
+    """One Dynamo graph through capture, import, autodiff, remat and fusion."""
     from .capture import capture
     from .context import make_context
     from .importer import import_graph
@@ -68,33 +92,34 @@ def explain(fn: Callable[..., Any], *example_inputs: torch.Tensor) -> Report:
 
     seconds: dict[str, float] = {}
     t = time.perf_counter()
-    captured = capture(fn, list(example_inputs))
+    captured = capture(gm, example_inputs)
     seconds["capture"] = time.perf_counter() - t
     train = torch.is_grad_enabled() and any(
-        x.requires_grad for x in [*captured.lifted, *example_inputs])
+        isinstance(x, torch.Tensor) and x.requires_grad
+        for x in [*captured.lifted, *example_inputs])
     with make_context(), ir.Location.unknown():
         t = time.perf_counter()
-        module = import_graph(captured.gm, name="f")
+        module = import_graph(captured.gm, name=name)
         seconds["import"] = time.perf_counter() - t
         before = after = None
         if train:
             t = time.perf_counter()
             run_pipeline(module, "dg-autodiff")
             seconds["autodiff"] = time.perf_counter() - t
-            keep = ("f_fwd", "f_bwd")
+            keep = (f"{name}_fwd", f"{name}_bwd")
             t = time.perf_counter()
             results = remat_module(module.operation)
             seconds["remat"] = time.perf_counter() - t
             before = sum(r.saved_bytes_before for r in results)
             after = sum(r.saved_bytes_after for r in results)
         else:
-            keep = ("f",)
+            keep = (name,)
         funcs = _funcs(module)
-        dg_ops = {name: count_dg_ops(funcs[name]) for name in keep}
+        dg_ops = {fn: count_dg_ops(funcs[fn]) for fn in keep}
         t = time.perf_counter()
         for f in funcs.values():  # in-process, without re-verifying the whole module
             fuse_function(f)
         seconds["fuse"] = time.perf_counter() - t
         funcs = _funcs(module)
-        kernels = {name: count_kernels(funcs[name]) for name in keep}
-    return Report([GraphReport("f", dg_ops, kernels, before, after, seconds)])
+        kernels = {fn: count_kernels(funcs[fn]) for fn in keep}
+    return GraphReport(name, dg_ops, kernels, before, after, seconds)

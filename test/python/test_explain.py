@@ -25,3 +25,23 @@ def test_explain_inference_only():
     (g,) = report.graphs
     assert set(g.kernels) == {"f"} and g.saved_bytes_before_remat is None
     assert g.kernels["f"] <= 2
+
+
+def test_explain_sees_what_compile_sees():
+    """A function closing over a module: Dynamo lifts its parameters, as for compile."""
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    report = fusegrad.explain(lambda x: layer(x).pow(2).sum(),
+                              torch.randn(2, 8, 32, requires_grad=True))
+    (g,) = report.graphs
+    assert set(g.kernels) == {"f_fwd", "f_bwd"} and not report.graph_breaks
+    assert g.saved_bytes_after_remat <= g.saved_bytes_before_remat
+
+
+def test_explain_lists_graph_breaks():
+    def fn(x):
+        y = torch.sin(x)
+        print("a side effect Dynamo cannot trace")  # noqa: T201 (the graph break under test)
+        return torch.cos(y)
+    report = fusegrad.explain(fn, torch.randn(8))
+    assert len(report.graphs) == 2 and len(report.graph_breaks) >= 1
+    assert "graph break" in str(report)
