@@ -19,6 +19,7 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
@@ -84,19 +85,37 @@ def descriptor_type(rank: int) -> type[ctypes.Structure]:
     return type(f"MemRefDescriptor{rank}D", (ctypes.Structure,), {"_fields_": fields})
 
 
-def descriptor(t: torch.Tensor) -> ctypes.Structure:
-    """A memref descriptor viewing `t`'s memory (no copy)."""
-    d = descriptor_type(t.dim())()
-    d.allocated = d.aligned = t.data_ptr()
-    d.offset = 0
-    if t.dim():
-        d.sizes[:] = list(t.shape)
-        d.strides[:] = list(t.stride())
-    return d
+class _Arguments:
+    """One thread's memref descriptors for an entry's arguments (inputs, then computed
+    outputs) and the packed pointer array the C interface takes. Shapes and strides are
+    static (row-major), so a call only sets each descriptor's data pointer: building
+    descriptors anew was most of the per-call cost."""
+
+    def __init__(self, specs: Sequence[Spec]) -> None:
+        self.descriptors = []
+        for spec in specs:
+            d = descriptor_type(len(spec.shape))()
+            d.offset = 0
+            if spec.shape:
+                d.sizes[:] = list(spec.shape)
+                d.strides[:] = _row_major_strides(spec.shape)
+            self.descriptors.append(d)
+        self._pointers = [ctypes.pointer(d) for d in self.descriptors]
+        self.packed = (ctypes.c_void_p * len(self._pointers))(
+            *[ctypes.addressof(p) for p in self._pointers])
+
+
+def _row_major_strides(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.insert(0, step)
+        step *= size
+    return strides
 
 
 class CpuFunction:
-    """Callable `(*tensors) -> list[tensor]` for one entry; holds no per-call state.
+    """Callable `(*tensors) -> list[tensor]` for one entry; safe to call from several
+    threads at once (argument descriptors are per thread).
 
     Results are fresh tensors, except a result that is one of the arguments (a
     forward saving its input for the backward): that argument itself is returned,
@@ -117,6 +136,7 @@ class CpuFunction:
         self._computed = [(k, s, _TORCH_DTYPES[s.dtype]) for k, s in enumerate(outputs)
                           if k not in self._forwarded]
         self._in_dtypes = [_TORCH_DTYPES[s.dtype] for s in inputs]
+        self._thread = threading.local()  # .arguments: this thread's `_Arguments`
 
     def _check(self, args: Sequence[torch.Tensor]) -> None:
         if len(args) != len(self.inputs):
@@ -136,10 +156,13 @@ class CpuFunction:
         self._check(args)
         ins = [t if t.is_contiguous() else t.contiguous() for t in args]
         outs = [torch.empty(s.shape, dtype=dt) for _, s, dt in self._computed]
-        descs = [descriptor(t) for t in (*ins, *outs)]
-        ptrs = [ctypes.pointer(d) for d in descs]
-        packed = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs])
-        self._fn(packed)
+        arguments = getattr(self._thread, "arguments", None)
+        if arguments is None:
+            arguments = self._thread.arguments = _Arguments(
+                [*self.inputs, *(s for _, s, _ in self._computed)])
+        for d, t in zip(arguments.descriptors, (*ins, *outs)):
+            d.allocated = d.aligned = t.data_ptr()
+        self._fn(arguments.packed)
         if self._index_errors is not None:
             self._index_errors.raise_if_set(self.name)
         if not self._forwarded:

@@ -183,3 +183,25 @@ def test_out_of_range_indices_raise_and_stay_in_bounds():
             cm.function(name)(x, bad, *args)
     good = torch.tensor([4, 0])
     torch.testing.assert_close(cm.function("take")(x, good)[0], x[good])
+
+
+def test_compiled_function_from_threads_at_once():
+    """Argument descriptors are per thread: concurrent calls do not see each other's tensors."""
+    import fusegrad
+
+    f = fusegrad.compile(lambda a, b: (a @ b).relu() + a)
+    errors: list = []
+
+    def worker(seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        for _ in range(30):
+            a, b = torch.randn(48, 48, generator=g), torch.randn(48, 48, generator=g)
+            if not torch.allclose(f(a, b), (a @ b).relu() + a, atol=1e-5):
+                errors.append(seed)
+    f(torch.randn(48, 48), torch.randn(48, 48))  # compile once, outside the threads
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
