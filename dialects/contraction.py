@@ -7,10 +7,23 @@ from .lazy_torch import torch
 
 define("matmul", ("lhs", "rhs"), kind=Kind.CONTRACTION,
        summary="[..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast explicitly)")
-define("conv2d", ("x", "weight"),
-       attrs={"stride": Attr.I64S, "padding": Attr.I64S, "dilation": Attr.I64S, "groups": Attr.I64},
-       kind=Kind.CONTRACTION,
+_CONV_ATTRS = {"stride": Attr.I64S, "padding": Attr.I64S, "dilation": Attr.I64S,
+               "groups": Attr.I64}
+define("conv2d", ("x", "weight"), attrs=dict(_CONV_ATTRS), kind=Kind.CONTRACTION,
        summary="NCHW input x OIHW weight, zero padding [ph, pw], no bias (add it explicitly)")
+# The two halves of dg.conv2d's derivative, as ops of their own so that a target can
+# run them as one library call (PyTorch's convolution_backward on the CPU,
+# passes/conv_library.py); their lowering is the decomposition into forward
+# convolutions. Each takes the forward's attributes plus the shape of the operand
+# it does not read.
+define("conv2d_input_grad", ("grad", "weight"),
+       attrs={**_CONV_ATTRS, "input_shape": Attr.I64S}, kind=Kind.CONTRACTION,
+       summary="d/dx of <grad, conv2d(x, weight)> for x of shape input_shape: the input "
+               "gradient of dg.conv2d (a transposed convolution)")
+define("conv2d_weight_grad", ("x", "grad"),
+       attrs={**_CONV_ATTRS, "weight_shape": Attr.I64S}, kind=Kind.CONTRACTION,
+       summary="d/dweight of <grad, conv2d(x, weight)> for weight of shape weight_shape: "
+               "the weight gradient of dg.conv2d")
 
 
 @shape_rule("matmul")
@@ -33,25 +46,62 @@ def _matmul_shape(ins, attrs, hint, *, op):
 def _conv2d_shape(ins, attrs, hint, *, op):
     x, w = ins
     if x.dtype != w.dtype:
-        raise ShapeError(f"dg.conv2d: operand dtypes differ ({x.dtype} vs {w.dtype})")
+        raise ShapeError(f"dg.{op}: operand dtypes differ ({x.dtype} vs {w.dtype})")
     if x.rank != 4 or w.rank != 4:
-        raise ShapeError(f"dg.conv2d: input and weight must be rank 4, got {x.rank} and {w.rank}")
+        raise ShapeError(f"dg.{op}: input and weight must be rank 4, got {x.rank} and {w.rank}")
     stride, padding, dilation = (tuple(attrs[k]) for k in ("stride", "padding", "dilation"))
     groups = attrs["groups"]
     if not len(stride) == len(padding) == len(dilation) == 2:
-        raise ShapeError("dg.conv2d: stride, padding and dilation need 2 entries each")
+        raise ShapeError(f"dg.{op}: stride, padding and dilation need 2 entries each")
     if min(stride + dilation) < 1 or min(padding) < 0 or groups < 1:
-        raise ShapeError("dg.conv2d: stride/dilation must be >= 1, padding >= 0, groups >= 1")
+        raise ShapeError(f"dg.{op}: stride/dilation must be >= 1, padding >= 0, groups >= 1")
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     if c % groups or o % groups or cg * groups != c:
-        raise ShapeError(f"dg.conv2d: {c} input channels, {o} output channels and weight "
+        raise ShapeError(f"dg.{op}: {c} input channels, {o} output channels and weight "
                          f"in-channels {cg} do not fit groups={groups}")
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     if oh < 1 or ow < 1:
-        raise ShapeError(f"dg.conv2d: kernel {kh}x{kw} does not fit the padded input {h}x{wd}")
+        raise ShapeError(f"dg.{op}: kernel {kh}x{kw} does not fit the padded input {h}x{wd}")
     return [x.with_shape((n, o, oh, ow))]
+
+
+def _named_shape(op, attrs, attr, like, g):
+    """The operand shape an attribute gives (input_shape, weight_shape), as a spec."""
+    shape = tuple(attrs[attr])
+    if len(shape) != 4 or min(shape) < 1:
+        raise ShapeError(f"dg.{op}: {attr} must be 4 positive sizes, got {list(shape)}")
+    if g.rank != 4:
+        raise ShapeError(f"dg.{op}: grad must be rank 4, got {g.rank}")
+    return like.with_shape(shape)
+
+
+def _check_grad(op, x, w, g, attrs):
+    """`g` must have the shape of conv2d(x, w)."""
+    (y,) = _conv2d_shape([x, w], attrs, None, op=op)
+    if y.shape != g.shape:
+        raise ShapeError(f"dg.{op}: grad has shape {list(g.shape)}, but the convolution of "
+                         f"input {list(x.shape)} with weight {list(w.shape)} has shape "
+                         f"{list(y.shape)}")
+
+
+@shape_rule("conv2d_input_grad")
+def _conv2d_input_grad_shape(ins, attrs, hint, *, op):
+    g, w = ins
+    x = _named_shape(op, attrs, "input_shape", g, g)
+    _check_grad(op, x, w, g, attrs)
+    return [x]
+
+
+@shape_rule("conv2d_weight_grad")
+def _conv2d_weight_grad_shape(ins, attrs, hint, *, op):
+    x, g = ins
+    if g.dtype != x.dtype:
+        raise ShapeError(f"dg.{op}: operand dtypes differ ({x.dtype} vs {g.dtype})")
+    w = _named_shape(op, attrs, "weight_shape", x, g)
+    _check_grad(op, x, w, g, attrs)
+    return [w]
 
 
 @reference_rule("matmul")
@@ -63,6 +113,25 @@ def _matmul_ref(a, b, *, op, attrs, out):
 def _conv2d_ref(x, w, *, op, attrs, out):
     return [torch.nn.functional.conv2d(x, w, None, list(attrs["stride"]), list(attrs["padding"]),
                                        list(attrs["dilation"]), attrs["groups"])]
+
+
+def _convolution_backward(g, x, w, attrs, mask):
+    """PyTorch's convolution_backward (what eager autograd runs); differentiable."""
+    return torch.ops.aten.convolution_backward(
+        g, x, w, None, list(attrs["stride"]), list(attrs["padding"]), list(attrs["dilation"]),
+        False, [0, 0], attrs["groups"], mask)
+
+
+@reference_rule("conv2d_input_grad")
+def _conv2d_input_grad_ref(g, w, *, op, attrs, out):
+    x = g.new_zeros(tuple(attrs["input_shape"]))  # only its shape is read
+    return [_convolution_backward(g, x, w, attrs, [True, False, False])[0]]
+
+
+@reference_rule("conv2d_weight_grad")
+def _conv2d_weight_grad_ref(x, g, *, op, attrs, out):
+    w = x.new_zeros(tuple(attrs["weight_shape"]))  # only its shape is read
+    return [_convolution_backward(g, x, w, attrs, [False, True, False])[1]]
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
@@ -111,6 +180,20 @@ def _conv2d_lower(op, operands, *, op_name, attrs, out):
     return [lb.collapse(res, [[0], [1, 2], [3], [4]])]
 
 
+@lowering("conv2d_input_grad", "conv2d_weight_grad")
+def _conv2d_grad_lower(op, operands, *, op_name, attrs, out):
+    """The derivative written as forward convolutions (`_conv_input_grad`,
+    `_conv_weight_grad` below): dg ops (pad, reverse, transpose, conv2d, ...) that
+    dg-lower-to-linalg lowers in turn. The CPU pipeline calls PyTorch's
+    convolution_backward instead (dg-outline-conv-grads, dg-conv-to-torch)."""
+    from .builder import Builder
+    a, b = operands
+    conv = {k: attrs[k] for k in _CONV_ATTRS}
+    if op_name == "conv2d_input_grad":
+        return [_conv_input_grad(Builder(), a, b, attrs["input_shape"], conv)]
+    return [_conv_weight_grad(Builder(), a, b, attrs["weight_shape"], conv)]
+
+
 # (end of lowering rules)
 
 
@@ -150,12 +233,13 @@ def _pad_or_crop(b, x, low, high, interior):
     return b.slice(padded, start=start, limit=limit, stride=[1] * 4)
 
 
-def _conv_input_grad(b, g, x, w, attrs):
-    """d conv / d x: a stride-1 conv of the stride-dilated, padded cotangent with
-    the spatially flipped weight whose in/out channels are swapped per group."""
+def _conv_input_grad(b, g, w, input_shape, attrs):
+    """d conv / d x (the lowering of dg.conv2d_input_grad): a stride-1 conv of the
+    stride-dilated, padded cotangent with the spatially flipped weight whose in/out
+    channels are swapped per group."""
     stride, padding, dilation, groups = (attrs[k] for k in ("stride", "padding", "dilation",
                                                             "groups"))
-    _, _, h, wd = spec(x).shape
+    _, _, h, wd = input_shape
     o, cg, kh, kw = spec(w).shape
     oh, ow = spec(g).shape[2:]
     low = [dilation[i] * (k - 1) - padding[i] for i, k in enumerate((kh, kw))]
@@ -170,13 +254,14 @@ def _conv_input_grad(b, g, x, w, attrs):
     return b.conv2d(g_full, w_t, stride=[1, 1], padding=[0, 0], dilation=dilation, groups=groups)
 
 
-def _conv_weight_grad(b, g, x, w, attrs):
-    """d conv / d w: a conv of x (channels as batch, batch as channels) with the
-    cotangent as the kernel; stride and dilation swap roles. Groups become conv groups."""
+def _conv_weight_grad(b, x, g, weight_shape, attrs):
+    """d conv / d w (the lowering of dg.conv2d_weight_grad): a conv of x (channels as
+    batch, batch as channels) with the cotangent as the kernel; stride and dilation swap
+    roles. Groups become conv groups."""
     stride, padding, dilation, groups = (attrs[k] for k in ("stride", "padding", "dilation",
                                                             "groups"))
     n, c, h, wd = spec(x).shape
-    o, cg, kh, kw = spec(w).shape
+    o, cg, kh, kw = weight_shape
     oh, ow = spec(g).shape[2:]
     og = o // groups
     x_t = reshape_to(b, x, (n, groups, cg, h, wd))
@@ -198,12 +283,35 @@ def _conv2d_vjp(b, ins, outs, cts, *, op, attrs):
     if g is None:
         return [None, None]
     x, w = ins
-    return [_conv_input_grad(b, g, x, w, attrs), _conv_weight_grad(b, g, x, w, attrs)]
+    return [b.conv2d_input_grad(g, w, input_shape=spec(x).shape, **attrs),
+            b.conv2d_weight_grad(x, g, weight_shape=spec(w).shape, **attrs)]
 
 
-@jvp_rule("matmul", "conv2d")
+# The gradient ops are bilinear too, and adjoint to conv2d: with I = conv2d_input_grad and
+# W = conv2d_weight_grad, <c, I(g, w)> = <conv2d(c, w), g> and <c, W(x, g)> = <conv2d(x, c), g>.
+@vjp_rule("conv2d_input_grad")
+def _conv2d_input_grad_vjp(b, ins, outs, cts, *, op, attrs):
+    (c,) = cts
+    if c is None:
+        return [None, None]
+    g, w = ins
+    conv = {k: attrs[k] for k in _CONV_ATTRS}
+    return [b.conv2d(c, w, **conv), b.conv2d_weight_grad(c, g, weight_shape=spec(w).shape, **conv)]
+
+
+@vjp_rule("conv2d_weight_grad")
+def _conv2d_weight_grad_vjp(b, ins, outs, cts, *, op, attrs):
+    (c,) = cts
+    if c is None:
+        return [None, None]
+    x, g = ins
+    conv = {k: attrs[k] for k in _CONV_ATTRS}
+    return [b.conv2d_input_grad(g, c, input_shape=spec(x).shape, **conv), b.conv2d(x, c, **conv)]
+
+
+@jvp_rule("matmul", "conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 def _bilinear_jvp(b, ins, outs, tangents, *, op, attrs):
-    """Both contractions are bilinear: d(x * w) = dx * w + x * dw."""
+    """The contractions are bilinear: d(x * w) = dx * w + x * dw."""
     tx, tw = tangents
     terms = []
     if tx is not None:

@@ -1,4 +1,4 @@
-"""dg-conv-to-torch: f32/f64 convolutions on the CPU run PyTorch's own kernel.
+"""dg-conv-to-torch: f32/f64 convolutions on the CPU run PyTorch's own kernels.
 
 A convolution written as loops is far slower than PyTorch's (oneDNN) kernel,
 and im2col plus BLAS measured slower still on small CNNs. So after
@@ -7,9 +7,28 @@ bufferization, `linalg.conv_2d_nchw_fchw` (groups = 1) and
 zero-filled call `aoti_torch_cpu_convolution`, the C entry point of
 `at::convolution` that PyTorch's CPU library exports for AOTInductor. The
 operands are wrapped as tensors without copies (`aoti_torch_create_tensor_from_blob`)
-and the result is copied into the output buffer. dg's convolution gradients
-are themselves convolutions, so this covers the backward too. Padding was
-already materialized by the lowering, so the call passes padding 0.
+and the result is copied into the output buffer. Padding was already
+materialized by the lowering, so the call passes padding 0.
+
+The gradients of a convolution, `dg.conv2d_input_grad` and
+`dg.conv2d_weight_grad`, lower to forward convolutions of transposed, padded,
+flipped copies (dialects/contraction.py), shapes oneDNN runs slowly. On the
+CPU they call `aoti_torch_cpu_convolution_backward` (`at::convolution_backward`,
+what eager autograd runs) with an output mask that asks for the one gradient
+needed. Two passes, so that nothing has to recognize a decomposition in loops:
+
+- dg-outline-conv-grads (on dg, before dg-lower-to-linalg): each f32/f64
+  gradient op becomes a call to a private function `@__dg_<op>_<k>` (one per
+  op, attributes and types) holding just that op and tagged
+  `dg.conv2d_backward = {op = ..., stride = ..., ...}`. The function body
+  lowers like any other (the decomposition), so the IR stays correct whether
+  or not the next pass runs, and bufferization gives the function identity-layout
+  (contiguous) memref arguments with the result as the last, out-param.
+- dg-conv-to-torch (on memrefs) replaces the body of each tagged function whose
+  three arguments are contiguous f32/f64 memrefs by the library call. The
+  output buffer stands in for the operand whose values the call does not read
+  (the input for the input gradient, the weight for the weight gradient: only
+  its shape is used) and then receives a copy of the result.
 """
 from __future__ import annotations
 
@@ -21,17 +40,17 @@ from .memrefs import contiguous_memref
 from .registry import register_pass
 
 HELPER = "__fusegrad_conv2d"
+BACKWARD_HELPER = "__fusegrad_conv2d_backward"
+BLOB_HELPER = "__fusegrad_blob"
+OUTLINED = "dg.conv2d_backward"  # attribute of the outlined gradient functions
+GRAD_OPS = ("dg.conv2d_input_grad", "dg.conv2d_weight_grad")
 # c10::ScalarType codes
 _DTYPE = {"f32": 6, "f64": 7}
 
-# x, w, y: data pointers; then x dims (n, c, h, w), weight dims (f, c/g, kh, kw), output
-# dims (n, f, oh, ow), stride (2), dilation (2), groups; dtype code
-_HELPER_TEXT = """
+# a contiguous 4-d tensor viewing `data`, stored in `slot`
+_BLOB_TEXT = """
 llvm.func @aoti_torch_create_tensor_from_blob(!llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, i32,
                                               i32, i32, !llvm.ptr) -> i32
-llvm.func @aoti_torch_cpu_convolution(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr,
-                                      i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, i64,
-                                      !llvm.ptr) -> i32
 llvm.func @aoti_torch_copy_(!llvm.ptr, !llvm.ptr, i32) -> i32
 llvm.func @aoti_torch_delete_tensor_object(!llvm.ptr) -> i32
 
@@ -65,6 +84,14 @@ llvm.func @__fusegrad_blob(%data: !llvm.ptr, %d0: i64, %d1: i64, %d2: i64, %d3: 
       !llvm.ptr) -> i32
   llvm.return
 }
+"""
+
+# x, w, y: data pointers; then x dims (n, c, h, w), weight dims (f, c/g, kh, kw), output
+# dims (n, f, oh, ow), stride (2), dilation (2), groups; dtype code
+_FORWARD_TEXT = """
+llvm.func @aoti_torch_cpu_convolution(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr,
+                                      i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, i64,
+                                      !llvm.ptr) -> i32
 
 func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr,
     %n: i64, %c: i64, %h: i64, %wd: i64, %f: i64, %cg: i64, %kh: i64, %kw: i64,
@@ -111,6 +138,82 @@ func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr
 """
 
 
+# go, x, w: data pointers of grad_output, input and weight; then their dims (4 each),
+# stride (2), padding (2), dilation (2), groups; which gradient (0: input, written over x;
+# 1: weight, written over w; the other of x, w is read); dtype code
+_BACKWARD_TEXT = """
+llvm.func @aoti_torch_cpu_convolution_backward(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64,
+    !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, i64, !llvm.ptr, i64,
+    !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+
+func.func private @__fusegrad_conv2d_backward(%go: !llvm.ptr, %x: !llvm.ptr, %w: !llvm.ptr,
+    %n: i64, %o: i64, %oh: i64, %ow: i64, %xn: i64, %c: i64, %h: i64, %wd: i64,
+    %f: i64, %cg: i64, %kh: i64, %kw: i64,
+    %sh: i64, %sw: i64, %ph: i64, %pw: i64, %dh: i64, %dw: i64, %groups: i64,
+    %which: i32, %dtype: i32) {
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %c2 = llvm.mlir.constant(2 : i64) : i64
+  %c3 = llvm.mlir.constant(3 : i64) : i64
+  %c0 = llvm.mlir.constant(0 : i64) : i64
+  %z32 = llvm.mlir.constant(0 : i32) : i32
+  %one32 = llvm.mlir.constant(1 : i32) : i32
+  %null = llvm.mlir.zero : !llvm.ptr
+  %tgo = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
+  %tx = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
+  %tw = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
+  %tr = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
+  llvm.call @__fusegrad_blob(%go, %n, %o, %oh, %ow, %dtype, %tgo) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  llvm.call @__fusegrad_blob(%x, %xn, %c, %h, %wd, %dtype, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  %stride = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
+  %pad = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
+  %dil = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
+  %zeros = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
+  %mask = llvm.alloca %c3 x i32 : (i64) -> !llvm.ptr
+  %stride1 = llvm.getelementptr %stride[1] : (!llvm.ptr) -> !llvm.ptr, i64
+  %pad1 = llvm.getelementptr %pad[1] : (!llvm.ptr) -> !llvm.ptr, i64
+  %dil1 = llvm.getelementptr %dil[1] : (!llvm.ptr) -> !llvm.ptr, i64
+  %zeros1 = llvm.getelementptr %zeros[1] : (!llvm.ptr) -> !llvm.ptr, i64
+  %mask1 = llvm.getelementptr %mask[1] : (!llvm.ptr) -> !llvm.ptr, i32
+  %mask2 = llvm.getelementptr %mask[2] : (!llvm.ptr) -> !llvm.ptr, i32
+  llvm.store %sh, %stride : i64, !llvm.ptr
+  llvm.store %sw, %stride1 : i64, !llvm.ptr
+  llvm.store %ph, %pad : i64, !llvm.ptr
+  llvm.store %pw, %pad1 : i64, !llvm.ptr
+  llvm.store %dh, %dil : i64, !llvm.ptr
+  llvm.store %dw, %dil1 : i64, !llvm.ptr
+  llvm.store %c0, %zeros : i64, !llvm.ptr
+  llvm.store %c0, %zeros1 : i64, !llvm.ptr
+  %is_input = llvm.icmp "eq" %which, %z32 : i32
+  %is_weight = llvm.icmp "eq" %which, %one32 : i32
+  %m0 = llvm.zext %is_input : i1 to i32
+  %m1 = llvm.zext %is_weight : i1 to i32
+  llvm.store %m0, %mask : i32, !llvm.ptr
+  llvm.store %m1, %mask1 : i32, !llvm.ptr
+  llvm.store %z32, %mask2 : i32, !llvm.ptr
+  llvm.store %null, %tr : !llvm.ptr, !llvm.ptr
+  %r0 = llvm.select %is_input, %tr, %null : i1, !llvm.ptr
+  %r1 = llvm.select %is_weight, %tr, %null : i1, !llvm.ptr
+  %vgo = llvm.load %tgo : !llvm.ptr -> !llvm.ptr
+  %vx = llvm.load %tx : !llvm.ptr -> !llvm.ptr
+  %vw = llvm.load %tw : !llvm.ptr -> !llvm.ptr
+  %e = llvm.call @aoti_torch_cpu_convolution_backward(%vgo, %vx, %vw, %null, %c0, %stride, %c2,
+      %pad, %c2, %dil, %c2, %z32, %zeros, %c2, %groups, %mask, %c3, %r0, %r1, %null)
+      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64,
+         !llvm.ptr, i64, i32, !llvm.ptr, i64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr,
+         !llvm.ptr) -> i32
+  %vr = llvm.load %tr : !llvm.ptr -> !llvm.ptr
+  %dst = llvm.select %is_input, %vx, %vw : i1, !llvm.ptr
+  %e2 = llvm.call @aoti_torch_copy_(%dst, %vr, %z32) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %d0 = llvm.call @aoti_torch_delete_tensor_object(%vr) : (!llvm.ptr) -> i32
+  %d1 = llvm.call @aoti_torch_delete_tensor_object(%vgo) : (!llvm.ptr) -> i32
+  %d2 = llvm.call @aoti_torch_delete_tensor_object(%vx) : (!llvm.ptr) -> i32
+  %d3 = llvm.call @aoti_torch_delete_tensor_object(%vw) : (!llvm.ptr) -> i32
+  return
+}
+"""
+
+
 def _zero_filled_before(op: ir.Operation, buf: ir.Value) -> bool:
     """Is `buf` filled with zeros by the op right before `op` (the lowering's init)?"""
     for use in buf.uses:
@@ -150,10 +253,134 @@ def _conv_call(op: ir.Operation) -> list[int] | None:
     return [n, g * cg, h, wd, g * fg, cgw, kh, kw, yn, yg * yf, oh, ow, *strides, *dilations, g]
 
 
+def _symbols(body: ir.Block) -> set[str]:
+    return {ir.StringAttr(o.operation.attributes["sym_name"]).value
+            for o in body.operations if "sym_name" in o.operation.attributes}
+
+
+def _add_helpers(module: ir.Operation, forward: bool, backward: bool) -> None:
+    """Append the helper functions and declarations the calls need, once."""
+    if not (forward or backward):
+        return
+    body = module.regions[0].blocks[0]
+    existing = _symbols(body)
+    text = _BLOB_TEXT + (_FORWARD_TEXT if forward else "") + (_BACKWARD_TEXT if backward else "")
+    for o in ir.Module.parse(text).body.operations:
+        if ir.StringAttr(o.operation.attributes["sym_name"]).value not in existing:
+            body.append(o.operation.clone())
+
+
+# ---------------------------------------------------------------- gradients: outlining (dg)
+def _top_level(op: ir.Operation, module: ir.Operation) -> ir.Operation:
+    while op.parent is not None and op.parent.operation != module:
+        op = op.parent.operation
+    return op
+
+
+@register_pass("dg-outline-conv-grads",
+               "f32/f64 dg.conv2d_input_grad / conv2d_weight_grad -> calls of private functions "
+               "tagged for dg-conv-to-torch (PyTorch's convolution_backward on the CPU)")
+def outline_conv_grads(module: ir.Operation) -> None:
+    grads: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in GRAD_OPS and str(op.results[0].type.element_type) in _DTYPE:
+            grads.append(op)
+        return ir.WalkResult.ADVANCE
+    module.walk(visit)
+    if not grads:
+        return
+    taken = _symbols(module.regions[0].blocks[0])
+    outlined: dict[tuple, str] = {}
+    for op in grads:
+        attrs = {name: op.attributes[name] for name in op.attributes}
+        types = [v.type for v in op.operands]
+        key = (op.name, tuple(sorted((k, str(v)) for k, v in attrs.items())),
+               tuple(map(str, types)))
+        name = outlined.get(key)
+        if name is None:
+            k = sum(1 for other in outlined if other[0] == op.name)
+            while (name := f"__dg_{op.name[3:]}_{k}") in taken:
+                k += 1
+            taken.add(name)
+            outlined[key] = name
+            result_type = op.results[0].type
+            with ir.InsertionPoint(_top_level(op, module)), op.location:
+                fn = func.FuncOp(name, ir.FunctionType.get(types, [result_type]),
+                                 visibility="private")
+                tag = {"op": ir.StringAttr.get(op.name[3:]), **attrs}
+                fn.attributes[OUTLINED] = ir.DictAttr.get(tag)
+                block = fn.add_entry_block()
+                with ir.InsertionPoint(block):
+                    inner = ir.Operation.create(op.name, results=[result_type],
+                                                operands=list(block.arguments), attributes=attrs)
+                    func.ReturnOp([inner.results[0]])
+        with ir.InsertionPoint(op), op.location:
+            call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name),
+                               list(op.operands))
+        op.results[0].replace_all_uses_with(call.results[0])
+        op.erase()
+
+
+# ---------------------------------------------------------------- library calls (memrefs)
+def _backward_call(fn: ir.Operation) -> list | None:
+    """(grad_output, input, weight, which, [dims and attributes]) for an outlined gradient
+    function that can call the library, or None."""
+    if fn.name != "func.func" or OUTLINED not in fn.attributes:
+        return None
+    blocks = list(fn.regions[0].blocks)
+    if len(blocks) != 1:
+        return None
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    args = list(blocks[0].arguments)
+    if ftype.results or len(args) != 3 or not all(contiguous_memref(a.type) for a in args):
+        return None
+    dtypes = {str(a.type.element_type) for a in args}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in _DTYPE:
+        return None
+    tag = ir.DictAttr(fn.attributes[OUTLINED])
+    which = ["conv2d_input_grad", "conv2d_weight_grad"].index(ir.StringAttr(tag["op"]).value)
+    if which == 0:  # (grad, weight, out): the output stands in for the input
+        go, w, x = args
+    else:  # (x, grad, out): the output stands in for the weight
+        x, go, w = args
+    if any(v.type.rank != 4 for v in args):
+        return None
+    dims = [d for v in (go, x, w) for d in v.type.shape]
+    for k in ("stride", "padding", "dilation"):
+        dims += list(ir.DenseI64ArrayAttr(tag[k]))
+    dims.append(ir.IntegerAttr(tag["groups"]).value)
+    return [go, x, w, which, dims]
+
+
+def _call_library(fn: ir.Operation, call: list) -> None:
+    go, x, w, which, dims = call
+    block = fn.regions[0].blocks[0]
+    for op in reversed(list(block.operations)):
+        op.erase()
+    i64 = ir.IntegerType.get_signless(64)
+    i32 = ir.IntegerType.get_signless(32)
+    with ir.InsertionPoint(block), fn.location:
+        ptrs = [_pointer(v) for v in (go, x, w)]
+        scalars = [arith.ConstantOp(i64, d).result for d in dims]
+        dtype = _DTYPE[str(go.type.element_type)]
+        func.CallOp([], ir.FlatSymbolRefAttr.get(BACKWARD_HELPER),
+                    [*ptrs, *scalars, arith.ConstantOp(i32, which).result,
+                     arith.ConstantOp(i32, dtype).result])
+        func.ReturnOp([])
+
+
 @register_pass("dg-conv-to-torch",
                "f32/f64 linalg convolutions on contiguous memrefs -> PyTorch's CPU convolution "
-               "(aoti_torch_cpu_convolution)")
+               "(aoti_torch_cpu_convolution); functions from dg-outline-conv-grads -> "
+               "aoti_torch_cpu_convolution_backward")
 def conv_to_torch(module: ir.Operation) -> None:
+    backward = 0
+    for fn in list(module.regions[0].blocks[0].operations):
+        call = _backward_call(fn.operation)
+        if call is not None:
+            _call_library(fn.operation, call)
+            backward += 1
     convs: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -161,14 +388,7 @@ def conv_to_torch(module: ir.Operation) -> None:
             convs.append(op)
         return ir.WalkResult.ADVANCE
     module.walk(visit)
-    if not convs:
-        return
-    body = module.regions[0].blocks[0]
-    existing = {ir.StringAttr(o.operation.attributes["sym_name"]).value
-                for o in body.operations if "sym_name" in o.operation.attributes}
-    if HELPER not in existing:
-        for o in ir.Module.parse(_HELPER_TEXT).body.operations:
-            body.append(o.operation.clone())
+    _add_helpers(module, forward=bool(convs), backward=bool(backward))
     i64 = ir.IntegerType.get_signless(64)
     i32 = ir.IntegerType.get_signless(32)
     for op in convs:

@@ -2,6 +2,8 @@
 
 Ops are lowered outermost first, in block order; a fusion region (see
 dialects/region_ops.py) is lowered as a whole by passes/fusion_lowering.py.
+A rule may also decompose its op into other dg ops, which are then lowered by
+their own rules (the gradients of dg.conv2d lower to forward convolutions).
 """
 from __future__ import annotations
 
@@ -29,8 +31,31 @@ def _emit(op: ir.Operation) -> list[ir.Value]:
     return d.lower(op, list(op.operands), op_name=d.name, attrs=attrs_of(op), out=out)
 
 
+def _emitted_dg_ops(values: list[ir.Value]) -> list[ir.Operation]:
+    """The dg ops a lowering rule emitted to compute `values` (a decomposition into other
+    dg ops), producers first. Ops before the lowered op are already lowered, so the walk
+    back through dg producers stops at the rule's own ops."""
+    order: list[ir.Operation] = []
+    seen: set = set()
+
+    def visit(v: ir.Value) -> None:
+        if isinstance(v.owner, ir.Block):
+            return
+        producer = v.owner.operation
+        if not producer.name.startswith("dg.") or producer in seen:
+            return
+        seen.add(producer)
+        for x in producer.operands:
+            visit(x)
+        order.append(producer)
+    for v in values:
+        visit(v)
+    return order
+
+
 def lower_op(op: ir.Operation) -> None:
-    """Lower one dg op or fusion region in place."""
+    """Lower one dg op or fusion region in place. A rule may emit dg ops (a decomposition,
+    e.g. dg.conv2d_input_grad into pad, reverse and conv2d); those are lowered in turn."""
     try:
         with ir.InsertionPoint(op), op.location:
             values = _emit(op)
@@ -46,6 +71,8 @@ def lower_op(op: ir.Operation) -> None:
     for r, v in zip(op.results, values):
         r.replace_all_uses_with(v)
     op.erase()
+    for inner in _emitted_dg_ops(values):
+        lower_op(inner)
 
 
 def _lower_region_ops(op: ir.Operation) -> None:

@@ -20,8 +20,10 @@ from .registry import register_pipeline, run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
 
-# dg -> linalg on tensors, fused
+# dg -> linalg on tensors, fused; convolution gradients become calls of functions that
+# dg-conv-to-torch turns into PyTorch's convolution_backward
 LINALG_PIPELINE = ",".join([
+    "dg-outline-conv-grads",
     "dg-lower-to-linalg",
     "canonicalize",
     "cse",

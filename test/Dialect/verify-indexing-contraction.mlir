@@ -174,3 +174,27 @@ func.func @conv_kernel(%x: tensor<1x2x2x2xf32>, %w: tensor<4x2x3x3xf32>) {
   %0 = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x2x2xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x1x1xf32>
   return
 }
+
+// -----
+
+func.func @conv_input_grad_shape(%g: tensor<1x4x4x4xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+1 {{'dg.conv2d_input_grad' op grad has shape [1, 4, 4, 4], but the convolution of input [1, 2, 5, 5] with weight [4, 2, 3, 3] has shape [1, 4, 3, 3]}}
+  %0 = "dg.conv2d_input_grad"(%g, %w) {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, input_shape = array<i64: 1, 2, 5, 5>} : (tensor<1x4x4x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x5x5xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_grad_dtype(%x: tensor<1x2x5x5xf32>, %g: tensor<1x4x3x3xf64>) {
+  // expected-error @+1 {{'dg.conv2d_weight_grad' op operand dtypes differ (f32 vs f64)}}
+  %0 = "dg.conv2d_weight_grad"(%x, %g) {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, weight_shape = array<i64: 4, 2, 3, 3>} : (tensor<1x2x5x5xf32>, tensor<1x4x3x3xf64>) -> tensor<4x2x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_grad_named_shape(%x: tensor<1x2x5x5xf32>, %g: tensor<1x4x3x3xf32>) {
+  // expected-error @+1 {{'dg.conv2d_weight_grad' op weight_shape must be 4 positive sizes, got [4, 2, 3]}}
+  %0 = "dg.conv2d_weight_grad"(%x, %g) {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, weight_shape = array<i64: 4, 2, 3>} : (tensor<1x2x5x5xf32>, tensor<1x4x3x3xf32>) -> tensor<4x2x3x3xf32>
+  return
+}

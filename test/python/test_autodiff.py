@@ -64,6 +64,7 @@ def f64(b, v):
 
 _UNARY_INPUTS = {"log": pos, "sqrt": pos, "rsqrt": pos, "reciprocal": pos, "log1p": pos,
                  "abs": lambda *s: torch.cat([rnd(5), torch.zeros(1, dtype=F64)]).reshape(2, 3)}
+CONV_ATTRS = dict(stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2)
 # name -> (inputs, body); one case at least for every op of the table
 CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
     **{op: (lambda op=op: [_UNARY_INPUTS.get(op, rnd)(2, 3)], unary(op))
@@ -109,8 +110,11 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
                     lambda b, x, i, s: b.scatter_add(x, i, s, dim=1)),
     "matmul": (lambda: [rnd(2, 3, 4), rnd(2, 4, 5)], binary("matmul")),
     "conv2d": (lambda: [rnd(2, 4, 7, 6), rnd(6, 2, 3, 2)],
-               lambda b, x, w: b.conv2d(x, w, stride=[2, 1], padding=[1, 0], dilation=[1, 2],
-                                        groups=2)),
+               lambda b, x, w: b.conv2d(x, w, **CONV_ATTRS)),
+    "conv2d_grads": (lambda: [rnd(2, 4, 7, 6), rnd(6, 2, 3, 2), rnd(2, 6, 4, 4)],
+                     lambda b, x, w, g: [
+                         b.conv2d_input_grad(g, w, input_shape=(2, 4, 7, 6), **CONV_ATTRS),
+                         b.conv2d_weight_grad(x, g, weight_shape=(6, 2, 3, 2), **CONV_ATTRS)]),
     "constant_full_iota": (lambda: [rnd(2, 3)],
                            lambda b, x: b.add(b.mul(x, b.constant(torch.arange(6.0, dtype=F64)
                                                                   .reshape(2, 3))),

@@ -66,8 +66,10 @@ def _build_all(b: Builder, f, i32, p, v3, idx, idx1, src, a3, b3, img, w, seed):
             b.concatenate(f, f, dim=1)]
     out += [b.gather(f, idx, dim=1), b.index_select(f, idx1, dim=0),
             b.scatter_add(f, idx, src, dim=1)]
-    out += [b.matmul(a3, b3), b.conv2d(img, w, stride=[2, 2], padding=[1, 1], dilation=[1, 1],
-                                       groups=1)]
+    conv = dict(stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=1)
+    y = b.conv2d(img, w, **conv)
+    out += [b.matmul(a3, b3), y, b.conv2d_input_grad(y, w, input_shape=(1, 2, 6, 6), **conv),
+            b.conv2d_weight_grad(img, y, weight_shape=(3, 2, 3, 3), **conv)]
     out += [b.constant(torch.arange(6.0).reshape(2, 3)), b.full(shape=(3,), dtype="i32", value=7),
             b.iota(shape=(2, 3), dtype="i64", dim=0)]
     out += [b.rng_uniform(seed, shape=(5,), dtype="f32"),

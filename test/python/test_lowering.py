@@ -200,6 +200,12 @@ def contraction_cases():
                      (_f(1, 4, 6, 6, dtype=torch.float64), _f(6, 2, 3, 3, dtype=torch.float64, seed=1),
                       dict(stride=[1, 2], padding=[1, 0], dilation=[1, 1], groups=2))):
         c.append(Case("conv2d", [x, w], lambda b, x, w, kw=kw: b.conv2d(x, w, **kw), rtol=1e-4))
+        g = torch.nn.functional.conv2d(x, w, None, **kw)
+        g = _f(*g.shape, dtype=g.dtype, seed=2)
+        c.append(Case("conv2d_input_grad", [g, w], lambda b, g, w, kw=kw, s=tuple(x.shape):
+                      b.conv2d_input_grad(g, w, input_shape=s, **kw), rtol=1e-4))
+        c.append(Case("conv2d_weight_grad", [x, g], lambda b, x, g, kw=kw, s=tuple(w.shape):
+                      b.conv2d_weight_grad(x, g, weight_shape=s, **kw), rtol=1e-4))
     return c
 
 
