@@ -312,8 +312,9 @@ class Nest:
                 self._store(v, buf, acc)
 
     def _reduce(self, position: int, accs: list) -> list:
-        if position == len(self.order) - 1 and self._lanes(position):
-            return self._reduce_in_lanes(position, accs)
+        lanes = self._lanes(position) if position == len(self.order) - 1 else 0
+        if lanes:
+            return self._reduce_in_lanes(position, accs, lanes)
         loop = self._loop(self._dim(position), accs)
         with ir.InsertionPoint(loop.body):
             carried = list(loop.inner_iter_args)
@@ -351,11 +352,11 @@ class Nest:
         lanes = MINMAX_LANE_BYTES // (widest // 8)
         return lanes if self.lop.sizes[dim] >= 2 * lanes else 0
 
-    def _reduce_in_lanes(self, position: int, accs: list) -> list:
-        """The innermost reduction as `_lanes` independent accumulators per output over
+    def _reduce_in_lanes(self, position: int, accs: list, lanes: int) -> list:
+        """The innermost reduction as `lanes` independent accumulators per output over
         the loop's first multiple of lanes, combined once, then the remainder."""
         dim = self._dim(position)
-        lanes, size, n = self._lanes(position), self.lop.sizes[dim], len(accs)
+        size, n = self.lop.sizes[dim], len(accs)
         main = size // lanes * lanes
         index = ir.IndexType.get()
 

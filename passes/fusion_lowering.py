@@ -170,6 +170,7 @@ class _Body:
         self.leaves = leaves  # region value -> tensor value outside the generic
         self.reads: dict = {}  # (value, map) -> input position, in first-use order
         self.memo: dict = {}
+        self.variance: dict = {}  # (value, map) -> depends on the innermost loop?
         self.n_loops = 0  # of the generic being emitted
 
     def collect(self, v: ir.Value, m: Map) -> None:
@@ -230,8 +231,8 @@ class _Body:
     def varies(self, v: ir.Value, m: Map) -> bool:
         """Does `v`, read through `m`, depend on the innermost loop (the last loop dim)?"""
         inner = self.n_loops - 1
-        key = (v, m, "varies")
-        if key not in self.memo:
+        key = (v, m)
+        if key not in self.variance:
             if v in self.leaves:
                 result = inner in m
             else:
@@ -242,8 +243,8 @@ class _Body:
                 else:
                     result = any(self.varies(x, operand_map(op, m, i))
                                  for i, x in enumerate(op.operands))
-            self.memo[key] = result
-        return self.memo[key]
+            self.variance[key] = result
+        return self.variance[key]
 
 
 def _affine(n_loops: int, m: Map) -> ir.AffineMap:
