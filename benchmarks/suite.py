@@ -600,6 +600,9 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 res[b]["peak_mib"] = step_peak_mib(step)
             except Exception as e:  # noqa: BLE001
                 res[b]["status"] = "error: " + _first_line(e)
+    if "fusegrad" in steps:
+        from fusegrad.runtime.cpu import workspace_bytes
+        res["fusegrad"]["workspace_mib"] = workspace_bytes() / 2**20
     return out
 
 
@@ -660,14 +663,15 @@ def _cell(text: str) -> str:
 
 
 HEADER = ("| workload | backend | first call (s) | median (ms) | iters | vs eager | vs inductor "
-          "| step peak (MiB) | GB/s | % of copy | out err | grad err | status |\n"
-          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+          "| step peak (MiB) | workspace (MiB) | GB/s | % of copy | out err | grad err | status |\n"
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| --- |")
 
 
 def table_rows(result: dict[str, Any], backends: list[str]) -> list[str]:
     name = result["workload"]
     if "error" in result and not result.get("backends"):
-        return [f"| {name} | all |" + " — |" * 10 + f" {_cell('error: ' + result['error'])} |"]
+        return [f"| {name} | all |" + " — |" * 11 + f" {_cell('error: ' + result['error'])} |"]
     res = result["backends"]
     med = {b: res.get(b, {}).get("median_s") for b in backends}
     rows = []
@@ -689,7 +693,7 @@ def table_rows(result: dict[str, Any], backends: list[str]) -> list[str]:
             f"| {name} | {b} | {_fmt(first, '.2f')} | {_fmt(m and m * 1e3, '.3f')} | "
             f"{r.get('iters', '—') if ok else '—'} | {_fmt(vs_e, '.2f')}{'x' if vs_e else ''} | "
             f"{_fmt(vs_i, '.2f')}{'x' if vs_i else ''} | {_fmt(r.get('peak_mib') if ok else None, '.1f')} | "
-            f"{_fmt(gbs, '.1f')} | {_fmt(pct, '.0f')}{'%' if pct is not None else ''} | "
+            f"{_fmt(r.get('workspace_mib') if ok else None, '.1f')} | {_fmt(gbs, '.1f')} | {_fmt(pct, '.0f')}{'%' if pct is not None else ''} | "
             f"{_fmt(None if fallback else r.get('out_err'), '.1e')} | "
             f"{_fmt(None if fallback else r.get('grad_err'), '.1e')} | {_cell(r['status'][:200])} |")
     return rows

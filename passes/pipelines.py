@@ -15,7 +15,7 @@ from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
 from . import (blas, conv_library, cpu_kernels, function_boundary, gomp,  # noqa: F401
-               math_approx, strided_copy, widen_bool)  # (register passes)
+               math_approx, strided_copy, widen_bool, workspace)  # (register passes)
 from .registry import register_pipeline, run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
@@ -49,6 +49,8 @@ BUFFERIZE_PIPELINE = ",".join([
 # conversions expand to integer ops; f16 ones call libgcc_s, see runtime.cpu),
 # ipowi becomes a function, f32 transcendentals become inline polynomials
 # (dg-expand-math), and the rest without an LLVM intrinsic (f64 erf) call libm.
+# An entry's temporaries live in one workspace argument the runtime keeps per thread
+# (dg-plan-workspace).
 # Kernels, BLAS/convolution calls and threads: docs/ARCHITECTURE.md.
 LLVM_PIPELINE = ",".join([
     "dg-matmul-to-blas",
@@ -57,6 +59,7 @@ LLVM_PIPELINE = ",".join([
     "dg-cpu-kernels",
     "func.func(convert-linalg-to-loops)",
     "dg-widen-bool-memrefs",
+    "dg-plan-workspace",
     "lower-affine",
     "func.func(math-extend-to-supported-types{target-type=f32})",
     "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32}",

@@ -86,10 +86,11 @@ def descriptor_type(rank: int) -> type[ctypes.Structure]:
 
 
 class _Arguments:
-    """One thread's memref descriptors for an entry's arguments (inputs, then computed
-    outputs) and the packed pointer array the C interface takes. Shapes and strides are
-    static (row-major), so a call only sets each descriptor's data pointer: building
-    descriptors anew was most of the per-call cost."""
+    """One thread's memref descriptors for an entry's arguments (inputs, computed
+    outputs, then the workspace if it has one) and the packed pointer array the C
+    interface takes. Shapes and strides are static (row-major), so a call only sets
+    each descriptor's data pointer: building descriptors anew was most of the per-call
+    cost."""
 
     def __init__(self, specs: Sequence[Spec]) -> None:
         self.descriptors = []
@@ -103,6 +104,30 @@ class _Arguments:
         self._pointers = [ctypes.pointer(d) for d in self.descriptors]
         self.packed = (ctypes.c_void_p * len(self._pointers))(
             *[ctypes.addressof(p) for p in self._pointers])
+
+
+class _Workspace(threading.local):
+    """This thread's workspace: the memory compiled code keeps its temporaries in
+    (`passes/workspace.py`). One buffer per thread serves every entry (calls on a
+    thread never overlap), grows to the largest workspace asked for and is kept, so
+    steady-state calls neither allocate nor page-fault their temporaries."""
+
+    buffer: torch.Tensor | None = None
+
+    def data_ptr(self, nbytes: int) -> int:
+        if self.buffer is None or self.buffer.numel() < nbytes:
+            self.buffer = None  # free the smaller one first
+            self.buffer = torch.empty(nbytes, dtype=torch.uint8)
+            log.debug("workspace of this thread grown to %d bytes", nbytes)
+        return self.buffer.data_ptr()
+
+
+_WORKSPACE = _Workspace()
+
+
+def workspace_bytes() -> int:
+    """Bytes of the calling thread's workspace (0 before any call that needs one)."""
+    return 0 if _WORKSPACE.buffer is None else _WORKSPACE.buffer.numel()
 
 
 def _row_major_strides(shape: Sequence[int]) -> list[int]:
@@ -119,13 +144,15 @@ class CpuFunction:
 
     Results are fresh tensors, except a result that is one of the arguments (a
     forward saving its input for the backward): that argument itself is returned,
-    never copied. Callers that hand results to users make them unaliased."""
+    never copied. Callers that hand results to users make them unaliased.
+    `workspace`: bytes of temporaries the entry takes as its last argument (0: none)."""
 
     def __init__(self, name: str, fn: Callable, inputs: Sequence[Spec],
                  outputs: Sequence[Spec], owner: object,
                  index_errors: "IndexErrors | None" = None,
-                 forwarded: Mapping[int, int] | None = None) -> None:
+                 forwarded: Mapping[int, int] | None = None, workspace: int = 0) -> None:
         self.name = name
+        self.workspace = workspace
         self._owner = owner  # `fn` points into code it holds: keep it alive
         self._index_errors = index_errors
         self.inputs = list(inputs)
@@ -158,10 +185,14 @@ class CpuFunction:
         outs = [torch.empty(s.shape, dtype=dt) for _, s, dt in self._computed]
         arguments = getattr(self._thread, "arguments", None)
         if arguments is None:
+            workspace = [TensorSig((self.workspace,), "i8")] if self.workspace else []
             arguments = self._thread.arguments = _Arguments(
-                [*self.inputs, *(s for _, s, _ in self._computed)])
+                [*self.inputs, *(s for _, s, _ in self._computed), *workspace])
         for d, t in zip(arguments.descriptors, (*ins, *outs)):
             d.allocated = d.aligned = t.data_ptr()
+        if self.workspace:
+            d = arguments.descriptors[-1]
+            d.allocated = d.aligned = _WORKSPACE.data_ptr(self.workspace)
         self._fn(arguments.packed)
         if self._index_errors is not None:
             self._index_errors.raise_if_set(self.name)
@@ -207,14 +238,17 @@ class CpuModule:
     `forwarded`: per entry, result index -> argument index of results handed
     back as arguments. `index_errors`, when the code checks indices: the
     function that takes the failing site, and the sites (passes/index_check.py).
+    `workspaces`: per entry that takes one, its workspace bytes (passes/workspace.py).
     """
 
     def __init__(self, lookup: Callable[[str], int], owner: object, entries: Entries,
                  forwarded: Mapping[str, Mapping[int, int]] | None = None,
-                 index_errors: tuple[str, Sequence[str]] | None = None) -> None:
+                 index_errors: tuple[str, Sequence[str]] | None = None,
+                 workspaces: Mapping[str, int] | None = None) -> None:
         self.owner = owner
         self.entries = {n: (list(ins), list(outs)) for n, (ins, outs) in entries.items()}
         self.forwarded = {n: dict(m) for n, m in (forwarded or {}).items()}
+        self.workspaces = {n: int(b) for n, b in (workspaces or {}).items() if b}
         self.index_errors = (index_errors[0], list(index_errors[1])) if index_errors else None
         errors = None
         if self.index_errors:
@@ -224,7 +258,7 @@ class CpuModule:
             errors = IndexErrors(take, sites)
         self._functions = {
             name: CpuFunction(name, _PACKED_FN(_address(lookup, name)), ins, outs, self, errors,
-                              self.forwarded.get(name))
+                              self.forwarded.get(name), self.workspaces.get(name, 0))
             for name, (ins, outs) in self.entries.items()}
 
     def function(self, name: str) -> CpuFunction:
@@ -258,6 +292,7 @@ def jit_module(module: Any, entries: Entries, *, opt_level: int = 2,
     from mlir.execution_engine import ExecutionEngine
 
     from ..passes.index_check import SITES_ATTR, TAKE_ERROR
+    from ..passes.workspace import workspaces
 
     # O2: the transformer-layer training step runs as fast as at O3 (24 ms) and its
     # JIT takes 7.5 s instead of 11 s (benchmarks/train_step.py)
@@ -273,7 +308,7 @@ def jit_module(module: Any, entries: Entries, *, opt_level: int = 2,
         index_errors = (TAKE_ERROR, sites)
     # raw_lookup("_mlir_ciface_f") finds the packed wrapper `_mlir__mlir_ciface_f`
     cpu = CpuModule(lambda name: engine.raw_lookup("_mlir_ciface_" + name), engine, entries,
-                    forwarded, index_errors)
+                    forwarded, index_errors, workspaces(module.operation))
     if object_file is not None:
         engine.dump_to_object_file(object_file)
     return cpu

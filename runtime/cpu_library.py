@@ -2,8 +2,8 @@
 
 A library directory holds `lib.so` (the JIT's position-independent object
 code, linked by the system C compiler) and `meta.json`: the format version,
-the library's sha256, each entry's input/output signatures and forwarded
-results, the out-of-range-index sites, and whatever the writer adds (the
+the library's sha256, each entry's input/output signatures, forwarded
+results and workspace bytes, the out-of-range-index sites, and whatever the writer adds (the
 compile cache's key inputs and training metadata). The compile cache stores
 these; loading needs only torch and ctypes, not MLIR, so the same format can
 be run where only torch is installed.
@@ -29,7 +29,7 @@ from .cpu import CpuModule, TensorSig, load_builtins
 log = logging.getLogger("fusegrad.runtime.cpu_library")
 
 FORMAT = "fusegrad-cpu-library"
-VERSION = 1
+VERSION = 2  # 2: entries name their workspace bytes
 LIBRARY = "lib.so"
 METADATA = "meta.json"
 
@@ -76,7 +76,8 @@ def write(directory: str, object_file: str, cpu: CpuModule,
         "sha256": sha256_file(library),
         "entries": {name: {"inputs": [_sig_json(s) for s in ins],
                            "outputs": [_sig_json(s) for s in outs],
-                           "forwarded": {str(k): i for k, i in cpu.forwarded.get(name, {}).items()}}
+                           "forwarded": {str(k): i for k, i in cpu.forwarded.get(name, {}).items()},
+                           "workspace": cpu.workspaces.get(name, 0)}
                     for name, (ins, outs) in cpu.entries.items()},
         "index_errors": (None if cpu.index_errors is None else
                          {"function": cpu.index_errors[0], "sites": cpu.index_errors[1]}),
@@ -102,11 +103,13 @@ def read(directory: str) -> tuple[CpuModule, dict[str, Any]]:
                    for name, e in meta["entries"].items()}
         forwarded = {name: {int(k): int(i) for k, i in e["forwarded"].items()}
                      for name, e in meta["entries"].items()}
+        workspaces = {name: int(e["workspace"]) for name, e in meta["entries"].items()}
         errors = meta["index_errors"]
         index_errors = None if errors is None else (errors["function"], list(errors["sites"]))
         load_builtins()
         lib = ctypes.CDLL(library)
-        cpu = CpuModule(functools.partial(_address, lib), lib, entries, forwarded, index_errors)
+        cpu = CpuModule(functools.partial(_address, lib), lib, entries, forwarded, index_errors,
+                        workspaces)
     except LibraryError as e:
         raise LibraryError(f"{directory}: {e}") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError) as e:

@@ -186,7 +186,8 @@ def test_out_of_range_indices_raise_and_stay_in_bounds():
 
 
 def test_compiled_function_from_threads_at_once():
-    """Argument descriptors are per thread: concurrent calls do not see each other's tensors."""
+    """Argument descriptors and workspaces (the matmul result is a temporary) are per thread:
+    concurrent calls do not see each other's tensors."""
     import fusegrad
 
     f = fusegrad.compile(lambda a, b: (a @ b).relu() + a)
@@ -205,3 +206,47 @@ def test_compiled_function_from_threads_at_once():
     for t in threads:
         t.join()
     assert not errors
+
+
+def _matmul_chain():
+    """x @ w four times: three 256 KiB temporaries, of which the first and the third are
+    never live at once."""
+    spec = TensorSpec((256, 256), "f32")
+
+    def body(b, x, w):
+        for _ in range(4):
+            x = b.matmul(x, w)
+        return [x]
+    return ("chain", [spec, spec], body)
+
+
+def test_temporaries_live_in_the_threads_workspace():
+    from fusegrad.runtime import cpu
+
+    fn = _compile(_matmul_chain()).function("chain")
+    assert fn.workspace == 2 * 256 * 256 * 4  # packed by liveness: 2 buffers for 3
+    x, w = torch.randn(256, 256), torch.randn(256, 256) / 16
+    want = x @ w @ w @ w @ w
+    torch.testing.assert_close(fn(x, w)[0], want)
+    assert cpu.workspace_bytes() >= fn.workspace
+    kept = cpu._WORKSPACE.buffer.data_ptr()
+    torch.testing.assert_close(fn(x, w)[0], want)
+    assert cpu._WORKSPACE.buffer.data_ptr() == kept  # kept between calls, not reallocated
+
+
+def test_shared_library_keeps_workspace_sizes(tmp_path):
+    from fusegrad.runtime import cpu_library
+
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        name, specs, body = _matmul_chain()
+        with ir.InsertionPoint(module.body):
+            func.FuncOp.from_py_func(*[s.to_mlir() for s in specs], name=name)(
+                lambda *v: body(Builder(), *v))
+        jit = compile_cpu(module, object_file=str(tmp_path / "code.o"))
+    cpu_library.write(str(tmp_path), str(tmp_path / "code.o"), jit)
+    loaded, _ = cpu_library.read(str(tmp_path))
+    fn = loaded.function("chain")
+    assert fn.workspace == jit.function("chain").workspace > 0
+    x, w = torch.randn(256, 256), torch.randn(256, 256) / 16
+    torch.testing.assert_close(fn(x, w)[0], x @ w @ w @ w @ w)
