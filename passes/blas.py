@@ -7,7 +7,8 @@ carries (the runtime makes its symbols visible to the JIT). Loops remain for
 everything else (other dtypes, strided operands).
 
 Transposes cost no copy: an operand that is a `linalg.transpose` of a buffer
-(used only by that matmul) is read in place through BLAS's transpose flag, and
+(read by nothing but that matmul afterwards) is read in place through BLAS's
+transpose flag, and
 a matmul result used only by a transpose into another buffer is computed
 transposed directly, as (A B)^T = B^T A^T. A linear layer's `x @ W^T` and its
 weight gradient `(dY^T X)` then move no extra memory.
@@ -22,7 +23,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
-from .memrefs import buffer_root, contiguous_memref
+from .memrefs import buffer_root, contiguous_memref, touching_ops
 from .registry import register_pass
 
 _GEMM = {"f32": "sgemm_", "f64": "dgemm_"}
@@ -175,18 +176,52 @@ def _only_users(buf: ir.Value, allowed: set) -> bool:
 
 
 def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | None:
-    """The `linalg.transpose` that alone fills `buf` (an alloc only `matmul` reads)."""
+    """The `linalg.transpose` (or permuting copy) that fills `buf` (an alloc) for `matmul`
+    to read: after it, nothing but `matmul` touches `buf` (before it, bufferization may
+    have used the same alloc for values that are dead by then: the transpose overwrites
+    all of it)."""
     if isinstance(buf.owner, ir.Block) or buf.owner.operation.name != "memref.alloc":
         return None
     writers = [u.owner.operation for u in buf.uses
                if u.owner.operation.name in ("linalg.transpose", "linalg.generic")
-               and u.owner.operation.operands[-1] == buf]
-    if len(writers) != 1 or not _swaps_last_two(writers[0]):
+               and u.owner.operation.operands[-1] == buf
+               and u.owner.operation.block == matmul.block
+               and u.owner.operation.is_before_in_block(matmul)]
+    if not writers:
         return None
-    source = writers[0].operands[0]
-    if not contiguous_memref(source.type) or not _untouched_between(source, writers[0], matmul):
+    writer = max(writers, key=lambda w: sum(o.is_before_in_block(w) for o in writers))
+    if not _swaps_last_two(writer):
         return None
-    return writers[0] if _only_users(buf, {writers[0], matmul}) else None
+    source = writer.operands[0]
+    if not contiguous_memref(source.type) or not _untouched_between(source, writer, matmul):
+        return None
+    touching = touching_ops(buf, matmul.block)
+    if touching is None:
+        return None
+    late = sorted({op for op in touching[0] if op not in (writer, matmul)
+                   and not op.is_before_in_block(writer)},
+                  key=lambda op: sum(o.is_before_in_block(op) for o in touching[0]))
+    if late and (late[0].is_before_in_block(matmul) or not _overwrites(late[0], buf)):
+        return None
+    return writer
+
+
+def _overwrites(op: ir.Operation, buf: ir.Value) -> bool:
+    """Does `op` write every element of `buf` without reading it (so `buf`'s earlier
+    contents are dead once `op` runs)?"""
+    if op.name not in ("linalg.generic", "linalg.fill", "linalg.transpose", "linalg.copy") or \
+            list(op.operands).count(buf) != 1 or op.operands[len(op.operands) - 1] != buf:
+        return False
+    if op.name != "linalg.generic":
+        return True
+    g = op.opview
+    if len(g.outputs) != 1 or any(str(t) != "#linalg.iterator_type<parallel>"
+                                  for t in g.iterator_types):
+        return False
+    out_map = ir.AffineMapAttr(g.indexing_maps[len(g.indexing_maps) - 1]).value
+    body = g.regions[0].blocks[0]
+    return out_map == ir.AffineMap.get_identity(out_map.n_dims) and \
+        not list(body.arguments[len(body.arguments) - 1].uses)
 
 
 def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
@@ -251,7 +286,8 @@ def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
         if move is not None:
             buf = move.operands[1]
             move.erase()
-            _erase_buffer(buf)
+            if _only_users(buf, set()):  # else its earlier values are still computed
+                _erase_buffer(buf)
     if result is not None:
         result[1].erase()
         result[0].erase()

@@ -20,6 +20,42 @@ def buffer_root(v: ir.Value) -> ir.Value:
     return v
 
 
+def _in_block(op: ir.Operation, block: ir.Block) -> Optional[ir.Operation]:
+    """The ancestor of `op` (or `op` itself) that sits in `block`, if any."""
+    while op.block != block:
+        parent = op.parent
+        if parent is None or parent.name == "builtin.module":
+            return None
+        op = parent.operation
+    return op
+
+
+def touching_ops(buf: ir.Value, block: ir.Block
+                 ) -> Optional[tuple[list[ir.Operation], list[ir.Operation]]]:
+    """The ops of `block` that touch buffer `buf`: use it or anything derived from it
+    (views, pointers taken for library calls, loop results), as (ops in `block` whose
+    regions or selves do, deallocs of it). None when something escapes: a return, or a
+    dealloc outside `block`."""
+    ops, deallocs = [], []
+    seen, work = set(), [buf]
+    while work:
+        for use in work.pop().uses:
+            user = use.owner.operation
+            top = _in_block(user, block)
+            if user.name == "func.return" or top is None:
+                return None
+            if user.name == "memref.dealloc":
+                if top != user:
+                    return None
+                deallocs.append(user)
+                continue
+            ops.append(top)
+            if user not in seen:
+                seen.add(user)
+                work.extend(user.results)
+    return ops, deallocs
+
+
 def static_memref(t: ir.Type) -> bool:
     return isinstance(t, ir.MemRefType) and t.has_static_shape
 

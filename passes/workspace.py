@@ -27,7 +27,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, memref
 
-from .memrefs import contiguous_memref
+from .memrefs import contiguous_memref, touching_ops
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.workspace")
@@ -53,39 +53,18 @@ def _byte_width(t: ir.Type) -> Optional[int]:
     return 8 if isinstance(t, ir.IndexType) else None
 
 
-def _top_level(op: ir.Operation, fn: ir.Operation) -> ir.Operation:
-    while op.parent.operation != fn:
-        op = op.parent.operation
-    return op
-
-
-def _buffer(alloc: ir.Operation, fn: ir.Operation, position: dict) -> Optional[_Buffer]:
-    """The live range of a top-level alloc, following every value derived from it
-    (views, pointers taken for library calls, loop results); None when it cannot be
-    planned (dynamic or layout type, escapes through a return, freed elsewhere)."""
+def _buffer(alloc: ir.Operation, position: dict) -> Optional[_Buffer]:
+    """The live range of a top-level alloc; None when it cannot be planned (dynamic or
+    strided type, escapes through a return, freed elsewhere or more than once)."""
     t = ir.MemRefType(alloc.results[0].type)
     width = _byte_width(t.element_type)
     if not contiguous_memref(t) or width is None or alloc.operands:
         return None
-    deallocs, touched = [], []
-    seen, work = set(), [alloc.results[0]]
-    while work:
-        value = work.pop()
-        for use in value.uses:
-            user = use.owner.operation
-            if user.name == "memref.dealloc":
-                if user.parent.operation != fn:
-                    return None
-                deallocs.append(user)
-                continue
-            if user.name == "func.return":
-                return None
-            touched.append(position[_top_level(user, fn)])
-            if user not in seen:
-                seen.add(user)
-                work.extend(user.results)
-    if len(deallocs) != 1 or not touched:
+    touching = touching_ops(alloc.results[0], alloc.block)
+    if touching is None or len(touching[1]) != 1 or not touching[0]:
         return None
+    ops, deallocs = touching
+    touched = [position[op] for op in ops]
     size = width
     for d in t.shape:
         size *= d
@@ -115,7 +94,7 @@ def _plan(fn: ir.Operation) -> int:
     ops = [op.operation for op in block.operations]
     position = {op: k for k, op in enumerate(ops)}
     buffers = [b for op in ops if op.name == "memref.alloc"
-               for b in [_buffer(op, fn, position)] if b is not None]
+               for b in [_buffer(op, position)] if b is not None]
     if not buffers:
         return 0
     total = pack(buffers)
