@@ -42,6 +42,8 @@ from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, row_conflic
 from .registry import PassError, register_pass
 
 PARALLEL_SUFFIX = "__parallel"
+# kernel attribute: LLVM parameter positions of pointers no other parameter aliases
+NOALIAS_ATTR = "dg.noalias_pointers"
 # loop iterations (summed over a kernel's ops) from which a kernel is threaded
 PARALLEL_MIN_WORK = 1 << 16
 # largest row temporary kept on a kernel's stack
@@ -706,6 +708,7 @@ class Outliner:
         ftype = ir.FunctionType.get([index, index] + [v.type for v in args], [])
         with ir.InsertionPoint(fn), loc:
             kernel = func.FuncOp(name, ftype, visibility="private")
+        kernel.attributes[NOALIAS_ATTR] = ir.DenseI64ArrayAttr.get(_distinct_pointers(args))
         block = kernel.add_entry_block()
         with ir.InsertionPoint(block), loc:
             mapping = dict(zip(args, list(block.arguments)[2:]))
@@ -815,6 +818,47 @@ def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str) -> None:
         acc = memref.LoadOp(out, rest).result
         memref.StoreOp(_combine(combiner, acc, memref.LoadOp(partial, ivs).result), out, rest)
     _for_each([blocks, *ir.MemRefType(out.type).shape], body)
+
+
+def _distinct_pointers(args: Sequence[ir.Value]) -> list[int]:
+    """Positions, among the LLVM parameters of a kernel `(lo, hi, *args)`, of the aligned
+    data pointers of the memref arguments that are the only view of their buffer in
+    `args`. Their memory overlaps no other argument's: distinct allocs passed to one call
+    are live at once, so even sharing a workspace they are disjoint; distinct function
+    arguments are distinct tensors or never written (dg-readonly-arguments)."""
+    roots = [buffer_root(v) for v in args if isinstance(v.type, ir.MemRefType)]
+    positions, position = [], 2  # after lo, hi
+    for v in args:
+        if not isinstance(v.type, ir.MemRefType):
+            position += 1
+            continue
+        if roots.count(buffer_root(v)) == 1:
+            positions.append(position + 1)  # (allocated, aligned, offset, sizes, strides)
+        position += 3 + 2 * ir.MemRefType(v.type).rank
+    return positions
+
+
+@register_pass("dg-noalias-kernel-args",
+               "after LLVM lowering: the kernel pointers dg-cpu-kernels found distinct get "
+               "llvm.noalias, so LLVM vectorizes loops over many buffers without runtime checks")
+def noalias_kernel_args(module: ir.Operation) -> None:
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name != "llvm.func" or NOALIAS_ATTR not in op.attributes:
+            continue
+        positions = set(ir.DenseI64ArrayAttr(op.attributes[NOALIAS_ATTR]))
+        del op.attributes[NOALIAS_ATTR]
+        n = len(op.regions[0].blocks[0].arguments)
+        old = list(ir.ArrayAttr(op.attributes["arg_attrs"])) if "arg_attrs" in op.attributes \
+            else [ir.DictAttr.get({}) for _ in range(n)]
+        new = []
+        for k, attrs in enumerate(old):
+            d = ir.DictAttr(attrs)
+            entries = {d[i].name: d[i].attr for i in range(len(d))}
+            if k in positions:
+                entries["llvm.noalias"] = ir.UnitAttr.get()
+            new.append(ir.DictAttr.get(entries))
+        op.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
 
 def _functions(module: ir.Operation) -> list[ir.Operation]:

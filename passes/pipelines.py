@@ -76,6 +76,7 @@ LLVM_PIPELINE = ",".join([
     "convert-index-to-llvm",
     "convert-ub-to-llvm",
     "convert-func-to-llvm",
+    "dg-noalias-kernel-args",
     "convert-cf-to-llvm",
     "reconcile-unrealized-casts",
     "dg-gomp-launchers",
