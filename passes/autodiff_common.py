@@ -11,6 +11,7 @@ from ..dialects.builder import Builder, spec
 from ..dialects.core import ShapeError, attrs_of, lookup
 from ..dialects.region_ops import is_fusion
 from ..dialects.types import TensorSpec, is_float
+from .function_boundary import is_public
 from .registry import PassError
 
 DIFFERENTIATED = "dg.differentiated"
@@ -32,8 +33,7 @@ def functions_to_differentiate(module: ir.Operation) -> list[ir.Operation]:
         fn = op.operation
         if fn.name != "func.func" or not fn.regions[0].blocks:
             continue
-        if "sym_visibility" in fn.attributes and \
-                ir.StringAttr(fn.attributes["sym_visibility"]).value != "public":
+        if not is_public(fn):
             continue
         if DIFFERENTIATED not in fn.attributes:
             found.append(fn)

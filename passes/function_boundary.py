@@ -16,6 +16,12 @@ from mlir.dialects import memref
 from .registry import register_pass
 
 
+def is_public(fn: ir.Operation) -> bool:
+    """Is `fn` (a func.func) public: an entry the runtime or another module may call?"""
+    vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
+    return vis is None or ir.StringAttr(vis).value == "public"
+
+
 def _functions(module: ir.Operation):
     for op in module.regions[0].blocks[0].operations:
         op = op.operation

@@ -16,6 +16,7 @@ from mlir.dialects import func
 from ..dialects.types import TensorSpec
 from . import (blas, conv_library, cpu_kernels, function_boundary, gomp,  # noqa: F401
                math_approx, strided_copy, widen_bool, workspace)  # (register passes)
+from .function_boundary import is_public
 from .registry import register_pipeline, run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
@@ -100,8 +101,7 @@ def entry_signatures(module: ir.Module) -> dict[str, tuple[list[TensorSpec], lis
         op = op.operation
         if op.name != "func.func" or not op.regions[0].blocks:
             continue
-        vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
-        if vis is not None and ir.StringAttr(vis).value != "public":
+        if not is_public(op):
             continue
         ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
         name = ir.StringAttr(op.attributes["sym_name"]).value

@@ -27,6 +27,8 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, memref
 
+from ..dialects.types import TensorSpec, dtype_of
+from .function_boundary import is_public
 from .memrefs import contiguous_memref, touching_ops
 from .registry import register_pass
 
@@ -46,28 +48,21 @@ class _Buffer:
     offset: int = -1
 
 
-def _byte_width(t: ir.Type) -> Optional[int]:
-    for cls in (ir.FloatType, ir.IntegerType):
-        if isinstance(t, cls):
-            return max(cls(t).width, 8) // 8
-    return 8 if isinstance(t, ir.IndexType) else None
-
-
 def _buffer(alloc: ir.Operation, position: dict) -> Optional[_Buffer]:
     """The live range of a top-level alloc; None when it cannot be planned (dynamic or
     strided type, escapes through a return, freed elsewhere or more than once)."""
     t = ir.MemRefType(alloc.results[0].type)
-    width = _byte_width(t.element_type)
-    if not contiguous_memref(t) or width is None or alloc.operands:
+    if not contiguous_memref(t) or alloc.operands:
+        return None
+    try:
+        size = TensorSpec(tuple(t.shape), dtype_of(t.element_type)).nbytes
+    except TypeError:  # an element type dg has no dtype for
         return None
     touching = touching_ops(alloc.results[0], alloc.block)
     if touching is None or len(touching[1]) != 1 or not touching[0]:
         return None
     ops, deallocs = touching
     touched = [position[op] for op in ops]
-    size = width
-    for d in t.shape:
-        size *= d
     size = -(-size // ALIGNMENT) * ALIGNMENT
     return _Buffer(alloc, deallocs, min(touched), max(touched), size)
 
@@ -118,11 +113,6 @@ def _plan(fn: ir.Operation) -> int:
     return total
 
 
-def _public(fn: ir.Operation) -> bool:
-    vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
-    return vis is None or ir.StringAttr(vis).value == "public"
-
-
 @register_pass("dg-plan-workspace",
                "temporaries of each public function -> views of one workspace argument, "
                "packed by liveness")
@@ -130,7 +120,7 @@ def plan_workspace(module: ir.Operation) -> None:
     sizes = {}
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
-        if op.name == "func.func" and op.regions[0].blocks and _public(op):
+        if op.name == "func.func" and op.regions[0].blocks and is_public(op):
             size = _plan(op)
             if size:
                 sizes[ir.StringAttr(op.attributes["sym_name"]).value] = size

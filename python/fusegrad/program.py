@@ -71,13 +71,14 @@ def _i64s(fn: ir.Operation, attr: str) -> tuple[int, ...]:
 
 
 def _public_functions(module: ir.Module) -> dict[str, ir.Operation]:
+    from .passes.function_boundary import is_public
+
     out = {}
     for op in module.body.operations:
         op = op.operation
         if op.name != "func.func":
             continue
-        vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
-        if vis is None or ir.StringAttr(vis).value == "public":
+        if is_public(op):
             out[ir.StringAttr(op.attributes["sym_name"]).value] = op
     return out
 

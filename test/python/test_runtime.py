@@ -26,6 +26,15 @@ def _compile(*funcs):
         return compile_cpu(module)
 
 
+def _in_threads(work, n: int) -> None:
+    """Run `work(k)` for k in range(n) on n threads at once; return when all finish."""
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 @pytest.fixture(scope="module")
 def cm():
     f32 = lambda *s: TensorSpec(s, "f32")  # noqa: E731
@@ -108,11 +117,7 @@ def test_threads_share_one_function(cm):
             if not torch.allclose(fn(x, y)[0], x * y + x):
                 errors.append(seed)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(work, 4)
     assert not errors
 
 
@@ -200,11 +205,7 @@ def test_compiled_function_from_threads_at_once():
             if not torch.allclose(f(a, b), (a @ b).relu() + a, atol=1e-5):
                 errors.append(seed)
     f(torch.randn(48, 48), torch.randn(48, 48))  # compile once, outside the threads
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(worker, 4)
     assert not errors
 
 
