@@ -247,6 +247,24 @@ class _Grouping:
         return [m for m in self.members.values() if len(m) > 1]
 
 
+def _equal_values(ops: list[ir.Operation]) -> dict[ir.Value, ir.Value]:
+    """Result of a later op -> the same result of the first equal op among `ops` (same
+    name, operands up to equality, attributes and types; dg ops are pure). Values
+    copied per consumer (`_recompute_cheap_pointwise`, `_clone_duplicables`) whose
+    consumers end up in one region would otherwise be computed, yielded and stored once
+    per copy."""
+    same: dict[ir.Value, ir.Value] = {}
+    first: dict[tuple, ir.Operation] = {}
+    for op in ops:
+        key = (op.name, tuple(same.get(x, x) for x in op.operands),
+               tuple(sorted((n, str(a)) for n, a in _attributes(op).items())),
+               tuple(str(r.type) for r in op.results))
+        kept = first.setdefault(key, op)
+        if kept is not op:
+            same.update(zip(op.results, kept.results))
+    return same
+
+
 def _outline(ops: list[ir.Operation]) -> ir.Operation:
     """Replace `ops` (program order) by one fusion region placed after the last of them."""
     inside = set(ops)
@@ -255,8 +273,13 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
         for x in op.operands:
             if (isinstance(x.owner, ir.Block) or x.owner.operation not in inside) and x not in inputs:
                 inputs.append(x)
-    outputs = [r for op in ops for r in op.results
-               if any(u.owner.operation not in inside for u in r.uses)]
+    same = _equal_values(ops)
+    escaping = [r for op in ops for r in op.results
+                if any(u.owner.operation not in inside for u in r.uses)]
+    outputs: list[ir.Value] = []
+    for r in escaping:
+        if same.get(r, r) not in outputs:
+            outputs.append(same.get(r, r))
     loc = ir.Location.fused([op.location for op in ops])
     with ir.InsertionPoint.after(ops[-1]):
         fusion = Builder(loc).fusion([TensorSpec.from_mlir(v.type) for v in outputs])
@@ -264,14 +287,16 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
     env = {x: x for x in inputs}  # the region captures its inputs from above
     with ir.InsertionPoint(body):
         for op in ops:
+            if op.results[0] in same:
+                continue
             clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
-                                        operands=[env[x] for x in op.operands],
+                                        operands=[env[same.get(x, x)] for x in op.operands],
                                         attributes=_attributes(op),
                                         loc=op.location)
             env.update(zip(op.results, clone.results))
         Builder(loc).fusion_yield([env[v] for v in outputs])
-    for v, r in zip(outputs, fusion.results):
-        v.replace_all_uses_with(r)
+    for v in escaping:
+        v.replace_all_uses_with(fusion.results[outputs.index(same.get(v, v))])
     for op in reversed(ops):
         op.erase()
     return fusion
