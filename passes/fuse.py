@@ -9,6 +9,9 @@ merged (sibling fusion, multi-output regions). A merge is kept only if
 `fusion_lowering.plan_region` accepts the union (one source of truth for
 what a region may hold) and it creates no cycle between regions.
 Contractions, gathers, random ops and data movement stay their own kernels.
+Outlining computes equal ops once per region; afterwards, a cheap output read
+only by later regions is recomputed by them instead of stored
+(`_sink_cheap_outputs`).
 
 `count_kernels` defines the kernel count reported everywhere (explain,
 benchmarks): each fusion region is 1 kernel, and each other top-level dg op is 1,
@@ -18,13 +21,13 @@ reshape/slice, which become tensor.expand/collapse_shape/extract_slice).
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Iterator, Optional
 
 from mlir import ir
 
 from ..dialects.builder import Builder
 from ..dialects.core import Kind, lookup
-from ..dialects.region_ops import fusion_inputs, is_fusion
+from ..dialects.region_ops import fusion_body, fusion_inputs, is_fusion
 from ..dialects.types import TensorSpec
 from .fusion_lowering import Plan, duplicable, fusible, plan_region
 from .registry import register_pass
@@ -302,6 +305,143 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
     return fusion
 
 
+def _cheap_cone(fusion: ir.Operation, v: ir.Value) -> Optional[list[ir.Operation]]:
+    """The ops of `fusion` computing `v`, in program order, if they are pointwise or
+    cheap index ops within RECOMPUTE_BUDGET reading at most one input of `v`'s size
+    (recomputing them where `v` is read then costs no more memory traffic than reading
+    `v`; a broadcast smaller value is loop-invariant there, and LLVM hoists it); else
+    None."""
+    body = fusion_body(fusion)[0]
+    position = {op: i for i, op in enumerate(body)}
+    size = TensorSpec.from_mlir(v.type).numel
+    cone: set = set()
+    full_inputs: set = set()
+    cost, stack = 0, [v]
+    while stack:
+        x = stack.pop()
+        op = None if isinstance(x.owner, ir.Block) else x.owner.operation
+        if op not in position:
+            if TensorSpec.from_mlir(x.type).numel >= size:
+                full_inputs.add(x)
+            continue
+        if op in cone:
+            continue
+        if not (_pointwise(op) or duplicable(op)):
+            return None
+        cone.add(op)
+        cost += (8 if op.name[3:] in _TRANSCENDENTAL else 1) if _pointwise(op) else 0
+        stack.extend(op.operands)
+    if not cone or cost > RECOMPUTE_BUDGET or len(full_inputs) > 1:
+        return None
+    return sorted(cone, key=position.__getitem__)
+
+
+def _enclosing(op: ir.Operation) -> ir.Operation:
+    """The top-level op of the function that holds `op` (possibly `op` itself)."""
+    while op.parent is not None and op.parent.operation.name != "func.func":
+        op = op.parent.operation
+    return op
+
+
+def _sink_into(consumer: ir.Operation, cone: list[ir.Operation], result: ir.Value,
+               v: ir.Value) -> bool:
+    """Recompute `cone` (computing `v`, yielded as `result` by another region) at the top
+    of the region `consumer` and read that instead of `result`; undone (False) if the
+    region would no longer lower."""
+    block = consumer.regions[0].blocks[0]
+    env: dict = {}
+    clones = []
+    with ir.InsertionPoint.at_block_begin(block):
+        for op in cone:
+            clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                        operands=[env.get(x, x) for x in op.operands],
+                                        attributes=_attributes(op), loc=op.location)
+            env.update(zip(op.results, clone.results))
+            clones.append(clone)
+    rewired = []
+    for op in fusion_body(consumer)[0][len(clones):] + [block.operations[len(block.operations) - 1]]:
+        for i, x in enumerate(op.operands):
+            if x == result:
+                op.operands[i] = env[v]
+                rewired.append((op, i))
+    if not isinstance(plan_region(*fusion_body(consumer)), str):
+        return True
+    for op, i in rewired:
+        op.operands[i] = result
+    for clone in reversed(clones):
+        clone.erase()
+    return False
+
+
+def _drop_unused_results(fusion: ir.Operation) -> None:
+    """Rebuild `fusion` without the results nothing reads (and the ops only they needed)."""
+    body, yielded = fusion_body(fusion)
+    kept = [k for k, r in enumerate(fusion.results) if len(list(r.uses)) > 0]
+    if len(kept) == len(yielded):
+        return
+    if not kept:
+        fusion.erase()
+        return
+    live, stack = set(), [yielded[k] for k in kept]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x.owner, ir.Block) and x.owner.operation in body \
+                and x.owner.operation not in live:
+            live.add(x.owner.operation)
+            stack.extend(x.owner.operation.operands)
+    with ir.InsertionPoint(fusion):
+        new = Builder(fusion.location).fusion(
+            [TensorSpec.from_mlir(fusion.results[k].type) for k in kept])
+    env: dict = {}
+    with ir.InsertionPoint(new.regions[0].blocks[0]):
+        for op in body:
+            if op in live:
+                clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                            operands=[env.get(x, x) for x in op.operands],
+                                            attributes=_attributes(op), loc=op.location)
+                env.update(zip(op.results, clone.results))
+        Builder(fusion.location).fusion_yield([env.get(yielded[k], yielded[k]) for k in kept])
+    for j, k in enumerate(kept):
+        fusion.results[k].replace_all_uses_with(new.results[j])
+    fusion.erase()
+
+
+def _largest(op: ir.Operation) -> int:
+    """Elements of the largest value a kernel (region or single op) computes or reads."""
+    ops = fusion_body(op)[0] if is_fusion(op) else [op]
+    return max(TensorSpec.from_mlir(x.type).numel
+               for o in ops for x in [*o.operands, *o.results])
+
+
+def _sink_cheap_outputs(block: ir.Block) -> int:
+    """Recompute a region's cheap outputs inside the regions that read them.
+
+    Grouping fuses a value with its neighbours in program order; a value recomputed
+    for the backward (x - mean, a ReLU mask) thus often lands in one region at the start
+    of the backward and is stored, while the regions reading it come much later,
+    across kernels it could not fuse through. When every reader of such an output is
+    a region that can take its cone, the readers recompute it from the region's
+    inputs and the output (a store and a load per reader) goes away. Returns how many
+    outputs went away."""
+    sunk = 0
+    for fusion in [o.operation for o in block.operations if is_fusion(o)]:
+        _, yielded = fusion_body(fusion)
+        for result, v in zip(fusion.results, yielded):
+            consumers = {_enclosing(u.owner.operation) for u in result.uses}
+            if not consumers or fusion in consumers or not all(
+                    is_fusion(c) or (c.name.startswith("dg.") and fusible(c)) for c in consumers):
+                continue
+            cone = _cheap_cone(fusion, v)
+            size = TensorSpec.from_mlir(v.type).numel
+            if cone is None or any(_largest(c) > size for c in consumers):
+                continue  # (read broadcast: cheaper computed once at its own size)
+            consumers = [c if is_fusion(c) else _outline([c]) for c in consumers]
+            if all([_sink_into(c, cone, result, v) for c in consumers]):
+                sunk += 1
+        _drop_unused_results(fusion)
+    return sunk
+
+
 def _toposort(block: ir.Block) -> None:
     """Reorder the block so every value is defined before use (stable: keeps program order
     where it can). Needed because a region sits where its last member was."""
@@ -351,8 +491,11 @@ def fuse_function(fn: ir.Operation, max_ops: int = 64) -> int:
     groups = _Grouping(ops, max_ops).run()
     for members in groups:
         _outline([ops[i] for i in sorted(members)])
+    sunk = _sink_cheap_outputs(block)
     _erase_dead(block)
     _toposort(block)
+    log.debug("dg-fuse: @%s: %d region outputs recomputed by their readers",
+              ir.StringAttr(fn.attributes["sym_name"]).value, sunk)
     return len(groups)
 
 
