@@ -172,10 +172,10 @@ class CpuFunction:
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"@{self.name}: argument #{i} is a {type(t).__name__}, "
                                 f"expected a torch.Tensor {s}")
-            if tuple(t.shape) != s.shape or t.dtype != dt:
+            if t.shape != s.shape or t.dtype != dt:
                 raise TypeError(f"@{self.name}: argument #{i} is {tuple(t.shape)} {t.dtype}, "
                                 f"expected {s}; compile for this shape/dtype")
-            if t.device.type != "cpu":
+            if not t.is_cpu:
                 raise TypeError(f"@{self.name}: argument #{i} is on {t.device}; "
                                 "the CPU runtime takes CPU tensors")
 

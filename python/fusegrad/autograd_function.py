@@ -54,11 +54,13 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
     outputs as constants, and the inputs are saved by value.
     """
     inputs = with_seed(program, inputs)
-    wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
-    if torch.is_grad_enabled() and wrt:
-        return list(ProgramFunction.apply(program, wrt, tuple(mutated), *inputs))
-    with torch.no_grad():
-        return unaliased(program.forward()(*inputs), inputs)
+    if torch.is_grad_enabled():
+        wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
+        if wrt:
+            return list(ProgramFunction.apply(program, wrt, tuple(mutated), *inputs))
+    # No input requires grad here, so nothing the executable does (allocating outputs,
+    # making inputs contiguous) is recorded by autograd, with or without grad mode.
+    return unaliased(program.forward()(*inputs), inputs)
 
 
 class ProgramFunction(torch.autograd.Function):

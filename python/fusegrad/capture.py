@@ -54,18 +54,28 @@ class Captured:
     out_spec: pytree.TreeSpec
     out_template: tuple[Any, ...]  # user output leaves: _TENSOR or the constant value
 
+    def __post_init__(self) -> None:
+        # a tuple of tensors (what Dynamo graphs return) needs no pytree work per call
+        flat = tuple(range(len(self.out_template)))
+        self._tensor_tuple = (all(leaf is _TENSOR for leaf in self.out_template)
+                              and pytree.tree_structure(flat) == self.out_spec)
+
     @property
     def num_mutations(self) -> int:
         return len(self.mutated)
 
     def rebuild(self, tensors: Sequence[torch.Tensor]) -> Any:
         """The user's output structure around the user tensor outputs."""
+        if self._tensor_tuple:
+            return tuple(tensors)
         it = iter(tensors)
         leaves = [next(it) if leaf is _TENSOR else leaf for leaf in self.out_template]
         return pytree.tree_unflatten(leaves, self.out_spec)
 
     def write_back(self, inputs: Sequence[torch.Tensor], new_values: Sequence[torch.Tensor]) -> None:
         """Apply the program's input mutations: copy new values into the inputs."""
+        if not self.mutated:
+            return
         with torch.no_grad():
             for index, value in zip(self.mutated, new_values):
                 inputs[index].copy_(value)
