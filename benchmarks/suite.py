@@ -15,12 +15,12 @@ before the process starts). Inside that process:
    disabled and fusegrad's compile cache starts empty, so both compile cold),
    compare its result (output or loss, and the gradients) with eager's, then
    one untimed warm-up call;
-3. steady state: iterations of all backends interleaved in one loop; each
-   time the backend with the least accumulated time runs next, so each gets
-   about the same share of the time budget and machine noise hits all of them
-   alike; the loop stops after --budget seconds once every backend has
-   --min-iters iterations (a slow backend finishes its minimum alone, or
-   just one iteration after 6x the budget);
+3. steady state: rounds in which each backend runs one iteration, in a fresh
+   random order per round, so machine noise hits all of them alike and none
+   runs twice in a row on inputs still in cache from its previous call; the
+   loop stops after --budget seconds once every backend has --min-iters
+   iterations (a slow backend finishes its minimum alone, or just one
+   iteration after 6x the budget);
 4. for memory-bound workloads, the copy bandwidth of this process
    (`dst.copy_(src)` of a large buffer);
 5. peak memory per backend: before a step, drop the previous step's
@@ -45,6 +45,7 @@ import gc
 import json
 import os
 import platform
+import random
 import re
 import statistics
 import subprocess
@@ -423,11 +424,15 @@ def copy_bandwidth(quick: bool) -> float:
 def interleave(steps: dict[str, Callable], budget: float, min_iters: int, max_iters: int,
                on_error: Callable[[str, BaseException], None],
                failed: Callable[[str], bool]) -> dict[str, list[float]]:
-    """Time-fair interleaving: the backend with the least accumulated time runs next,
-    so each gets about the same share of the budget, spread over the whole window."""
-    times = {b: [] for b in steps}
-    total = {b: 0.0 for b in steps}
+    """Rounds in which every backend runs once, in a fresh random order each round.
+
+    Equal turns, never the same backend twice in a row within a round: a backend
+    that ran twice in a row would find its own inputs still in the last-level cache
+    (the memory-bound workloads' inputs are about its size), which favoured whichever
+    backend was already faster when the fastest one ran most often."""
+    times: dict[str, list[float]] = {b: [] for b in steps}
     live = dict(steps)
+    order = random.Random(0)
     start = time.perf_counter()
     while live:
         elapsed = time.perf_counter() - start
@@ -437,21 +442,21 @@ def interleave(steps: dict[str, Callable], budget: float, min_iters: int, max_it
                       (elapsed < budget or len(times[b]) < least)]
         if not candidates:
             break
-        b = min(candidates, key=lambda k: total[k])
-        try:
-            t0 = time.perf_counter()
-            out = live[b]()
-            dt = time.perf_counter() - t0
-            del out
-        except Exception as e:  # noqa: BLE001 - reported per backend
-            on_error(b, e)
-            del live[b]
-            continue
-        if failed(b):  # fell back to eager during the run: stop timing it
-            del live[b]
-            continue
-        times[b].append(dt)
-        total[b] += dt
+        order.shuffle(candidates)
+        for b in candidates:
+            try:
+                t0 = time.perf_counter()
+                out = live[b]()
+                dt = time.perf_counter() - t0
+                del out
+            except Exception as e:  # noqa: BLE001 - reported per backend
+                on_error(b, e)
+                del live[b]
+                continue
+            if failed(b):  # fell back to eager during the run: stop timing it
+                del live[b]
+                continue
+            times[b].append(dt)
     return times
 
 
