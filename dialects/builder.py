@@ -21,6 +21,27 @@ def spec(v: ir.Value) -> TensorSpec:
     return TensorSpec.from_mlir(v.type)
 
 
+def recreate(op: ir.Operation, operands: Sequence[ir.Value],
+             result_types: Sequence[ir.Type] | None = None) -> ir.Operation:
+    """A copy of the region-less `op` at the insertion point, reading `operands` (and
+    with `result_types`, by default `op`'s): passes clone ops this way to move,
+    duplicate or re-shape them."""
+    return ir.Operation.create(
+        op.name, results=list(result_types) if result_types is not None
+        else [r.type for r in op.results], operands=list(operands),
+        attributes={name: op.attributes[name] for name in op.attributes}, loc=op.location)
+
+
+def erase_if_unused(op: ir.Operation) -> None:
+    """Erase dg op `op` if nothing reads it, then its producers that become unread."""
+    if not op.name.startswith("dg.") or any(len(list(r.uses)) for r in op.results):
+        return
+    producers = [x.owner.operation for x in op.operands if not isinstance(x.owner, ir.Block)]
+    op.erase()
+    for p in producers:
+        erase_if_unused(p)
+
+
 def infer(name: str, operands: Sequence[ir.Value], attrs: dict[str, Any],
           hint: list[TensorSpec] | None) -> list[TensorSpec]:
     """Result specs of dg op `name` (raises ShapeError)."""

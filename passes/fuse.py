@@ -25,11 +25,13 @@ from typing import Iterator, Optional
 
 from mlir import ir
 
-from ..dialects.builder import Builder
+from ..dialects.builder import Builder, recreate
 from ..dialects.core import Kind, lookup
 from ..dialects.region_ops import fusion_body, fusion_inputs, is_fusion
 from ..dialects.types import TensorSpec
 from .fusion_lowering import Plan, duplicable, fusible, plan_region
+from .gather_sinking import sink_gathers
+from .matmul_transpose import transpose_matmul_results
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.fuse")
@@ -70,10 +72,6 @@ def count_dg_ops(root: ir.Operation) -> int:
     return n
 
 
-def _attributes(op: ir.Operation) -> dict[str, ir.Attribute]:
-    return {name: op.attributes[name] for name in op.attributes}
-
-
 def _give_each_user_a_copy(op: ir.Operation) -> None:
     """Clone `op` for each of its fusible users (keeping it for the others)."""
     uses = [(u.owner.operation, u.operand_number) for u in op.results[0].uses]
@@ -83,10 +81,7 @@ def _give_each_user_a_copy(op: ir.Operation) -> None:
     keep_original = len(fusible_uses) < len(uses)
     for user, i in fusible_uses[0 if keep_original else 1:]:
         with ir.InsertionPoint(user):
-            copy = ir.Operation.create(op.name, results=[r.type for r in op.results],
-                                       operands=list(op.operands),
-                                       attributes=_attributes(op),
-                                       loc=op.location)
+            copy = recreate(op, op.operands)
         user.operands[i] = copy.results[0]
 
 
@@ -260,7 +255,7 @@ def _equal_values(ops: list[ir.Operation]) -> dict[ir.Value, ir.Value]:
     first: dict[tuple, ir.Operation] = {}
     for op in ops:
         key = (op.name, tuple(same.get(x, x) for x in op.operands),
-               tuple(sorted((n, str(a)) for n, a in _attributes(op).items())),
+               tuple(sorted((n, str(op.attributes[n])) for n in op.attributes)),
                tuple(str(r.type) for r in op.results))
         kept = first.setdefault(key, op)
         if kept is not op:
@@ -292,10 +287,7 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
         for op in ops:
             if op.results[0] in same:
                 continue
-            clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
-                                        operands=[env[same.get(x, x)] for x in op.operands],
-                                        attributes=_attributes(op),
-                                        loc=op.location)
+            clone = recreate(op, [env[same.get(x, x)] for x in op.operands])
             env.update(zip(op.results, clone.results))
         Builder(loc).fusion_yield([env[v] for v in outputs])
     for v in escaping:
@@ -353,9 +345,7 @@ def _sink_into(consumer: ir.Operation, cone: list[ir.Operation], result: ir.Valu
     clones = []
     with ir.InsertionPoint.at_block_begin(block):
         for op in cone:
-            clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
-                                        operands=[env.get(x, x) for x in op.operands],
-                                        attributes=_attributes(op), loc=op.location)
+            clone = recreate(op, [env.get(x, x) for x in op.operands])
             env.update(zip(op.results, clone.results))
             clones.append(clone)
     rewired = []
@@ -396,9 +386,7 @@ def _drop_unused_results(fusion: ir.Operation) -> None:
     with ir.InsertionPoint(new.regions[0].blocks[0]):
         for op in body:
             if op in live:
-                clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
-                                            operands=[env.get(x, x) for x in op.operands],
-                                            attributes=_attributes(op), loc=op.location)
+                clone = recreate(op, [env.get(x, x) for x in op.operands])
                 env.update(zip(op.results, clone.results))
         Builder(fusion.location).fusion_yield([env.get(yielded[k], yielded[k]) for k in kept])
     for j, k in enumerate(kept):
@@ -485,6 +473,8 @@ def fuse_function(fn: ir.Operation, max_ops: int = 64) -> int:
     """Form the fusion regions of one func.func; returns how many were made."""
     block = fn.regions[0].blocks[0]
     _drop_stop_gradients(block)
+    sink_gathers(block)
+    transpose_matmul_results(block)
     _recompute_cheap_pointwise(block)
     _clone_duplicables(block)
     ops = [o.operation for o in block.operations if o.operation.name.startswith("dg.")]
