@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 from mlir import ir
 from mlir.dialects import memref
 
@@ -22,7 +24,8 @@ def is_public(fn: ir.Operation) -> bool:
     return vis is None or ir.StringAttr(vis).value == "public"
 
 
-def _functions(module: ir.Operation):
+def functions(module: ir.Operation) -> Iterator[ir.Operation]:
+    """The func.func ops of `module` that have a body."""
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
         if op.name == "func.func" and op.regions[0].blocks:
@@ -33,7 +36,7 @@ def _functions(module: ir.Operation):
                "mark function arguments bufferization.writable=false (never updated in place)")
 def readonly_arguments(module: ir.Operation) -> None:
     read_only = ir.DictAttr.get({"bufferization.writable": ir.BoolAttr.get(False)})
-    for fn in _functions(module):
+    for fn in functions(module):
         args = fn.regions[0].blocks[0].arguments
         if any(isinstance(a.type, ir.RankedTensorType) for a in args):
             fn.attributes["arg_attrs"] = ir.ArrayAttr.get(
@@ -56,5 +59,5 @@ def _distinct_returns(fn: ir.Operation) -> None:
 @register_pass("dg-distinct-result-buffers",
                "copy memrefs returned more than once so each result has its own buffer")
 def distinct_result_buffers(module: ir.Operation) -> None:
-    for fn in _functions(module):
+    for fn in functions(module):
         _distinct_returns(fn)

@@ -21,7 +21,7 @@ reshape/slice, which become tensor.expand/collapse_shape/extract_slice).
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Optional
+from typing import Optional
 
 from mlir import ir
 
@@ -29,6 +29,7 @@ from ..dialects.builder import Builder, recreate
 from ..dialects.core import Kind, lookup
 from ..dialects.region_ops import fusion_body, fusion_inputs, is_fusion
 from ..dialects.types import TensorSpec
+from .function_boundary import functions
 from .fusion_lowering import Plan, duplicable, fusible, plan_region
 from .gather_sinking import sink_gathers
 from .matmul_transpose import transpose_matmul_results
@@ -38,12 +39,6 @@ log = logging.getLogger("fusegrad.passes.fuse")
 
 ZERO_COST = ("dg.constant", "dg.reshape", "dg.slice")
 RETURN = -1  # user index standing for the function's terminator
-
-
-def functions(module: ir.Operation) -> Iterator[ir.Operation]:
-    for op in module.regions[0].blocks[0].operations:
-        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks) > 0:
-            yield op.operation
 
 
 def count_kernels(root: ir.Operation) -> int:

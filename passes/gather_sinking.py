@@ -22,6 +22,7 @@ from mlir import ir
 
 from ..dialects.builder import erase_if_unused, recreate, spec
 from ..dialects.core import Kind, attrs_of, lookup
+from .function_boundary import functions
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.gather_sinking")
@@ -98,10 +99,7 @@ def sink_gathers(block: ir.Block) -> int:
 
 @register_pass("dg-sink-gathers", "gather from a pointwise op's operands instead of its result")
 def sink_gathers_pass(module: ir.Operation) -> None:
-    for op in module.regions[0].blocks[0].operations:
-        fn = op.operation
-        if fn.name != "func.func" or not fn.regions[0].blocks:
-            continue
+    for fn in functions(module):
         moved = sink_gathers(fn.regions[0].blocks[0])
         if moved:
             log.debug("dg-sink-gathers: @%s: %d gathers moved above pointwise ops",

@@ -17,6 +17,7 @@ from mlir import ir
 
 from ..dialects.builder import Builder, erase_if_unused
 from ..dialects.core import attrs_of
+from .function_boundary import functions
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.matmul_transpose")
@@ -60,10 +61,7 @@ def transpose_matmul_results(block: ir.Block) -> int:
 @register_pass("dg-transpose-matmul-results",
                "a matmul read only through transposes computes the transposed product")
 def transpose_matmul_results_pass(module: ir.Operation) -> None:
-    for op in module.regions[0].blocks[0].operations:
-        fn = op.operation
-        if fn.name != "func.func" or not fn.regions[0].blocks:
-            continue
+    for fn in functions(module):
         n = transpose_matmul_results(fn.regions[0].blocks[0])
         if n:
             log.debug("dg-transpose-matmul-results: @%s: %d matmuls",
