@@ -258,14 +258,29 @@ def _equal_values(ops: list[ir.Operation]) -> dict[ir.Value, ir.Value]:
     return same
 
 
+def _region_of(ops: list[ir.Operation], outputs: list[ir.Value], loc: ir.Location,
+               same: dict | None = None) -> ir.Operation:
+    """A fusion region at the insertion point yielding `outputs`, computed by copies of
+    `ops` (program order) that read values from outside as they are (a region captures
+    its inputs from above). An op whose results are keys of `same` is not copied: its
+    results are read as the values they map to."""
+    same = same or {}
+    fusion = Builder(loc).fusion([TensorSpec.from_mlir(v.type) for v in outputs])
+    env: dict = {}
+    with ir.InsertionPoint(fusion.regions[0].blocks[0]):
+        for op in ops:
+            if op.results[0] in same:
+                continue
+            operands = [same.get(x, x) for x in op.operands]
+            clone = recreate(op, [env.get(x, x) for x in operands])
+            env.update(zip(op.results, clone.results))
+        Builder(loc).fusion_yield([env.get(v, v) for v in outputs])
+    return fusion
+
+
 def _outline(ops: list[ir.Operation]) -> ir.Operation:
     """Replace `ops` (program order) by one fusion region placed after the last of them."""
     inside = set(ops)
-    inputs: list[ir.Value] = []
-    for op in ops:
-        for x in op.operands:
-            if (isinstance(x.owner, ir.Block) or x.owner.operation not in inside) and x not in inputs:
-                inputs.append(x)
     same = _equal_values(ops)
     escaping = [r for op in ops for r in op.results
                 if any(u.owner.operation not in inside for u in r.uses)]
@@ -273,18 +288,8 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
     for r in escaping:
         if same.get(r, r) not in outputs:
             outputs.append(same.get(r, r))
-    loc = ir.Location.fused([op.location for op in ops])
     with ir.InsertionPoint.after(ops[-1]):
-        fusion = Builder(loc).fusion([TensorSpec.from_mlir(v.type) for v in outputs])
-    body = fusion.regions[0].blocks[0]
-    env = {x: x for x in inputs}  # the region captures its inputs from above
-    with ir.InsertionPoint(body):
-        for op in ops:
-            if op.results[0] in same:
-                continue
-            clone = recreate(op, [env[same.get(x, x)] for x in op.operands])
-            env.update(zip(op.results, clone.results))
-        Builder(loc).fusion_yield([env[v] for v in outputs])
+        fusion = _region_of(ops, outputs, ir.Location.fused([op.location for op in ops]), same)
     for v in escaping:
         v.replace_all_uses_with(fusion.results[outputs.index(same.get(v, v))])
     for op in reversed(ops):
@@ -375,15 +380,8 @@ def _drop_unused_results(fusion: ir.Operation) -> None:
             live.add(x.owner.operation)
             stack.extend(x.owner.operation.operands)
     with ir.InsertionPoint(fusion):
-        new = Builder(fusion.location).fusion(
-            [TensorSpec.from_mlir(fusion.results[k].type) for k in kept])
-    env: dict = {}
-    with ir.InsertionPoint(new.regions[0].blocks[0]):
-        for op in body:
-            if op in live:
-                clone = recreate(op, [env.get(x, x) for x in op.operands])
-                env.update(zip(op.results, clone.results))
-        Builder(fusion.location).fusion_yield([env.get(yielded[k], yielded[k]) for k in kept])
+        new = _region_of([op for op in body if op in live], [yielded[k] for k in kept],
+                         fusion.location)
     for j, k in enumerate(kept):
         fusion.results[k].replace_all_uses_with(new.results[j])
     fusion.erase()
