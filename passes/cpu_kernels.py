@@ -31,6 +31,7 @@ regions in bodies, dynamic shapes) are left to `convert-linalg-to-loops`.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -48,10 +49,11 @@ NOALIAS_ATTR = "dg.noalias_pointers"
 PARALLEL_MIN_WORK = 1 << 16
 # largest row temporary kept on a kernel's stack
 ROW_TEMP_MAX_BYTES = 64 * 1024
-# a reduction over rows inside a row kernel keeps one partial result per block of at
-# least PARTIAL_MIN_ROWS rows, in at most PARTIAL_MAX_BLOCKS blocks (enough to balance
-# the threads; combining the partials costs at most 1/PARTIAL_MIN_ROWS of the reduction)
-PARTIAL_MIN_ROWS = 16
+# a reduction over rows inside a row kernel keeps one partial result per block of rows,
+# in at most PARTIAL_MAX_BLOCKS blocks (enough to balance the threads), each block large
+# enough that combining the partials reads at most 1/PARTIAL_COMBINE_SHARE of what the
+# reduction reads
+PARTIAL_COMBINE_SHARE = 16
 PARTIAL_MAX_BLOCKS = 64
 
 _COMBINERS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf",
@@ -104,24 +106,42 @@ class LoopOp:
         """(dim, block) to thread a reduction over rows (a bias gradient) by blocks of its
         last parallel dim, or None when it has none or is too small to pay."""
         parallel = [k for k, it in enumerate(self.iterators) if it == "parallel"]
-        if self.row_parallel() or not parallel or min_work <= 0 or self.work < min_work:
+        if self.row_parallel() or not parallel or not self.large(min_work) or \
+                self.row_partial(self.sizes[0]):
             return None
         dim = parallel[-1]
         size = self.sizes[dim]
         block = max(16, min(512, (size // 8) // 16 * 16))
         return (dim, block) if size > block else None
 
+    def large(self, min_work: int) -> bool:
+        """Is it worth threads (threading on, at least `min_work` iterations)?"""
+        return min_work > 0 and self.work >= min_work
+
+    def starts_row_kernel(self, min_work: int) -> bool:
+        """Does a row kernel start at this op: a loop over rows, or a large reduction over
+        rows computed row by row as per-block partial results? The partials cost a
+        combine of n_blocks x output, but every row is then read whole and in order;
+        threaded by column blocks instead, each block read a strided slice of every row
+        (a 4096x1024 bias gradient: 512 bytes per 4 KiB page) at a third of the rate."""
+        return self.row_parallel() or (self.large(min_work) and self.row_partial(self.sizes[0]))
+
     def row_partial(self, rows: int) -> bool:
-        """Is this a reduction over `rows` rows, its other loops parallel and then reductions
-        (a weight or bias gradient, a loss summed over everything), that a row kernel over
-        the same rows can compute as per-block partial results?"""
-        rest = self.iterators[1:]
-        n_parallel = rest.count("parallel")
+        """Is this a reduction over `rows` rows (its first loop; a weight or bias gradient,
+        a loss summed over everything, a per-channel statistic) that a row kernel over the
+        same rows can compute as per-block partial results?"""
         return (len(self.sizes) > 1 and self.sizes[0] == rows and self.fill is None
                 and self.iterators[0] == "reduction"
-                and all(it == "parallel" for it in rest[:n_parallel])  # then reductions
                 and all(0 not in a for a in self.accesses[len(self.ins):])
                 and _float_combiners(self) is not None)
+
+    def carries_in_row(self) -> bool:
+        """Computed row by row, are its reductions within a row the innermost loops, so
+        their accumulators stay in registers (else each step loads and stores the
+        block's partial, which is in L1)?"""
+        rest = self.iterators[1:]
+        n_red = rest.count("reduction")
+        return n_red > 0 and all(it == "reduction" for it in rest[len(rest) - n_red:])
 
     def buffers(self):
         """(buffer, access or None for unknown, writes?) for every memref it touches."""
@@ -240,7 +260,7 @@ class Nest:
             # a reduction over rows computed row by row (`row_partial`): dim 0 is the row
             n_red = sum(it == "reduction" for it in lop.iterators[1:])
             self.order = list(range(n))
-            self.carry = n_red > 0
+            self.carry = lop.carries_in_row()
         else:
             n_red = sum(it == "reduction" for it in lop.iterators)
             self.order = loop_order(lop)
@@ -546,7 +566,7 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[
                 continue
             close()
             split = False
-        if lop is None or not lop.row_parallel():
+        if lop is None or not lop.starts_row_kernel(min_work):
             if op.name not in _PURE:
                 close()
             continue
@@ -682,7 +702,7 @@ class Outliner:
         loc = last.location
         index = ir.IndexType.get()
         reducers = [m for m in group if split == (0, 1) and not m.row_parallel()]
-        rows_per_block = max(PARTIAL_MIN_ROWS, -(-group[0].sizes[0] // PARTIAL_MAX_BLOCKS))
+        rows_per_block = _rows_per_block(group[0].sizes[0], reducers)
         n_blocks = -(-group[0].sizes[0] // rows_per_block)
         partials = {}  # output of a reduction over rows -> its [blocks, ...] partial buffer
         with ir.InsertionPoint(last), loc:
@@ -785,10 +805,39 @@ class Outliner:
         with ir.InsertionPoint(rows.body):
             env = Env(mapping, row=rows.induction_variable, row_temps=temps,
                       partials=partial_outs, block=block)
-            for m in group:
-                with m.op.location:
-                    Nest(m, env).emit()
+            for run in _shared_nests(group):
+                with run[0].op.location:
+                    Nest(run[0], env, companions=run[1:]).emit()
             scf.YieldOp([])
+
+
+def _rows_per_block(rows: int, reducers: list[LoopOp]) -> int:
+    """Rows per block of a row kernel's per-block partial results (see PARTIAL_*)."""
+    per_block = -(-rows // PARTIAL_MAX_BLOCKS)
+    for m in reducers:
+        out = max(math.prod(ir.MemRefType(v.type).shape) for v in m.outs)
+        per_block = max(per_block, -(-PARTIAL_COMBINE_SHARE * out * rows // m.work))
+    return min(per_block, rows)
+
+
+def _shared_nests(group: list[LoopOp]) -> list[list[LoopOp]]:
+    """A row block's members as runs sharing one nest: consecutive ops over the same loops,
+    pointwise within the row (a reduction over rows accumulates its block's partial row),
+    none touching what another writes. LLVM then computes what their bodies share once: a
+    gelu backward's input gradient and its bias and weight gradients evaluate the erf and
+    exp once per element, not three times."""
+    def pointwise_in_row(m: LoopOp) -> bool:
+        return m.fill is None and all(it == "parallel" for it in m.iterators[1:])
+
+    runs: list[list[LoopOp]] = []
+    for m in group:
+        run = runs[-1] if runs else None
+        if run is not None and pointwise_in_row(m) and pointwise_in_row(run[0]) and \
+                m.sizes == run[0].sizes and all(_independent(x, m) for x in run):
+            run.append(m)
+        else:
+            runs.append([m])
+    return runs
 
 
 def _for_each(shape: Sequence[int], body: Callable[[list], object]) -> None:

@@ -22,17 +22,22 @@ func.func @total(%x: memref<64x32xf32>, %y: memref<f32>) {
   return
 }
 
-// A per-channel statistic (batch norm: reduce N, H, W of NCHW) runs the channel
-// loop outermost, so the reductions are innermost and stay in registers.
+// A per-channel statistic (batch norm: reduce N, H, W of NCHW) reads its input
+// in order: blocks of images, each summing into its own partial per channel, with
+// the H and W sums innermost in registers. The caller adds the partials.
 // CHECK-LABEL: func.func private @channel_mean_k{{[0-9]+}}(
+// CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<32x64xf32>
 // CHECK: scf.for %[[BLOCK:[a-z0-9_]+]] = %arg0 to %arg1
-// CHECK: %[[C:.*]] = arith.muli %[[BLOCK]]
-// CHECK: scf.for %[[CH:[a-z0-9_]+]] = %[[C]] to
-// CHECK: memref.load %arg3[%[[CH]]]
+// CHECK: memref.store %{{.*}}, %[[P]][%[[BLOCK]],
+// CHECK: scf.for %[[N:[a-z0-9_]+]] = %{{[0-9]+}} to
+// CHECK: scf.for %[[CH:[a-z0-9_]+]] =
+// CHECK: memref.load %[[P]][%[[BLOCK]], %[[CH]]]
 // CHECK: scf.for {{.*}} iter_args
 // CHECK: scf.for {{.*}} iter_args
-// CHECK: scf.for {{.*}} iter_args
+// CHECK: memref.load %arg2[%[[N]], %[[CH]],
 // CHECK: arith.addf {{.*}} fastmath<reassoc>
+// CHECK-LABEL: func.func @channel_mean(
+// CHECK: call @channel_mean_k{{[0-9]+}}__parallel(%c32,
 func.func @channel_mean(%x: memref<32x64x16x16xf32>, %y: memref<64xf32>) {
   linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (c)>],
                   iterator_types = ["reduction", "parallel", "reduction", "reduction"]}

@@ -93,14 +93,20 @@ func.func @colsum(%x: memref<64x32xf32>, %y: memref<32xf32>) {
   return
 }
 
-// A large reduction over rows is threaded by blocks of its parallel (column) dim.
+// A large reduction over rows runs by blocks of whole rows, each block summing
+// into its own partial row, which the caller adds up: every row is read whole and
+// in order. (Threaded by blocks of columns instead, each thread would read a
+// strided slice of every row.)
 // CHECK-LABEL: func.func private @bias_grad_k{{[0-9]+}}(%arg0: index, %arg1: index
+// CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<16x1024xf32>
 // CHECK: scf.for %[[B:[a-z0-9_]+]] = %arg0 to %arg1
-// CHECK: scf.for
-// CHECK: %[[LO:.*]] = arith.muli %[[B]], %c128
-// CHECK: scf.for %{{.*}} = %[[LO]] to
+// CHECK: %[[LO:.*]] = arith.muli %[[B]], %c16
+// CHECK: scf.for %[[R:[a-z0-9_]+]] = %[[LO]] to
+// CHECK: scf.for %[[J:[a-z0-9_]+]] =
+// CHECK: memref.load %{{.*}}[%[[R]], %[[J]]] : memref<256x1024xf32>
+// CHECK: memref.store %{{.*}}, %[[P]][%[[B]], %[[J]]]
 // CHECK-LABEL: func.func @bias_grad(
-// CHECK: call @bias_grad_k{{[0-9]+}}__parallel(%c8, %arg0, %arg1)
+// CHECK: call @bias_grad_k{{[0-9]+}}__parallel(%c16, %arg0, %{{.*}})
 func.func @bias_grad(%x: memref<256x1024xf32>, %y: memref<1024xf32>) {
   linalg.generic {indexing_maps = [#id, affine_map<(d0, d1) -> (d1)>], iterator_types = ["reduction", "parallel"]}
       ins(%x : memref<256x1024xf32>) outs(%y : memref<1024xf32>) {
@@ -111,8 +117,28 @@ func.func @bias_grad(%x: memref<256x1024xf32>, %y: memref<1024xf32>) {
   return
 }
 
-// An independent pointwise op over the same loops shares the column-split nest
-// of a reduction over rows: one kernel, one innermost body storing both.
+// One whose partials cannot start from a float identity (an integer count) is
+// threaded by blocks of its parallel (column) dim.
+// CHECK-LABEL: func.func private @count_k{{[0-9]+}}(%arg0: index, %arg1: index
+// CHECK: scf.for %[[B:[a-z0-9_]+]] = %arg0 to %arg1
+// CHECK: scf.for
+// CHECK: %[[LO:.*]] = arith.muli %[[B]], %c128
+// CHECK: scf.for %{{.*}} = %[[LO]] to
+// CHECK-LABEL: func.func @count(
+// CHECK: call @count_k{{[0-9]+}}__parallel(%c8, %arg0, %arg1)
+func.func @count(%x: memref<256x1024xi32>, %y: memref<1024xi32>) {
+  linalg.generic {indexing_maps = [#id, affine_map<(d0, d1) -> (d1)>], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<256x1024xi32>) outs(%y : memref<1024xi32>) {
+  ^bb0(%in: i32, %acc: i32):
+    %0 = arith.addi %acc, %in : i32
+    linalg.yield %0 : i32
+  }
+  return
+}
+
+// An independent pointwise op over the same loops shares the nest of a reduction
+// over rows: one kernel, one innermost body storing both (LLVM computes what the
+// two bodies share once).
 // CHECK-LABEL: func.func private @grads_k{{[0-9]+}}(
 // CHECK: scf.for
 // CHECK: scf.for
