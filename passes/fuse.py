@@ -30,7 +30,7 @@ from ..dialects.core import Kind, lookup
 from ..dialects.region_ops import fusion_body, fusion_inputs, is_fusion
 from ..dialects.types import TensorSpec
 from .function_boundary import functions
-from .fusion_lowering import Plan, duplicable, fusible, plan_region
+from .fusion_lowering import TRANSCENDENTAL, Plan, duplicable, fusible, plan_region
 from .gather_sinking import sink_gathers
 from .matmul_transpose import transpose_matmul_results
 from .registry import register_pass
@@ -92,8 +92,6 @@ def _clone_duplicables(block: ir.Block) -> None:
 # its cone (pointwise ops back to stored values) costs at most this many ops
 RECOMPUTE_BUDGET = 16
 RECOMPUTE_MAX_USERS = 4
-_TRANSCENDENTAL = ("exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow",
-                   "sigmoid")
 
 
 def _pointwise(op: ir.Operation) -> bool:
@@ -112,7 +110,7 @@ def _recompute_cheap_pointwise(block: ir.Block) -> None:
     def cone(op: ir.Operation) -> int:
         if op in cost:
             return cost[op]
-        total = 8 if op.name[3:] in _TRANSCENDENTAL else 1
+        total = 8 if op.name[3:] in TRANSCENDENTAL else 1
         for x in op.operands:
             if not isinstance(x.owner, ir.Block):
                 producer = x.owner.operation
@@ -321,7 +319,7 @@ def _cheap_cone(fusion: ir.Operation, v: ir.Value) -> Optional[list[ir.Operation
         if not (_pointwise(op) or duplicable(op)):
             return None
         cone.add(op)
-        cost += (8 if op.name[3:] in _TRANSCENDENTAL else 1) if _pointwise(op) else 0
+        cost += (8 if op.name[3:] in TRANSCENDENTAL else 1) if _pointwise(op) else 0
         stack.extend(op.operands)
     if not cone or cost > RECOMPUTE_BUDGET or len(full_inputs) > 1:
         return None

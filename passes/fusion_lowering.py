@@ -33,6 +33,8 @@ from . import linalg_builders as lb
 Map = tuple  # per value dim: loop dim index, or None for the constant index 0
 
 REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min")
+# pointwise ops that cost tens of instructions per element (a polynomial, a division)
+TRANSCENDENTAL = ("exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow", "sigmoid")
 INDEX_OPS = ("broadcast_in_dim", "transpose", "reshape")
 
 
@@ -320,8 +322,49 @@ def _emit_parallel(shape: tuple, values: list, leaves: dict) -> list[ir.Value]:
                       lambda args: [body.emit(v, ident, args) for v in values])
 
 
-def lower_region(fusion: ir.Operation) -> list[ir.Value]:
-    """Emit the linalg loop nests of a fusion region at the current insertion point."""
+def _reached(roots: Iterable[ir.Value], m: Map, leaves: dict) -> set:
+    """(value, access map) pairs a generic evaluating `roots` through `m` computes (up to
+    the region's inputs and reduction results)."""
+    seen: set = set()
+    stack = [(v, m) for v in roots]
+    while stack:
+        v, vm = stack.pop()
+        if v in leaves or (v, vm) in seen:
+            continue
+        seen.add((v, vm))
+        op = v.owner.operation
+        if op.name[3:] in REDUCTIONS:
+            continue
+        stack.extend((x, operand_map(op, vm, i)) for i, x in enumerate(op.operands))
+    return seen
+
+
+def _shared_transcendentals(plan: Plan, leaves: dict, row_bytes_max: int) -> list[ir.Value]:
+    """Transcendental values that both the reduction and the full-shape outputs compute
+    per element (a softmax backward's exp: once for the row's dot product, once for the
+    gradient), when a row of them takes at most `row_bytes_max` bytes. Evaluated once,
+    into a tensor the CPU row kernels keep as one row on the stack, they cost a store and
+    a load instead of a second polynomial."""
+    full = _spec(plan.reductions[0].operands[0]).shape
+    if row_bytes_max <= 0 or not full or full not in plan.parallel:
+        return []
+    ident = tuple(range(len(full)))
+    in_reduction = _reached([r.operands[0] for r in plan.reductions], ident, leaves)
+    in_outputs = _reached(plan.parallel[full], ident, leaves)
+    body = _Body(leaves)
+    body.n_loops = len(full)
+    shared = []
+    for v, m in in_reduction & in_outputs:
+        spec = _spec(v)
+        if m == ident and v.owner.operation.name[3:] in TRANSCENDENTAL and spec.shape == full \
+                and spec.nbytes <= row_bytes_max * full[0] and body.varies(v, m):
+            shared.append(v)
+    return sorted(shared, key=lambda v: str(v.owner.location))
+
+
+def lower_region(fusion: ir.Operation, row_bytes_max: int = 0) -> list[ir.Value]:
+    """Emit the linalg loop nests of a fusion region at the current insertion point;
+    `row_bytes_max`: see `_shared_transcendentals` (0: recompute them)."""
     ops, yielded = fusion_body(fusion)
     plan = plan_region(ops, yielded)
     if isinstance(plan, str):
@@ -329,6 +372,10 @@ def lower_region(fusion: ir.Operation) -> list[ir.Value]:
                          "form regions with dg-fuse only")
     leaves = {v: v for v in fusion_inputs(fusion)}
     if plan.reductions:
+        shared = _shared_transcendentals(plan, leaves, row_bytes_max)
+        if shared:
+            full = _spec(plan.reductions[0].operands[0]).shape
+            leaves.update(zip(shared, _emit_parallel(full, shared, leaves)))
         results = _emit_reductions(plan.reductions, leaves)
         leaves.update({r.results[0]: t for r, t in zip(plan.reductions, results)})
     # smaller (reduced) shapes first: larger nests then read them instead of recomputing

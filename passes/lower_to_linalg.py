@@ -21,9 +21,9 @@ def _rule_missing(op: ir.Operation) -> PassError:
                      "in its op family module", op.location)
 
 
-def _emit(op: ir.Operation) -> list[ir.Value]:
+def _emit(op: ir.Operation, row_bytes_max: int) -> list[ir.Value]:
     if is_fusion(op):
-        return lower_region(op)
+        return lower_region(op, row_bytes_max)
     d = lookup(op.name)
     if d.lower is None:
         raise _rule_missing(op)
@@ -53,12 +53,13 @@ def _emitted_dg_ops(values: list[ir.Value]) -> list[ir.Operation]:
     return order
 
 
-def lower_op(op: ir.Operation) -> None:
+def lower_op(op: ir.Operation, row_bytes_max: int = 0) -> None:
     """Lower one dg op or fusion region in place. A rule may emit dg ops (a decomposition,
-    e.g. dg.conv2d_input_grad into pad, reverse and conv2d); those are lowered in turn."""
+    e.g. dg.conv2d_input_grad into pad, reverse and conv2d); those are lowered in turn.
+    `row_bytes_max`: see `fusion_lowering.lower_region`."""
     try:
         with ir.InsertionPoint(op), op.location:
-            values = _emit(op)
+            values = _emit(op, row_bytes_max)
         got = [str(v.type) for v in values]
     except PassError:
         raise
@@ -72,22 +73,26 @@ def lower_op(op: ir.Operation) -> None:
         r.replace_all_uses_with(v)
     op.erase()
     for inner in _emitted_dg_ops(values):
-        lower_op(inner)
+        lower_op(inner, row_bytes_max)
 
 
-def _lower_region_ops(op: ir.Operation) -> None:
+def _lower_region_ops(op: ir.Operation, row_bytes_max: int) -> None:
     for region in op.regions:
         for block in region.blocks:
             for inner in list(block.operations):
                 inner = inner.operation
                 if inner.name.startswith("dg.") or is_fusion(inner):
-                    lower_op(inner)
+                    lower_op(inner, row_bytes_max)
                 else:
-                    _lower_region_ops(inner)
+                    _lower_region_ops(inner, row_bytes_max)
 
 
-@register_pass("dg-lower-to-linalg", "lower dg ops to linalg/tensor/arith/math on tensors")
-def lower_to_linalg(module: ir.Operation) -> None:
+@register_pass("dg-lower-to-linalg", "lower dg ops to linalg/tensor/arith/math on tensors "
+               "(row-bytes-max > 0: a fusion region's transcendentals that its reduction and "
+               "outputs share are evaluated once into a tensor, for targets that keep such "
+               "a tensor one row at a time; the CPU pipeline passes its row-temporary limit)",
+               row_bytes_max=0)
+def lower_to_linalg(module: ir.Operation, row_bytes_max: int = 0) -> None:
     for op in module.regions[0].blocks[0].operations:
         if op.operation.name == "func.func":
-            _lower_region_ops(op.operation)
+            _lower_region_ops(op.operation, row_bytes_max)

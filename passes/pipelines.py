@@ -16,6 +16,7 @@ from mlir.dialects import func
 from ..dialects.types import TensorSpec
 from . import (blas, conv_library, cpu_kernels, function_boundary, gomp,  # noqa: F401
                math_approx, strided_copy, widen_bool, workspace)  # (register passes)
+from .cpu_kernels import ROW_TEMP_MAX_BYTES
 from .function_boundary import is_public
 from .registry import register_pipeline, run_pipeline
 
@@ -25,7 +26,7 @@ log = logging.getLogger("fusegrad.passes.pipelines")
 # dg-conv-to-torch turns into PyTorch's convolution_backward
 LINALG_PIPELINE = ",".join([
     "dg-outline-conv-grads",
-    "dg-lower-to-linalg",
+    f"dg-lower-to-linalg{{row-bytes-max={ROW_TEMP_MAX_BYTES}}}",
     "canonicalize",
     "cse",
 ])
