@@ -265,6 +265,10 @@ _ARITH = {
 _BOOL_ARITH = {"add": "or", "mul": "and", "max": "or", "min": "and"}
 
 
+def _is_one(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == 1
+
+
 def _arith(dg_op: str) -> Callable:
     def handler(em: Emit, a: Any, b: Any, *, alpha: Any = 1) -> ir.Value:
         out = em.out0
@@ -276,6 +280,12 @@ def _arith(dg_op: str) -> Callable:
             op = _BOOL_ARITH[op]
         if op == "div" and not is_float(ct):
             raise Unsupported("integer true division with an integer result")
+        if alpha == 1 and op in ("mul", "div") and _is_one(b):
+            # x * 1 and x / 1 are x exactly (a decomposed addmm scales by alpha = beta = 1:
+            # left in, the multiplication hides the matmul result from BLAS's flags)
+            return cast(em, coerce(em, a, ct, out.shape), out.dtype)
+        if alpha == 1 and op == "mul" and _is_one(a):
+            return cast(em, coerce(em, b, ct, out.shape), out.dtype)
         x, y = coerce(em, a, ct, out.shape), coerce(em, b, ct, out.shape)
         if alpha != 1:
             y = em.b.mul(y, em.b.full(shape=out.shape, dtype=ct, value=float(alpha)))

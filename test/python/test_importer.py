@@ -114,6 +114,22 @@ def test_promotion_and_broadcast_are_explicit():
     assert torch.equal(lt, i < 2.5)
 
 
+def test_scaling_by_one_is_not_a_multiplication():
+    """A decomposed addmm scales by alpha = beta = 1: importing those as multiplications
+    kept the matmul result from BLAS's transpose flags (a strided copy per layer)."""
+    def f(b, x, w, i):
+        return torch.addmm(b, x, w), x * 1, 1 * x, x / 1, i * 1.0
+
+    b, x, w, i = torch.randn(4), torch.randn(3, 5), torch.randn(5, 4), torch.arange(3)
+    module, _, outs = import_and_run(trace(f, b, x, w, i), [b, x, w, i])
+    text = str(module)
+    assert "dg.mul" not in text and "dg.div" not in text
+    want = f(b, x, w, i)
+    for got, expected in zip(outs, want):
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected)
+
+
 def test_tuple_outputs_are_flattened():
     def f(x):
         return (x.sin(), (x.cos(), x.exp()))
