@@ -339,27 +339,30 @@ def _reached(roots: Iterable[ir.Value], m: Map, leaves: dict) -> set:
     return seen
 
 
-def _shared_transcendentals(plan: Plan, leaves: dict, row_bytes_max: int) -> list[ir.Value]:
+def _shared_transcendentals(ops: Sequence[ir.Operation], plan: Plan, leaves: dict,
+                            row_bytes_max: int) -> list[ir.Value]:
     """Transcendental values that both the reduction and the full-shape outputs compute
     per element (a softmax backward's exp: once for the row's dot product, once for the
-    gradient), when a row of them takes at most `row_bytes_max` bytes. Evaluated once,
-    into a tensor the CPU row kernels keep as one row on the stack, they cost a store and
-    a load instead of a second polynomial."""
+    gradient), when a row of them takes at most `row_bytes_max` bytes; in region order.
+    Evaluated once, into a tensor the CPU row kernels keep as one row on the stack, they
+    cost a store and a load instead of a second polynomial."""
     full = _spec(plan.reductions[0].operands[0]).shape
     if row_bytes_max <= 0 or not full or full not in plan.parallel:
         return []
     ident = tuple(range(len(full)))
-    in_reduction = _reached([r.operands[0] for r in plan.reductions], ident, leaves)
-    in_outputs = _reached(plan.parallel[full], ident, leaves)
+    both = _reached([r.operands[0] for r in plan.reductions], ident, leaves) & \
+        _reached(plan.parallel[full], ident, leaves)
     body = _Body(leaves)
     body.n_loops = len(full)
     shared = []
-    for v, m in in_reduction & in_outputs:
-        spec = _spec(v)
-        if m == ident and v.owner.operation.name[3:] in TRANSCENDENTAL and spec.shape == full \
-                and spec.nbytes <= row_bytes_max * full[0] and body.varies(v, m):
+    for op in ops:
+        if op.name[3:] not in TRANSCENDENTAL:
+            continue
+        v = op.results[0]
+        if (v, ident) in both and _spec(v).nbytes <= row_bytes_max * full[0] and \
+                body.varies(v, ident):
             shared.append(v)
-    return sorted(shared, key=lambda v: str(v.owner.location))
+    return shared
 
 
 def lower_region(fusion: ir.Operation, row_bytes_max: int = 0) -> list[ir.Value]:
@@ -372,7 +375,7 @@ def lower_region(fusion: ir.Operation, row_bytes_max: int = 0) -> list[ir.Value]
                          "form regions with dg-fuse only")
     leaves = {v: v for v in fusion_inputs(fusion)}
     if plan.reductions:
-        shared = _shared_transcendentals(plan, leaves, row_bytes_max)
+        shared = _shared_transcendentals(ops, plan, leaves, row_bytes_max)
         if shared:
             full = _spec(plan.reductions[0].operands[0]).shape
             leaves.update(zip(shared, _emit_parallel(full, shared, leaves)))
