@@ -19,6 +19,7 @@ _EXPORTS = {
     "CompileOptions": "program",
     "fusegrad_backend": "backend",
     "FusegradFallbackWarning": "backend",
+    "FusegradEagerOpWarning": "backend",
     "grad": "functional",
     "value_and_grad": "functional",
     "vjp": "functional",

@@ -7,12 +7,14 @@ and requires_grad, and recompiles on a change), so the returned `CompiledGraph`
 is specialised to the example inputs and compiles each variant it needs
 (inference, training for a set of wrt inputs) once.
 
-Anything fusegrad cannot compile (an unsupported op, a lowering failure)
-produces one warning naming the op and location, and the graph runs eagerly:
-never a crash, never a wrong answer.
+An op fusegrad cannot import runs eagerly in its place, and the rest of the
+graph is compiled around it (`graph_split`), with one warning naming the op
+and the user's source line. Any other failure (a lowering error) runs the
+whole graph eagerly, with one warning: never a crash, never a wrong answer.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from typing import Any, Callable, Sequence
@@ -21,8 +23,11 @@ import torch
 
 from .autograd_function import run_program
 from .capture import Captured, capture
+from .graph_split import EagerPart, origin, split_at
+from .importer import UnsupportedOp
 from .program import CompileOptions, Program
 from .runtime.cpu import OutOfRangeIndex
+from .stop_gradient import mark_stop_gradients
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +36,14 @@ class FusegradFallbackWarning(UserWarning):
     """A graph could not be compiled and runs in eager PyTorch."""
 
 
+class FusegradEagerOpWarning(FusegradFallbackWarning):
+    """An op could not be compiled: it runs eagerly, the rest of its graph is compiled."""
+
+
 def fallback_warning(label: str, error: BaseException) -> None:
     """Warn once (warnings + logging) that `label` runs eagerly because of `error`."""
-    from .importer import UnsupportedOp
-
     if isinstance(error, UnsupportedOp):
-        reason = str(error)
+        reason = f"{error}; this graph runs eagerly instead"
     else:
         reason = f"fusegrad could not compile {label}: {type(error).__name__}: {error}; " \
                  "this graph runs eagerly instead"
@@ -99,42 +106,79 @@ def _is_symbolic(x: Any) -> bool:
         isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape))
 
 
-class ShapeSpecializedGraph:
-    """A dynamic-shape Dynamo graph, compiled once per concrete signature at call time.
+# (function to capture, its example tensors) -> a callable of those tensors; raises
+# UnsupportedOp for an op it cannot compile
+CompileFn = Callable[[Callable[..., Any], Sequence[torch.Tensor]], Callable[..., Any]]
+
+
+class LazyGraph:
+    """A Dynamo graph, compiled at its first call (per signature when shapes are dynamic).
 
     dg is statically shaped: when Dynamo marks dims dynamic (it does after a
     shape change unless `dynamic=False`), each new shape (and each value of an
     integer input) gets its own `CompiledGraph`, with the integers baked in.
+    An op fusegrad cannot compile runs eagerly in its place and the rest of
+    the graph is compiled around it (`graph_split`); the parts are `LazyGraph`s
+    too, recorded with the eager parts in `eager_parts`.
     """
 
-    def __init__(self, gm: torch.fx.GraphModule, options: CompileOptions) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, compile_fn: CompileFn, dynamic: bool,
+                 eager_parts: list[EagerPart] | None = None) -> None:
+        mark_stop_gradients(gm)  # before any split: it drops the grad-mode switches
         self.gm = gm
-        self.options = options
+        self.compile_fn = compile_fn
+        self.dynamic = dynamic
+        self.eager_parts = [] if eager_parts is None else eager_parts
+        self.static_variant: Callable[..., Any] | None = None
         self.variants: dict[tuple, Callable[..., Any]] = {}
 
     def __call__(self, *args: Any) -> Any:
+        if not self.dynamic:
+            if self.static_variant is None:
+                self.static_variant = self._compile(args)
+            return self.static_variant(*args)
         key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else ("int", int(a))
                     for a in args)
         variant = self.variants.get(key)
         if variant is None:
+            log.info("compiling a dynamic-shape graph for %s", [
+                tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args])
             variant = self.variants[key] = self._compile(args)
-        return variant(*[a for a in args if isinstance(a, torch.Tensor)])
+        return variant(*args)
 
     def _compile(self, args: Sequence[Any]) -> Callable[..., Any]:
+        """A callable of all of `args` for this signature; never raises for an op it cannot
+        compile (that op, or failing that the graph, runs eagerly)."""
         where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-
-        def specialized(*tensors: torch.Tensor) -> Any:
-            full = list(args)
-            for i, t in zip(where, tensors):
-                full[i] = t
-            return self.gm(*full)
-        log.info("compiling a dynamic-shape graph for %s", [
-            tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args])
+        if len(where) == len(args):
+            fn: Callable[..., Any] = self.gm
+        else:
+            def fn(*tensors: torch.Tensor) -> Any:  # integers baked in
+                full = list(args)
+                for i, t in zip(where, tensors):
+                    full[i] = t
+                return torch.fx.Interpreter(self.gm).run(*full)  # keeps node provenance
         try:
-            return compile_graph(specialized, [args[i] for i in where], self.options)
-        except Exception as e:  # this signature runs eagerly; others may still compile
+            compiled = self.compile_fn(fn, [args[i] for i in where])
+        except UnsupportedOp as e:
+            node = origin(self.gm, e)
+            if node is None:
+                fallback_warning("a graph", e)
+                return self.gm
+            part = EagerPart(e.op_name, e.reason, e.where, (node.name,))
+            self.eager_parts.append(part)
+            message = f"fusegrad cannot compile {part}; it runs eagerly, and the rest of " \
+                      "its graph is compiled"
+            log.warning("%s", message)
+            warnings.warn(message, FusegradEagerOpWarning, stacklevel=2)
+            return split_at(self.gm, {node}, lambda sub: LazyGraph(
+                sub, self.compile_fn, self.dynamic, self.eager_parts))
+        except Exception as e:  # eager for this signature; others may still compile
             fallback_warning("a graph", e)
-            return specialized
+            return self.gm
+        if len(where) == len(args):
+            return compiled
+        return lambda *a: compiled(*[a[i] for i in where])
 
 
 def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
@@ -142,13 +186,12 @@ def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Te
     """torch.compile backend (`backend="fusegrad"`).
 
     Options are `CompileOptions` fields, given as keywords (functools.partial)
-    or as torch.compile's `options={...}` dict.
+    or as torch.compile's `options={...}` dict. The graph compiles at its first call.
     """
     try:
         opts = CompileOptions(**(options or {}), **kwargs)
-        if any(_is_symbolic(x) for x in example_inputs):
-            return ShapeSpecializedGraph(gm, opts)
-        return compile_graph(gm, example_inputs, opts)
     except Exception as e:  # any failure: eager, with the reason
         fallback_warning("a graph", e)
         return gm.forward
+    return LazyGraph(gm, functools.partial(compile_graph, options=opts),
+                     dynamic=any(_is_symbolic(x) for x in example_inputs))

@@ -1,21 +1,24 @@
 """`fusegrad.explain(fn, *inputs)`: what fusion and rematerialization do to a program.
 
 Runs `fn` once under Dynamo, as `fusegrad.compile` does, so it sees the same
-graphs (closed-over modules' parameters lifted to graph inputs) and the same
-graph breaks (with Dynamo's reasons). Each graph is captured, imported to dg
-and put through the optimising stages one by one (dg-autodiff when an input
-requires grad, dg-remat, dg-fuse), timing each; the report counts dg ops and
-kernels (`passes.fuse.count_kernels`) per function and the bytes saved for
-backward before and after rematerialization.
+graphs (closed-over modules' parameters lifted to graph inputs), the same
+graph breaks (with Dynamo's reasons) and the same eager parts (ops fusegrad
+cannot compile, split off by `graph_split`). Each compiled graph or part is
+captured, imported to dg and put through the optimising stages one by one
+(dg-autodiff when an input requires grad, dg-remat, dg-fuse), timing each;
+the report counts dg ops and kernels (`passes.fuse.count_kernels`) per
+function and the bytes saved for backward before and after rematerialization.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
 
 import torch
 from mlir import ir
+
+from .graph_split import EagerPart
 
 
 @dataclass
@@ -32,15 +35,23 @@ class GraphReport:
     def rows(self) -> list[tuple[str, int, int]]:
         return [(fn, self.dg_ops[fn], self.kernels[fn]) for fn in self.dg_ops]
 
+    def renamed(self, name: str) -> GraphReport:
+        def rekey(d: dict[str, int]) -> dict[str, int]:
+            return {name + k[len(self.name):]: v for k, v in d.items()}
+        return replace(self, name=name, dg_ops=rekey(self.dg_ops), kernels=rekey(self.kernels))
+
 
 @dataclass
 class Report:
-    graphs: list[GraphReport]
+    graphs: list[GraphReport]  # compiled graphs and parts, in the order they first ran
     graph_breaks: list[str] = field(default_factory=list)  # Dynamo's reasons
+    eager_parts: list[EagerPart] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [f"{len(self.graphs)} graph(s), {len(self.graph_breaks)} graph break(s)"]
+        lines = [f"{len(self.graphs)} graph(s), {len(self.graph_breaks)} graph break(s), "
+                 f"{len(self.eager_parts)} eager part(s)"]
         lines += [f"graph break: {reason}" for reason in self.graph_breaks]
+        lines += [f"eager part: {part}" for part in self.eager_parts]
         for g in self.graphs:
             lines.append(f"graph {g.name}")
             lines.append(f"  {'function':<12} {'dg ops':>7} {'kernels':>8}")
@@ -63,26 +74,32 @@ def _funcs(module: ir.Module) -> dict[str, ir.Operation]:
 
 def explain(fn: Callable[..., Any], *example_inputs: torch.Tensor) -> Report:
     """Run `fn(*example_inputs)` under Dynamo and report each graph's stages: ops,
-    kernels, saved bytes and compile times, plus the graph breaks."""
+    kernels, saved bytes and compile times, plus the graph breaks and eager parts."""
     from torch._dynamo.utils import counters
 
-    recorded: list[tuple[torch.fx.GraphModule, list[torch.Tensor]]] = []
+    from .backend import LazyGraph
+
+    reports: list[GraphReport] = []
+    eager_parts: list[EagerPart] = []
+
+    def report(graph: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> Callable[..., Any]:
+        reports.append(_explain_graph(f"f{len(reports)}", graph, list(inputs)))
+        return graph  # the part runs eagerly: explain compiles nothing
 
     def record(gm: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
-        recorded.append((gm, list(inputs)))
-        return gm.forward
+        return LazyGraph(gm, report, dynamic=False, eager_parts=eager_parts)
 
     breaks_before = counters["graph_break"].copy()
     torch.compile(fn, backend=record, dynamic=False)(*example_inputs)
     breaks = [reason for reason, n in (counters["graph_break"] - breaks_before).items()
               for _ in range(n)]
-    names = ["f"] if len(recorded) == 1 else [f"f{i}" for i in range(len(recorded))]
-    return Report([_explain_graph(name, gm, inputs)
-                   for name, (gm, inputs) in zip(names, recorded)], breaks)
+    if len(reports) == 1:
+        reports = [reports[0].renamed("f")]
+    return Report(reports, breaks, eager_parts)
 
 
-def _explain_graph(name: str, gm: torch.fx.GraphModule, example_inputs: list) -> GraphReport:
-    """One Dynamo graph through capture, import, autodiff, remat and fusion."""
+def _explain_graph(name: str, gm: Callable[..., Any], example_inputs: list) -> GraphReport:
+    """One graph through capture, import, autodiff, remat and fusion (raises UnsupportedOp)."""
     from .capture import capture
     from .context import make_context
     from .importer import import_graph

@@ -42,15 +42,19 @@ SEED_ATTR = "dg.seed_input"
 
 
 class UnsupportedOp(Exception):
-    """An FX node fusegrad cannot import; the graph should run eagerly."""
+    """An FX node fusegrad cannot import; it runs eagerly (`graph_split`).
 
-    def __init__(self, op_name: str, reason: str, where: str = "") -> None:
+    `node` is the ATen node to blame, when there is one: its `from_node`
+    provenance leads back to the user's graph."""
+
+    def __init__(self, op_name: str, reason: str, where: str = "",
+                 node: torch.fx.Node | None = None) -> None:
         self.op_name = op_name
         self.reason = reason
         self.where = where
+        self.node = node
         at = f" at {where}" if where else ""
-        super().__init__(f"fusegrad cannot compile '{op_name}'{at}: {reason}; "
-                         "this graph runs eagerly instead")
+        super().__init__(f"fusegrad cannot compile '{op_name}'{at}: {reason}")
 
 
 class ImporterError(RuntimeError):
@@ -121,7 +125,8 @@ def meta_specs(node: torch.fx.Node) -> list[TensorSpec | None]:
             try:
                 dtype = from_torch_dtype(v.dtype)
             except TypeError as e:
-                raise UnsupportedOp(str(node.target), str(e), describe_location(node)) from None
+                raise UnsupportedOp(str(node.target), str(e), describe_location(node),
+                                    node) from None
             out.append(TensorSpec(tuple(int(d) for d in v.shape), dtype))
         else:
             out.append(None)
@@ -141,7 +146,7 @@ class _GraphImporter:
         self.random_count = 0
 
     def unsupported(self, node: torch.fx.Node, reason: str) -> UnsupportedOp:
-        return UnsupportedOp(str(node.target), reason, describe_location(node))
+        return UnsupportedOp(str(node.target), reason, describe_location(node), node)
 
     def next_seed(self, b: Builder) -> ir.Value:
         """A distinct 0-d i64 seed per random op: the input seed plus a counter."""
@@ -211,8 +216,8 @@ class _GraphImporter:
 
     def _value_of(self, n: torch.fx.Node, user: torch.fx.Node) -> Any:
         v = self.env.get(n)
-        if isinstance(v, aten_ops.Unavailable):
-            raise self.unsupported(user, f"it uses {v.what}")
+        if isinstance(v, aten_ops.Unavailable):  # blame the op that cannot produce it
+            raise self.unsupported(n, f"{user.name} uses its {v.what}")
         return v
 
     def _arg(self, a: Any, user: torch.fx.Node) -> Any:

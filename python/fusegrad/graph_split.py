@@ -1,0 +1,94 @@
+"""Graph splitting: an op fusegrad cannot compile runs eagerly in its place.
+
+When importing a Dynamo graph raises `UnsupportedOp` at an ATen node, the
+Dynamo node it was traced from (FX's `from_node` provenance, kept through
+capture) is marked eager, and the graph is cut into consecutive parts with
+`torch.fx.passes.split_module`: compiled, eager, compiled, ... Each compiled
+part is compiled on its first call (and may split again at its own
+unsupported op). Gradients flow through the eager parts by ordinary
+autograd, since each compiled part is its own `autograd.Function`.
+"""
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.fx
+from torch.fx.passes.split_module import split_module
+
+from .importer import UnsupportedOp
+
+log = logging.getLogger(__name__)
+
+_COMPUTE = ("call_function", "call_method", "call_module")
+
+
+@dataclass(frozen=True)
+class EagerPart:
+    """A piece of a graph that runs in eager PyTorch, and why."""
+
+    op: str  # the ATen op fusegrad could not compile
+    reason: str
+    where: str  # the user's source line (or the FX node)
+    nodes: tuple[str, ...]  # the Dynamo graph's nodes that run eagerly
+
+    def __str__(self) -> str:
+        return f"'{self.op}' at {self.where} ({self.reason})"
+
+
+def origin(gm: torch.fx.GraphModule, error: UnsupportedOp) -> torch.fx.Node | None:
+    """The node of `gm` (a graph that was captured) the unsupported ATen node came from."""
+    if error.node is None:
+        return None
+    nodes = {n.name: n for n in gm.graph.nodes if n.op in _COMPUTE}
+    pending = list(error.node.meta.get("from_node") or ())
+    while pending:
+        source = pending.pop(0)
+        if source.name in nodes:
+            return nodes[source.name]
+        pending.extend(source.from_node or ())
+    return None
+
+
+def _with_getitems(eager: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """An eager op returning a tuple keeps the getitems that unpack it: parts
+    exchange tensors, not tuples."""
+    closed = set(eager)
+    for node in eager:
+        closed.update(u for u in node.users if u.op == "call_function" and u.target is operator.getitem)
+    return closed
+
+
+def split_at(gm: torch.fx.GraphModule, eager: set[torch.fx.Node],
+             compile_part: Callable[[torch.fx.GraphModule], Callable]) -> torch.fx.GraphModule:
+    """`gm` cut into consecutive parts; the parts not in `eager` become `compile_part(part)`."""
+    eager = _with_getitems(eager)
+    part: dict[torch.fx.Node, int] = {}
+    index, current = -1, None
+    for node in gm.graph.nodes:
+        if node.op not in _COMPUTE:
+            continue
+        if (node in eager) != current:
+            index, current = index + 1, node in eager
+        part[node] = index
+    split = split_module(gm, gm, lambda node: part[node], keep_original_order=True)
+    compiled = {f"submod_{part[n]}" for n in part if n not in eager}
+    for name in compiled:
+        setattr(split, name, _Part(compile_part(getattr(split, name))))
+    log.info("graph split into %d compiled and %d eager part(s)", len(compiled),
+             index + 1 - len(compiled))
+    return split
+
+
+class _Part(torch.nn.Module):
+    """A compiled part as a submodule of the split graph (which calls it by name)."""
+
+    def __init__(self, fn: Callable) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)

@@ -1,0 +1,132 @@
+"""Graph splitting: an op fusegrad cannot compile runs eagerly in its place, the
+parts before and after it are compiled, and gradients flow through all of them."""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+
+import fusegrad
+from fusegrad import backend
+from fusegrad.backend import FusegradEagerOpWarning, FusegradFallbackWarning
+from compile_options import OPTIONS
+
+
+@pytest.fixture
+def compiled_parts(monkeypatch):
+    """The graphs (whole or parts) fusegrad compiled, counted at compile_graph."""
+    parts = []
+    real = backend.compile_graph
+
+    def counting(fn, example_inputs, options):
+        compiled = real(fn, example_inputs, options)
+        parts.append(compiled)
+        return compiled
+    monkeypatch.setattr(backend, "compile_graph", counting)
+    torch._dynamo.reset()
+    return parts
+
+
+def sort_then_cumprod(x, w):
+    h = torch.tanh(x @ w)
+    s, _ = torch.sort(h, dim=-1)  # a tuple output unpacked by the compiled part after it
+    y = torch.cumprod(s * h + 1, -1)  # gradient flows through an eager op
+    return (y * h).sum()
+
+
+def run(fn, compiled_fn, *inputs):
+    """fn's value and input gradients, eager and compiled."""
+    results = []
+    for f in (fn, compiled_fn):
+        leaves = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+        out = f(*leaves)
+        out.backward()
+        results.append((out, [x.grad for x in leaves if x.requires_grad]))
+    return results
+
+
+def test_unsupported_ops_run_eagerly_between_compiled_parts(compiled_parts):
+    x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+    cf = fusegrad.compile(sort_then_cumprod, **OPTIONS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (want, want_grads), (got, got_grads) = run(sort_then_cumprod, cf, x, w)
+        run(sort_then_cumprod, cf, x, w)  # compiled once: no new warnings, no recompiles
+    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert all(issubclass(w.category, FusegradEagerOpWarning) for w in caught
+               if issubclass(w.category, FusegradFallbackWarning))
+    assert len(messages) == 2, messages
+    assert "aten.sort" in messages[0] and "aten.cumprod" in messages[1]
+    assert all("test_graph_split.py" in m for m in messages)
+    assert len(compiled_parts) == 3  # before sort, between sort and cumprod, after cumprod
+    torch.testing.assert_close(got, want)
+    for g, e in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, e)
+
+
+def test_split_graph_trains_like_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 8))
+    reference = copy.deepcopy(model)
+
+    def loss(m, x):
+        h = m(x)
+        top, _ = torch.topk(h, 3, dim=-1)  # no dg mapping: runs eagerly
+        return (top.pow(2).sum(-1) + h.logsumexp(-1)).mean()
+    torch._dynamo.reset()
+    compiled = fusegrad.compile(lambda x: loss(model, x), **OPTIONS)
+    x = torch.randn(5, 8)
+    losses = []
+    for m, fn in ((model, compiled), (reference, lambda x: loss(reference, x))):
+        opt, run_losses = torch.optim.SGD(m.parameters(), lr=0.1), []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FusegradEagerOpWarning)
+            for _ in range(5):
+                opt.zero_grad()
+                value = fn(x)
+                value.backward()
+                opt.step()
+                run_losses.append(value.item())
+        losses.append(run_losses)
+    torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_dynamo_graph_break_trains_like_eager(compiled_parts):
+    def fn(x, w):
+        y = torch.sin(x @ w)
+        print("a side effect: Dynamo breaks the graph here")  # noqa: T201
+        return (torch.cos(y) * y).sum()
+    x, w = torch.randn(3, 4), torch.randn(4, 4, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        (want, (want_grad,)), (got, (got_grad,)) = run(fn, fusegrad.compile(fn, **OPTIONS), x, w)
+    assert len(compiled_parts) == 2
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_grad, want_grad)
+
+
+@pytest.mark.filterwarnings("ignore::fusegrad.backend.FusegradEagerOpWarning")
+def test_dynamic_shapes_split_per_shape(compiled_parts):
+    def fn(x):
+        s, _ = torch.sort(x.exp(), dim=-1)
+        return s.cumsum(-1) * x.shape[1]
+    cf = torch.compile(fn, backend="fusegrad", dynamic=True)
+    for n in (3, 5, 3):
+        x = torch.randn(2, n)
+        torch.testing.assert_close(cf(x), fn(x))
+    assert len(compiled_parts) == 4  # before and after the sort, for each of the two shapes
+
+
+@pytest.mark.filterwarnings("ignore::fusegrad.backend.FusegradEagerOpWarning")
+def test_explain_lists_eager_parts():
+    report = fusegrad.explain(sort_then_cumprod, torch.randn(4, 8),
+                              torch.randn(8, 8, requires_grad=True))
+    assert [p.op for p in report.eager_parts] == ["aten.sort.default", "aten.cumprod.default"]
+    assert all("test_graph_split.py" in p.where and p.reason for p in report.eager_parts)
+    assert len(report.graphs) == 3
+    assert all(set(g.kernels) == {f"{g.name}_fwd", f"{g.name}_bwd"} for g in report.graphs)
+    assert "eager part: 'aten.sort.default'" in str(report)
