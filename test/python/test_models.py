@@ -153,3 +153,36 @@ def test_gpt2_style_block_trains_like_eager():
     want["hidden"].square().mean().backward()
     for (name, p), q in zip(compiled_model.named_parameters(), model.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_autocast_bf16_training_matches_eager_autocast():
+    """Mixed precision: matmuls in bf16 under torch.autocast, like eager's autocast."""
+    model, reference, x = make("transformer")
+    compiled = fusegrad.compile(model, **OPTIONS)
+    runs = []
+    for m, fn in ((model, compiled), (reference, reference)):
+        opt, losses, grads = torch.optim.SGD(m.parameters(), lr=0.1), [], None
+        for _ in range(5):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y = fn(x)
+            loss = y.float().pow(2).mean()
+            loss.backward()
+            grads = grads or [p.grad.clone() for p in m.parameters()]
+            opt.step()
+            losses.append(loss.item())
+        runs.append((losses, grads))
+    (got_losses, got_grads), (want_losses, want_grads) = runs
+    torch.testing.assert_close(got_losses, want_losses, rtol=1.6e-2, atol=1e-3)
+    for g, w in zip(got_grads, want_grads):  # bf16 rounding: 8 mantissa bits
+        torch.testing.assert_close(g, w, rtol=1.6e-2, atol=2e-3)
+
+
+def test_autocast_bf16_linear_layers_compute_in_bf16():
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 64))
+    x = torch.randn(32, 64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = fusegrad.compile(mlp, **OPTIONS)(x), mlp(x)
+    assert got.dtype == want.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want)  # bf16 tolerances; an f32 matmul is off by ~3e-3
