@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from mlir import ir
 from mlir.dialects import func
@@ -154,12 +155,15 @@ def _forward_arguments(module: ir.Module, names) -> dict[str, dict[int, int]]:
     return forwarded
 
 
-def compile_cpu(module: ir.Module, object_file: str | None = None):
+def compile_cpu(module: ir.Module, object_file: str | None = None,
+                on_stage: Callable[[str, ir.Module], None] | None = None):
     """Lower `module` (dg on tensors) in place to LLVM and JIT it.
 
     Returns a `fusegrad.runtime.cpu.CpuModule` with one entry per public function.
     With `object_file`, the code is also written there as a position-independent
     object file (for `runtime.cpu_library`, which links it into a shared library).
+    `on_stage(name, module)` sees the module after each of the three sub-pipelines
+    ("linalg", "bufferized", "llvm"; FUSEGRAD_DUMP writes them).
     """
     from ..runtime.cpu import jit_module
 
@@ -167,9 +171,13 @@ def compile_cpu(module: ir.Module, object_file: str | None = None):
     with module.context:
         entries = _entries(module)
         forwarded = _forward_arguments(module, entries)
-        run_pipeline(module, CPU_PIPELINE)
+        for stage, pipeline in (("linalg", LINALG_PIPELINE), ("bufferized", BUFFERIZE_PIPELINE),
+                                ("llvm", LLVM_PIPELINE)):
+            run_pipeline(module, pipeline)
+            if on_stage is not None:
+                on_stage(stage, module)
     t1 = time.perf_counter()
     cm = jit_module(module, entries, forwarded=forwarded, object_file=object_file)
-    log.info("compile_cpu: %d entries, MLIR %.1f ms, JIT %.1f ms", len(entries),
+    log.debug("compile_cpu: %d entries, MLIR %.1f ms, JIT %.1f ms", len(entries),
              (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
     return cm

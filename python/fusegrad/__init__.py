@@ -7,9 +7,32 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import warnings
 from typing import Any
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+
+def _configure_logging() -> None:
+    """`FUSEGRAD_LOG=debug|info|warning|error`: fusegrad's log to stderr at that level
+    (the standard `logging.getLogger("fusegrad")` works as well)."""
+    setting = os.environ.get("FUSEGRAD_LOG")
+    if not setting:
+        return
+    level = logging.getLevelName(setting.upper())
+    if not isinstance(level, int):
+        warnings.warn(f"FUSEGRAD_LOG={setting!r} is not a level; use debug, info, warning "
+                      "or error", stacklevel=2)
+        return
+    logger = logging.getLogger(__name__)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[%(name)s %(levelname)s] %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
+_configure_logging()
 
 __version__ = "0.1.0"
 

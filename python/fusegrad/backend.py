@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -30,6 +31,8 @@ from .runtime.cpu import OutOfRangeIndex
 from .stop_gradient import mark_stop_gradients
 
 log = logging.getLogger(__name__)
+
+SLOW_COMPILE_SECONDS = 2.0  # a compile this long gets an INFO line with its stages
 
 
 class FusegradFallbackWarning(UserWarning):
@@ -89,15 +92,25 @@ class CompiledGraph:
 
 def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor],
                   options: CompileOptions) -> CompiledGraph:
-    """Capture, import and compile the variant the example inputs need (raises on failure)."""
+    """Capture, import and compile the variant the example inputs need (raises on failure).
+
+    Logs the compile time per stage: at INFO when it took a while, else at DEBUG."""
+    start = time.perf_counter()
     captured = capture(gm, example_inputs)
+    captured_at = time.perf_counter()
     program = Program.from_graph(captured.gm, options)
+    program.seconds = {"capture": captured_at - start,
+                       "import": time.perf_counter() - captured_at, **program.seconds}
     inputs = [*captured.lifted, *example_inputs]
     wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
     if torch.is_grad_enabled() and wrt:
         program.training(wrt)
     else:
         program.forward()
+    total = time.perf_counter() - start
+    log.log(logging.INFO if total >= SLOW_COMPILE_SECONDS else logging.DEBUG,
+            "%s: compiled in %.1f s (%s)", program.label, total,
+            ", ".join(f"{k} {v:.2f} s" for k, v in program.seconds.items()))
     return CompiledGraph(captured, program, getattr(gm, "forward", gm))
 
 

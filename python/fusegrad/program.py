@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -102,6 +103,7 @@ class Program:
         self._training: dict[tuple[int, ...], Training] = {}
         self._joint: dict[tuple[int, ...], Program] = {}
         self._jvp: dict[tuple[int, ...], Program] = {}
+        self.seconds: dict[str, float] = {}  # compile time per stage, summed over variants
         self.dump(stage, module)
 
     @classmethod
@@ -111,6 +113,10 @@ class Program:
         from .context import make_context
         from .importer import import_graph
 
+        label = label or f"graph{next(_labels)}"
+        if options.dump_dir:
+            dump_text(options.dump_dir, label, "aten", "txt", gm.print_readable(
+                print_output=False, include_stride=False, include_device=False))
         with make_context(), ir.Location.unknown():
             module = import_graph(gm, name="main")
         return cls(module, "main", options, label)
@@ -130,11 +136,21 @@ class Program:
     def _copy(self) -> ir.Module:
         return ir.Module.parse(self._text(), self.module.context)
 
+    def _timed(self, stage: str, since: float) -> float:
+        """Add the time since `since` to `stage` (its name before any '-wrt' suffix)."""
+        now = time.perf_counter()
+        stage = stage.split("-wrt")[0]
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - since
+        log.debug("%s: %s took %.3f s", self.label, stage, now - since)
+        return now
+
     def _run(self, module: ir.Module, pipeline: str, stage: str) -> None:
         from .passes import run_pipeline
 
+        start = time.perf_counter()
         with module.context, ir.Location.unknown():
             run_pipeline(module, pipeline)
+        self._timed(stage, start)
         self.dump(stage, module)
 
     def _optimize(self, module: ir.Module) -> None:
@@ -165,9 +181,14 @@ class Program:
         def build(object_file: str | None) -> tuple[object, dict]:
             module, meta = derive()
             self._keep_only(module, names)
+            since = [time.perf_counter()]
+
+            def on_stage(name: str, lowered: ir.Module) -> None:
+                since[0] = self._timed(f"cpu-{name}", since[0])
+                self.dump(stage.replace("lowered", f"cpu-{name}"), lowered)
             with module.context, ir.Location.unknown():
-                cpu = compile_cpu(module, object_file)
-            self.dump(stage, module)
+                cpu = compile_cpu(module, object_file, on_stage=on_stage)
+            self._timed("llvm-jit", since[0])
             return cpu, meta
 
         cpu, meta = compiled(self._text(), derivation, self.options, build)
@@ -231,13 +252,21 @@ class Program:
     # ------------------------------------------------------------ observability
     def dump(self, stage: str, module: ir.Module) -> None:
         """Write `module` to `<dump_dir>/<label>.<stage>.mlir` when dumping is on."""
-        if not self.options.dump_dir:
-            return
-        os.makedirs(self.options.dump_dir, exist_ok=True)
-        path = os.path.join(self.options.dump_dir, f"{self.label}.{stage}.mlir")
-        with open(path, "w") as f:
-            f.write(module.operation.get_asm(enable_debug_info=True))
-        log.info("fusegrad: wrote %s", path)
+        if self.options.dump_dir:
+            dump_text(self.options.dump_dir, self.label, stage, "mlir",
+                      module.operation.get_asm(enable_debug_info=True))
+
+
+def dump_text(dump_dir: str, label: str, stage: str, ext: str, text: str) -> None:
+    """Write `<dump_dir>/<label>.<stage>.<ext>` and list it in `<dump_dir>/index.txt`
+    (one line per file, in the order written: file, graph, stage)."""
+    os.makedirs(dump_dir, exist_ok=True)
+    name = f"{label}.{stage}.{ext}"
+    with open(os.path.join(dump_dir, name), "w") as f:
+        f.write(text)
+    with open(os.path.join(dump_dir, "index.txt"), "a") as f:
+        f.write(f"{name}\t{label}\t{stage}\n")
+    log.info("wrote %s", os.path.join(dump_dir, name))
 
 
 class _Interpreted:
