@@ -995,14 +995,17 @@ def _max_pool2d(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Seque
         best = b.full(shape=out4, dtype=dtype, value=-math.inf)
         index = b.broadcast_to(b.constant(_first_valid(geo, h, w, oh, ow)), out4)
         origin_v = b.broadcast_to(b.constant(origin.to(torch.int64)), out4)
+    # eager's rule, also when the indices are not wanted: a window's value and gradient
+    # come from its first maximum (or its last NaN), so ties never share the gradient
     for (i, j), v in _windows(em, x4, geo, (oh, ow), -math.inf):
-        if not want_index:
-            best = v if best is None else b.max(best, v)
+        if best is None:
+            best = v
             continue
         take = b.create("or", [b.compare(v, best, direction="gt"), b.compare(v, v, direction="ne")])
         best = b.select(take, v, best)
-        here = b.add(origin_v, full_as(em, origin_v, float(i * dh * w + j * dw)))
-        index = b.select(take, here, index)
+        if want_index:
+            here = b.add(origin_v, full_as(em, origin_v, float(i * dh * w + j * dw)))
+            index = b.select(take, here, index)
     results = [reshape(em, best, em.out[0].shape)]
     results.append(reshape(em, index, em.out[1].shape) if want_index
                    else Unavailable("max_pool2d indices"))

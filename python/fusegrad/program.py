@@ -153,12 +153,12 @@ class Program:
         self._timed(stage, start)
         self.dump(stage, module)
 
-    def _optimize(self, module: ir.Module) -> None:
-        """dg-remat and dg-fuse, as enabled by the options."""
+    def _optimize(self, module: ir.Module, suffix: str = "") -> None:
+        """dg-remat and dg-fuse, as enabled by the options (dumps named stage + suffix)."""
         for enabled, name, stage in ((self.options.remat, "dg-remat", "remat"),
                                      (self.options.fusion, "dg-fuse", "fused")):
             if enabled:
-                self._run(module, name, stage)
+                self._run(module, name, stage + suffix)
 
     def _keep_only(self, module: ir.Module, names: Sequence[str]) -> None:
         """Erase the public functions not in `names` (nothing calls them)."""
@@ -215,7 +215,7 @@ class Program:
                 module = self._copy()
                 self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}",
                           f"autodiff-{_key(wrt)}")
-                self._optimize(module)
+                self._optimize(module, f"-{_key(wrt)}")
                 fns = _public_functions(module)
                 fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
                 num_outputs = ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value

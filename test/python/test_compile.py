@@ -125,6 +125,7 @@ def test_dump_dir_writes_parseable_stages(tmp_path):
         p.name for p in tmp_path.iterdir() if p.name != "index.txt")
     stages = [stage.split("-")[0] for _, _, stage in index]
     assert stages == ["aten", "imported", "autodiff", "remat", "fused", "cpu", "cpu", "cpu"]
+    assert all(stage.endswith("-wrt0") for _, _, stage in index[2:])
     assert [stage for _, _, stage in index][-3:] == [
         "cpu-linalg-wrt0", "cpu-bufferized-wrt0", "cpu-llvm-wrt0"]
     ctx = make_context()
@@ -218,3 +219,15 @@ def test_fusegrad_log_shows_compile_stages():
     assert line.startswith("[fusegrad.backend DEBUG] graph")
     for stage in ("capture", "import", "autodiff", "remat", "fused", "cpu-linalg", "llvm-jit"):
         assert f"{stage} " in line, line
+
+
+def test_nan_inf_propagate_and_new_dtypes_and_shapes_recompile():
+    def f(x):
+        return (torch.nn.functional.gelu(x) + torch.softmax(x, -1) + x.exp() + x.tanh()
+                + torch.nn.functional.layer_norm(x, x.shape[-1:]) + x.sigmoid() + x.log1p())
+    cf = compiled(f)
+    x = torch.tensor([[float("nan"), float("inf"), -float("inf"), 0.0, 1e-40, -1e30, 88.8, -0.5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        for t in (x, x.double(), x[:, :5], x.t().contiguous()):
+            torch.testing.assert_close(cf(t), f(t), equal_nan=True)

@@ -99,3 +99,19 @@ def test_dropout_masks_forward_and_backward_alike():
     assert not torch.equal(f(x) != 0, kept)
     torch.manual_seed(0)
     assert torch.equal(f(x), y)
+
+
+@pytest.mark.parametrize("kernel,stride,padding", [(2, 2, 0), (3, 2, 1), (3, 1, 0)])
+def test_max_pool_gradient_goes_to_the_first_maximum_like_eager(kernel, stride, padding):
+    """Tied maxima (ReLU zeros, repeated values): eager sends a window's whole gradient
+    to its first maximum; an even split would be a different gradient."""
+    torch.manual_seed(0)
+    x = torch.randint(0, 3, (2, 3, 7, 7)).float().requires_grad_()
+    weight = torch.randn(2, 3, *torch.nn.functional.max_pool2d(x, kernel, stride, padding).shape[2:])
+
+    def loss(x):
+        return (torch.nn.functional.max_pool2d(x, kernel, stride, padding) * weight).sum()
+    want_x = x.detach().clone().requires_grad_()
+    fusegrad.compile(loss, **OPTIONS)(x).backward()
+    loss(want_x).backward()
+    torch.testing.assert_close(x.grad, want_x.grad)
