@@ -21,12 +21,12 @@ from typing import Sequence
 from mlir import ir
 from mlir.dialects import func
 
-from ..dialects.builder import Builder
 from .autodiff_common import (
     CT_OUTPUTS, NUM_OUTPUTS, WRT, Derivation, active_values, apply_rule, body_ops,
     check_rule_result, clone_op, func_name, functions_to_differentiate, get_i64s, grad_location,
     mark_differentiated, new_function, parse_wrt,
 )
+from .cotangent_sum import sum_cotangents
 from .registry import PassError, register_pass
 
 log = logging.getLogger("fusegrad.passes.autodiff")
@@ -47,10 +47,19 @@ def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
     fn = fn.operation
     d = Derivation.start(fn, wrt, name or f"{func_name(fn)}_vjp", reverse=True)
     env, returned = d.env, d.returned
-    cts: dict = {}  # forward value (in fn) -> its cotangent (in the joint function)
+    # forward value (in fn) -> the terms of its cotangent (in the joint function), summed
+    # when first read, so that zero-padded slice cotangents can merge (cotangent_sum)
+    terms: dict = {}
 
     def accumulate(value: ir.Value, ct: ir.Value, loc: ir.Location) -> None:
-        cts[value] = ct if value not in cts else Builder(loc).add(cts[value], ct)
+        terms.setdefault(value, []).append((ct, loc))
+
+    def cotangent(value: ir.Value) -> ir.Value | None:
+        if value not in terms:
+            return None
+        if len(terms[value]) > 1:
+            terms[value] = [(sum_cotangents(terms[value]), terms[value][-1][1])]
+        return terms[value][0][0]
 
     with ir.InsertionPoint(d.fn.regions[0].blocks[0]), fn.location:
         for op in d.ops:
@@ -60,7 +69,7 @@ def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
             if returned[i] in active:
                 accumulate(returned[i], ct, fn.location)
         for op in reversed(d.ops):
-            out_cts = [cts.get(r) for r in op.results]
+            out_cts = [cotangent(r) for r in op.results]
             if all(c is None for c in out_cts) or not any(v in active for v in op.operands):
                 continue
             loc = grad_location(op, "grad")
@@ -72,7 +81,7 @@ def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
                     accumulate(v, g, loc)
         # an input the outputs do not depend on gets a zero gradient
         inputs = [d.source_args[i] for i in d.wrt]
-        grads = [cts[a] if a in cts else d.zeros_like(a) for a in inputs]
+        grads = [cotangent(a) if a in terms else d.zeros_like(a) for a in inputs]
         return d.finish(grads, CT_OUTPUTS)
 
 

@@ -15,8 +15,10 @@ weight gradient `(dY^T X)` then move no extra memory.
 
 Row-major C[m,n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so the
 call is gemm(tb, ta, n, m, k, 1, B, ldb, A, lda, beta, C, n); beta = 1 keeps
-linalg's accumulate-into-outs semantics, beta = 0 writes a transposed result
-into a buffer that was never initialised.
+linalg's accumulate-into-outs semantics. beta = 0 writes a transposed result
+into a buffer that was never initialised, and overwrites an output that was
+only zeroed for the matmul to accumulate into: the zero fill (or the copy of a
+zero-filled buffer, when CSE shared one fill among matmuls) goes.
 """
 from __future__ import annotations
 
@@ -245,6 +247,85 @@ def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation
     return (fills[0], moves[0]) if _only_users(out, {fills[0], moves[0], matmul}) else None
 
 
+def _elements(t: ir.MemRefType) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d
+    return n
+
+
+def _zero_fill_of(op: ir.Operation, root: ir.Value) -> bool:
+    """Is `op` a linalg.fill of zeros over all of buffer `root`?"""
+    if op.name != "linalg.fill":
+        return False
+    value, out = op.operands[0].owner, op.operands[1]
+    return not isinstance(value, ir.Block) and value.operation.name == "arith.constant" and \
+        ir.FloatAttr(value.operation.attributes["value"]).value == 0.0 and \
+        buffer_root(out) == root and _elements(out.type) == _elements(root.type)
+
+
+def _reads_only(op: ir.Operation, root: ir.Value) -> bool:
+    """Does `op` (a top-level op touching buffer `root`) only read it?"""
+    if op.name == "memref.copy":
+        return buffer_root(op.operands[1]) != root
+    if op.name in ("linalg.generic", "linalg.matmul", "linalg.batch_matmul", "linalg.transpose"):
+        outs = [op.operands[1]] if op.name == "linalg.transpose" else list(op.opview.outputs)
+        return all(buffer_root(v) != root for v in outs)
+    return False
+
+
+def _last_writer(root: ir.Value, before: ir.Operation) -> ir.Operation | None:
+    """The last op before `before` (same block) that may write buffer `root`, skipping ops
+    that only read it; None when unknown."""
+    touching = touching_ops(root, before.block)
+    if touching is None:
+        return None
+    order = {op: i for i, op in enumerate(o.operation for o in before.block.operations)}
+    for op in sorted((o for o in touching[0] if order[o] < order[before]), key=order.get,
+                     reverse=True):
+        if not _reads_only(op, root):
+            return op
+    return None
+
+
+def _zero_init(matmul: ir.Operation) -> ir.Operation | None:
+    """The op that zeroes the matmul's whole output just before it (nothing touches the
+    output in between): a zero fill of it, or a copy of a zero-filled buffer into it.
+    The call can then overwrite the output (beta = 0) and the op can go."""
+    out = matmul.operands[2]
+    root = buffer_root(out)
+    if _elements(out.type) != _elements(root.type):
+        return None
+    touching = touching_ops(root, matmul.block)
+    if touching is None:
+        return None
+    order = {op: i for i, op in enumerate(o.operation for o in matmul.block.operations)}
+    earlier = [o for o in touching[0] if order[o] < order[matmul]]
+    if not earlier:
+        return None
+    init = max(earlier, key=order.get)
+    if _zero_fill_of(init, root):
+        return init
+    if init.name != "memref.copy" or buffer_root(init.operands[1]) != root or \
+            _elements(init.operands[1].type) != _elements(root.type):
+        return None
+    source = buffer_root(init.operands[0])
+    writer = _last_writer(source, init)
+    return init if writer is not None and _zero_fill_of(writer, source) else None
+
+
+def _erase_init(init: ir.Operation) -> None:
+    """Erase a zero fill or copy (and the zero-filled buffer, if a copy was its last use)."""
+    source = buffer_root(init.operands[0]) if init.name == "memref.copy" else None
+    init.erase()
+    if source is None or isinstance(source.owner, ir.Block) or \
+            source.owner.operation.name != "memref.alloc":
+        return
+    users = [u.owner.operation for u in source.uses]
+    if all(u.name in ("linalg.fill", "memref.dealloc") for u in users):
+        _erase_buffer(source)
+
+
 def _erase_buffer(buf: ir.Value) -> None:
     for u in list(buf.uses):
         u.owner.operation.erase()  # deallocs
@@ -264,6 +345,10 @@ def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
     (a, ta, move_a), (b, tb, move_b) = ops
     beta = 1.0
     result = _transposed_result(op)
+    init = _zero_init(op) if result is None else None
+    if init is not None:  # the call overwrites C instead of accumulating into zeros
+        _erase_init(init)
+        beta = 0.0
     if result is not None:  # D = (op(A) op(B))^T = op(B)^T op(A)^T
         fill, move = result
         c = move.operands[1]

@@ -16,7 +16,8 @@ from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
 from . import (blas, conv_library, cpu_kernels, function_boundary, gomp,  # noqa: F401
-               math_approx, strided_copy, widen_bool, workspace)  # (register passes)
+               math_approx, result_copies, strided_copy, widen_bool,  # (register passes)
+               workspace)
 from .cpu_kernels import ROW_TEMP_MAX_BYTES
 from .function_boundary import is_public
 from .registry import register_pipeline, run_pipeline
@@ -32,8 +33,8 @@ LINALG_PIPELINE = ",".join([
     "cse",
 ])
 
-# tensors -> memrefs; arguments are never written; outputs become out-params;
-# temporaries are freed.
+# tensors -> memrefs; arguments are never written; outputs become out-params (computed
+# in place, not copied there); temporaries are freed.
 BUFFERIZE_PIPELINE = ",".join([
     "dg-readonly-arguments",
     "eliminate-empty-tensors",
@@ -44,6 +45,7 @@ BUFFERIZE_PIPELINE = ",".join([
     "buffer-results-to-out-params{hoist-static-allocs=1 modify-public-functions=1}",
     "canonicalize", "cse",
     "buffer-deallocation-pipeline",
+    "dg-results-in-place",
     "canonicalize",
 ])
 

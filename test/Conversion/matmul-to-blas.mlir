@@ -20,6 +20,19 @@
 // CHECK-NOT: linalg.
 // CHECK: call @__fusegrad_gemm_f32({{.*}}, %cst{{.*}}) :
 // CHECK-NOT: linalg.
+// Outputs zeroed only to be accumulated into are overwritten (beta = 0) instead: no
+// fill, and no copy of the one zero-filled buffer CSE shares between matmuls.
+// CHECK-LABEL: func.func @shared_zero_init(
+// CHECK-NOT: linalg.fill
+// CHECK-NOT: memref.copy
+// CHECK: %[[Z1:cst_[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: call @__fusegrad_gemm_f32({{.*}}, %[[Z1]]) :
+// CHECK-NOT: linalg.fill
+// CHECK-NOT: memref.copy
+// CHECK: %[[Z2:cst_[0-9]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: call @__fusegrad_gemm_f32({{.*}}, %[[Z2]]) :
+// CHECK-NOT: memref.copy
+// CHECK: return
 // CHECK-DAG: func.func private @sgemm_(
 // CHECK-DAG: func.func private @dgemm_(
 // CHECK-DAG: func.func private @__fusegrad_gemm_f32(
@@ -48,4 +61,12 @@ func.func @transposed_result(%a: tensor<4x5xf32>, %b: tensor<5x6xf32>) -> tensor
   %0 = "dg.matmul"(%a, %b) : (tensor<4x5xf32>, tensor<5x6xf32>) -> tensor<4x6xf32>
   %1 = "dg.transpose"(%0) {perm = array<i64: 1, 0>} : (tensor<4x6xf32>) -> tensor<6x4xf32>
   return %1 : tensor<6x4xf32>
+}
+
+func.func @shared_zero_init(%a: tensor<4x5xf32>, %b: tensor<5x6xf32>, %c: tensor<4x5xf32>) -> (tensor<4x6xf32>, tensor<4x6xf32>) {
+  %0 = "dg.matmul"(%a, %b) : (tensor<4x5xf32>, tensor<5x6xf32>) -> tensor<4x6xf32>
+  %1 = "dg.matmul"(%c, %b) : (tensor<4x5xf32>, tensor<5x6xf32>) -> tensor<4x6xf32>
+  %2 = "dg.exp"(%1) : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  %3 = "dg.mul"(%2, %0) : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  return %0, %3 : tensor<4x6xf32>, tensor<4x6xf32>
 }
