@@ -177,7 +177,7 @@ def _models(d: str) -> dict[str, str]:
                            ("transformer_layer_train", tel, torch.randn(2, 16, 64)),
                            ("cnn_train", cnn, torch.randn(2, 3, 8, 8))):
         fusegrad.compile(model, dump_dir=os.path.join(d, name))(x).square().sum().backward()
-    return {name: glob.glob(os.path.join(d, name, "*.fused.mlir"))[0] for name in MODELS}
+    return {name: glob.glob(os.path.join(d, name, "*.fused-wrt*.mlir"))[0] for name in MODELS}
 
 
 def _model_io(text: str) -> dict:

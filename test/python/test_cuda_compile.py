@@ -108,7 +108,7 @@ def model_graphs(tmp_path_factory):
     for name, (model, x) in models.items():
         fusegrad.compile(model, executor="reference",
                          dump_dir=os.path.join(d, name))(x).square().sum().backward()
-        (path,) = glob.glob(os.path.join(d, name, "*.fused.mlir"))
+        (path,) = glob.glob(os.path.join(d, name, "*.fused-wrt*.mlir"))
         with open(path) as f:
             out[name] = f.read()
     return out
