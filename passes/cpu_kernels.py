@@ -60,7 +60,7 @@ _COMBINERS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf",
               "arith.maxnumf", "arith.minnumf")
 _PURE = VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
 
-_LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose", "memref.copy")
+_LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose", "linalg.copy", "memref.copy")
 
 
 def _accesses(maps: Sequence[ir.AffineMap]) -> Optional[list[Access]]:
@@ -188,11 +188,15 @@ def parse(op: ir.Operation) -> Optional[LoopOp]:
         ident = tuple(range(rank))
         return LoopOp(op, [src], [dst], [ident, ident], list(dst.type.shape),
                       ["parallel"] * rank, copy=True)
-    if op.name == "linalg.transpose":
+    if op.name in ("linalg.transpose", "linalg.copy"):  # a strided copy: the identity perm
         src, dst = op.operands
-        if not (static_memref(src.type) and static_memref(dst.type)):
+        if not (static_memref(src.type) and static_memref(dst.type)) or \
+                src.type.element_type != dst.type.element_type:
             return None
-        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"])) \
+            if op.name == "linalg.transpose" else list(range(dst.type.rank))
+        if not perm:
+            return None
         # dst[i_0, .., i_n] = src[j] where src dim perm[k] is read with loop dim k
         read = [perm.index(j) for j in range(len(perm))]
         rank = len(perm)
