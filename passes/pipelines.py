@@ -16,8 +16,8 @@ from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
 from . import (blas, conv_library, cpu_kernels, function_boundary, gomp,  # noqa: F401
-               math_approx, result_copies, strided_copy, widen_bool,  # (register passes)
-               workspace)
+               internal_linkage, math_approx, result_copies, strided_copy,  # (register passes)
+               widen_bool, workspace)
 from .cpu_kernels import ROW_TEMP_MAX_BYTES
 from .function_boundary import is_public
 from .registry import register_pipeline, run_pipeline
@@ -85,6 +85,7 @@ LLVM_PIPELINE = ",".join([
     "convert-cf-to-llvm",
     "reconcile-unrealized-casts",
     "dg-gomp-launchers",
+    "dg-internal-kernels",
 ])
 
 CPU_PIPELINE = ",".join([LINALG_PIPELINE, BUFFERIZE_PIPELINE, LLVM_PIPELINE])

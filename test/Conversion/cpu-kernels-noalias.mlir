@@ -11,7 +11,7 @@
 // Parameters: lo 0, hi 1, %x 2-8 (aligned 3), %y 9-15 (aligned 10).
 // CHECK-LABEL: func.func private @distinct_k0(
 // CHECK-SAME: dg.noalias_pointers = array<i64: 3, 10>
-// LLVM-LABEL: llvm.func @distinct_k0(
+// LLVM-LABEL: llvm.func internal @distinct_k0(
 // LLVM-SAME: %arg2: !llvm.ptr, %arg3: !llvm.ptr {llvm.noalias},
 // LLVM-SAME: %arg9: !llvm.ptr, %arg10: !llvm.ptr {llvm.noalias},
 func.func @distinct(%x: memref<64x32xf32>, %y: memref<64x32xf32>) {
