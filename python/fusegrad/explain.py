@@ -72,9 +72,10 @@ def _funcs(module: ir.Module) -> dict[str, ir.Operation]:
     return {ir.StringAttr(f.attributes["sym_name"]).value: f for f in functions(module.operation)}
 
 
-def explain(fn: Callable[..., Any], *example_inputs: torch.Tensor) -> Report:
-    """Run `fn(*example_inputs)` under Dynamo and report each graph's stages: ops,
-    kernels, saved bytes and compile times, plus the graph breaks and eager parts."""
+def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any) -> Report:
+    """Run `fn(*example_inputs, **example_kwargs)` under Dynamo and report each graph's
+    stages: ops, kernels, saved bytes and compile times, plus the graph breaks and eager
+    parts."""
     from torch._dynamo.utils import counters
 
     from .backend import LazyGraph
@@ -90,7 +91,7 @@ def explain(fn: Callable[..., Any], *example_inputs: torch.Tensor) -> Report:
         return LazyGraph(gm, report, dynamic=False, eager_parts=eager_parts)
 
     breaks_before = counters["graph_break"].copy()
-    torch.compile(fn, backend=record, dynamic=False)(*example_inputs)
+    torch.compile(fn, backend=record, dynamic=False)(*example_inputs, **example_kwargs)
     breaks = [reason for reason, n in (counters["graph_break"] - breaks_before).items()
               for _ in range(n)]
     if len(reports) == 1:

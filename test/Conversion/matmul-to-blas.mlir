@@ -33,6 +33,10 @@
 // CHECK-NEXT: call @__fusegrad_gemm_f32({{.*}}, %[[Z2]]) :
 // CHECK-NOT: memref.copy
 // CHECK: return
+// Operands of 2^31 elements or more do not fit gemm's 32-bit sizes: the matmul keeps
+// its loops (64-bit indices) rather than calling BLAS with wrapped-around sizes.
+// CHECK-LABEL: func.func @huge(
+// CHECK: linalg.matmul
 // CHECK-DAG: func.func private @sgemm_(
 // CHECK-DAG: func.func private @dgemm_(
 // CHECK-DAG: func.func private @__fusegrad_gemm_f32(
@@ -69,4 +73,9 @@ func.func @shared_zero_init(%a: tensor<4x5xf32>, %b: tensor<5x6xf32>, %c: tensor
   %2 = "dg.exp"(%1) : (tensor<4x6xf32>) -> tensor<4x6xf32>
   %3 = "dg.mul"(%2, %0) : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
   return %0, %3 : tensor<4x6xf32>, tensor<4x6xf32>
+}
+
+func.func @huge(%a: tensor<1x2147483648xf32>, %b: tensor<2147483648x1xf32>) -> tensor<1x1xf32> {
+  %0 = "dg.matmul"(%a, %b) : (tensor<1x2147483648xf32>, tensor<2147483648x1xf32>) -> tensor<1x1xf32>
+  return %0 : tensor<1x1xf32>
 }

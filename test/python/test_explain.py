@@ -1,6 +1,7 @@
 """fusegrad.explain: the report's fields and table."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import fusegrad
@@ -45,3 +46,15 @@ def test_explain_lists_graph_breaks():
     report = fusegrad.explain(fn, torch.randn(8))
     assert len(report.graphs) == 2 and len(report.graph_breaks) >= 1
     assert "graph break" in str(report)
+
+
+def test_explain_takes_keyword_inputs_like_a_model_call():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=1, n_embd=16, n_head=2, vocab_size=32, n_positions=16, use_cache=False,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0))
+    ids = torch.randint(0, 32, (2, 8))
+    report = fusegrad.explain(model, input_ids=ids, labels=ids)
+    assert report.graphs and not report.eager_parts
+    assert all(set(g.kernels) == {f"{g.name}_fwd", f"{g.name}_bwd"} for g in report.graphs)
