@@ -38,8 +38,6 @@ def _view_of(out: ir.Value, like: ir.MemRefType) -> ir.Value:
             [list(range(out.type.rank))]).result
     if like.rank == 1:
         return flat
-    if like.rank == 0:
-        return memref.CollapseShapeOp(like, flat, []).result
     return memref.ExpandShapeOp(like, flat, [list(range(like.rank))], [], like.shape).result
 
 
@@ -50,6 +48,8 @@ def _in_place(copy: ir.Operation, args: list) -> bool:
     alloc = buffer_root(source)
     if isinstance(alloc.owner, ir.Block) or alloc.owner.operation.name != "memref.alloc" or \
             alloc.owner.operation.block != copy.block:
+        return False
+    if alloc.type.rank == 0 or out.type.rank == 0:  # a scalar: nothing worth a view
         return False
     if not (contiguous_memref(alloc.type) and contiguous_memref(out.type)) or \
             _elements(alloc.type) != _elements(out.type) or \

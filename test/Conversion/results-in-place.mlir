@@ -15,3 +15,12 @@ func.func @logits(%x: tensor<2x3x4xf32>, %w: tensor<4x6xf32>) -> tensor<2x3x6xf3
   %y3 = "dg.reshape"(%y) : (tensor<6x6xf32>) -> tensor<2x3x6xf32>
   return %y3 : tensor<2x3x6xf32>
 }
+
+// A rank-0 out-param (a scalar result of one element) keeps its copy.
+// CHECK-LABEL: func.func @scalar(
+// CHECK:         memref.copy
+func.func @scalar(%x: tensor<1xf32>) -> tensor<f32> {
+  %e = "dg.exp"(%x) : (tensor<1xf32>) -> tensor<1xf32>
+  %r = "dg.reshape"(%e) : (tensor<1xf32>) -> tensor<f32>
+  return %r : tensor<f32>
+}
