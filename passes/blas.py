@@ -22,6 +22,8 @@ zero-filled buffer, when CSE shared one fill among matmuls) goes.
 """
 from __future__ import annotations
 
+import math
+
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
@@ -247,13 +249,6 @@ def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation
     return (fills[0], moves[0]) if _only_users(out, {fills[0], moves[0], matmul}) else None
 
 
-def _elements(t: ir.MemRefType) -> int:
-    n = 1
-    for d in t.shape:
-        n *= d
-    return n
-
-
 def _zero_fill_of(op: ir.Operation, root: ir.Value) -> bool:
     """Is `op` a linalg.fill of zeros over all of buffer `root`?"""
     if op.name != "linalg.fill":
@@ -261,7 +256,7 @@ def _zero_fill_of(op: ir.Operation, root: ir.Value) -> bool:
     value, out = op.operands[0].owner, op.operands[1]
     return not isinstance(value, ir.Block) and value.operation.name == "arith.constant" and \
         ir.FloatAttr(value.operation.attributes["value"]).value == 0.0 and \
-        buffer_root(out) == root and _elements(out.type) == _elements(root.type)
+        buffer_root(out) == root and math.prod(out.type.shape) == math.prod(root.type.shape)
 
 
 def _reads_only(op: ir.Operation, root: ir.Value) -> bool:
@@ -274,18 +269,14 @@ def _reads_only(op: ir.Operation, root: ir.Value) -> bool:
     return False
 
 
-def _last_writer(root: ir.Value, before: ir.Operation) -> ir.Operation | None:
-    """The last op before `before` (same block) that may write buffer `root`, skipping ops
-    that only read it; None when unknown."""
-    touching = touching_ops(root, before.block)
+def _touching_before(root: ir.Value, op: ir.Operation) -> list[ir.Operation] | None:
+    """The ops of `op`'s block before `op` that touch buffer `root`, last first; None when
+    the buffer escapes."""
+    touching = touching_ops(root, op.block)
     if touching is None:
         return None
-    order = {op: i for i, op in enumerate(o.operation for o in before.block.operations)}
-    for op in sorted((o for o in touching[0] if order[o] < order[before]), key=order.get,
-                     reverse=True):
-        if not _reads_only(op, root):
-            return op
-    return None
+    order = {o: i for i, o in enumerate(o.operation for o in op.block.operations)}
+    return sorted((o for o in touching[0] if order[o] < order[op]), key=order.get, reverse=True)
 
 
 def _zero_init(matmul: ir.Operation) -> ir.Operation | None:
@@ -294,24 +285,20 @@ def _zero_init(matmul: ir.Operation) -> ir.Operation | None:
     The call can then overwrite the output (beta = 0) and the op can go."""
     out = matmul.operands[2]
     root = buffer_root(out)
-    if _elements(out.type) != _elements(root.type):
-        return None
-    touching = touching_ops(root, matmul.block)
-    if touching is None:
-        return None
-    order = {op: i for i, op in enumerate(o.operation for o in matmul.block.operations)}
-    earlier = [o for o in touching[0] if order[o] < order[matmul]]
+    earlier = _touching_before(root, matmul) if math.prod(out.type.shape) == \
+        math.prod(root.type.shape) else None
     if not earlier:
         return None
-    init = max(earlier, key=order.get)
+    init = earlier[0]
     if _zero_fill_of(init, root):
         return init
     if init.name != "memref.copy" or buffer_root(init.operands[1]) != root or \
-            _elements(init.operands[1].type) != _elements(root.type):
+            math.prod(init.operands[1].type.shape) != math.prod(root.type.shape):
         return None
+    # the copied buffer holds zeros: its last writer before the copy is a zero fill
     source = buffer_root(init.operands[0])
-    writer = _last_writer(source, init)
-    return init if writer is not None and _zero_fill_of(writer, source) else None
+    writers = [o for o in _touching_before(source, init) or [] if not _reads_only(o, source)]
+    return init if writers and _zero_fill_of(writers[0], source) else None
 
 
 def _erase_init(init: ir.Operation) -> None:

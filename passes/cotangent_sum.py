@@ -71,8 +71,7 @@ def sum_cotangents(terms: Sequence[tuple[ir.Value, ir.Location]]) -> ir.Value:
         merged = False
         for i in range(len(values)):
             for j in range(i + 1, len(values)):
-                with locs[values[i]]:
-                    m = _merge(Builder(locs[values[i]]), values[i], values[j])
+                m = _merge(Builder(locs[values[i]]), values[i], values[j])
                 if m is None:
                     continue
                 locs[m] = locs[values[i]]

@@ -45,7 +45,7 @@ def _launcher_text(kernel: str, params: list[str]) -> str:
     call_types = ", ".join(["i64", "i64"] + params)
     sep = ", " if call_args else ""
     return f"""
-llvm.func internal @{kernel}{PARALLEL_SUFFIX}({args}) {{
+llvm.func @{kernel}{PARALLEL_SUFFIX}({args}) attributes {{sym_visibility = "private"}} {{
   %one = llvm.mlir.constant(1 : i64) : i64
   %ctx = llvm.alloca %one x {struct} : (i64) -> !llvm.ptr
 {stores}
@@ -54,7 +54,7 @@ llvm.func internal @{kernel}{PARALLEL_SUFFIX}({args}) {{
   llvm.call @GOMP_parallel(%fn, %ctx, %zero, %zero) : (!llvm.ptr, !llvm.ptr, i32, i32) -> ()
   llvm.return
 }}
-llvm.func internal @{kernel}__thread(%ctx: !llvm.ptr) {{
+llvm.func @{kernel}__thread(%ctx: !llvm.ptr) attributes {{sym_visibility = "private"}} {{
 {loads}
   %tid32 = llvm.call @omp_get_thread_num() : () -> i32
   %nt32 = llvm.call @omp_get_num_threads() : () -> i32

@@ -1,5 +1,5 @@
-"""dg-internal-kernels: private LLVM function definitions (outlined kernels, helpers)
-get internal linkage, as dg-gomp-launchers gives its thread and parallel wrappers.
+"""dg-internal-kernels: private LLVM function definitions (outlined kernels, their
+thread and parallel launchers, helpers) get internal linkage.
 
 func.func's `private` visibility survives convert-func-to-llvm only as an
 attribute; the functions stay external. The MLIR ExecutionEngine then builds a

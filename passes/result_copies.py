@@ -14,6 +14,8 @@ nothing but deallocs touches the temporary after the copy.
 """
 from __future__ import annotations
 
+import math
+
 from mlir import ir
 from mlir.dialects import memref
 
@@ -22,19 +24,12 @@ from .memrefs import buffer_root, contiguous_memref, touching_ops
 from .registry import register_pass
 
 
-def _elements(t: ir.MemRefType) -> int:
-    n = 1
-    for d in t.shape:
-        n *= d
-    return n
-
-
 def _view_of(out: ir.Value, like: ir.MemRefType) -> ir.Value:
     """`out` (contiguous) seen with the shape of `like`: flattened, then expanded."""
     flat = out
     if out.type.rank != 1:
         flat = memref.CollapseShapeOp(
-            ir.MemRefType.get([_elements(out.type)], out.type.element_type), out,
+            ir.MemRefType.get([math.prod(out.type.shape)], out.type.element_type), out,
             [list(range(out.type.rank))]).result
     if like.rank == 1:
         return flat
@@ -52,7 +47,7 @@ def _in_place(copy: ir.Operation, args: list) -> bool:
     if alloc.type.rank == 0 or out.type.rank == 0:  # a scalar: nothing worth a view
         return False
     if not (contiguous_memref(alloc.type) and contiguous_memref(out.type)) or \
-            _elements(alloc.type) != _elements(out.type) or \
+            math.prod(alloc.type.shape) != math.prod(out.type.shape) or \
             alloc.type.element_type != out.type.element_type:
         return False
     touching = touching_ops(alloc, copy.block)

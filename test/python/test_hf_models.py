@@ -36,11 +36,16 @@ def _gpt2():
         embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, bos_token_id=0, eos_token_id=0)), _tokens()
 
 
-def _llama():
-    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
-        intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=32,
+def _grouped_query(model: str, config: str, layers: int, kv_heads: int):
+    """A LLaMA-style decoder (rotary embeddings, RMSNorm, grouped-query attention)."""
+    return getattr(transformers, model)(getattr(transformers, config)(
+        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=kv_heads,
+        hidden_size=32, intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=32,
         use_cache=False)), _tokens()
+
+
+def _llama():
+    return _grouped_query("LlamaForCausalLM", "LlamaConfig", layers=2, kv_heads=2)
 
 
 def _bert():
@@ -51,10 +56,7 @@ def _bert():
 
 
 def _mistral():
-    return transformers.MistralForCausalLM(transformers.MistralConfig(
-        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=1, hidden_size=32,
-        intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=32,
-        use_cache=False)), _tokens()
+    return _grouped_query("MistralForCausalLM", "MistralConfig", layers=1, kv_heads=1)
 
 
 def _t5():
