@@ -15,8 +15,10 @@ from mlir import ir
 from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
-from . import (blas, conv_library, cpu_kernels, function_boundary, gomp,  # noqa: F401
-               internal_linkage, math_approx, result_copies, strided_copy,  # (register passes)
+from . import (blas, conv_library, cpu_kernels, function_boundary, function_dedup,  # noqa: F401
+               gomp,
+               internal_linkage, loop_outlining, math_approx, result_copies,  # (register passes)
+               strided_copy,
                widen_bool, workspace)
 from .cpu_kernels import ROW_TEMP_MAX_BYTES
 from .function_boundary import is_public
@@ -63,6 +65,8 @@ LLVM_PIPELINE = ",".join([
     "dg-strided-copy-to-linalg",
     "dg-cpu-kernels",
     "func.func(convert-linalg-to-loops)",
+    "dg-outline-entry-loops",
+    "dg-dedup-functions",
     "dg-widen-bool-memrefs",
     "dg-plan-workspace",
     "lower-affine",
