@@ -737,7 +737,7 @@ class Outliner:
         ftype = ir.FunctionType.get([index, index] + [v.type for v in args], [])
         with ir.InsertionPoint(fn), loc:
             kernel = func.FuncOp(name, ftype, visibility="private")
-        kernel.attributes[NOALIAS_ATTR] = ir.DenseI64ArrayAttr.get(_distinct_pointers(args))
+        kernel.attributes[NOALIAS_ATTR] = ir.DenseI64ArrayAttr.get(distinct_pointers(args, 2))
         if KERNEL_PASSTHROUGH:
             kernel.attributes["passthrough"] = ir.ArrayAttr.get(
                 [ir.StringAttr.get(a) for a in KERNEL_PASSTHROUGH])
@@ -881,14 +881,15 @@ def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str) -> None:
     _for_each([blocks, *ir.MemRefType(out.type).shape], body)
 
 
-def _distinct_pointers(args: Sequence[ir.Value]) -> list[int]:
-    """Positions, among the LLVM parameters of a kernel `(lo, hi, *args)`, of the aligned
-    data pointers of the memref arguments that are the only view of their buffer in
-    `args`. Their memory overlaps no other argument's: distinct allocs passed to one call
-    are live at once, so even sharing a workspace they are disjoint; distinct function
-    arguments are distinct tensors or never written (dg-readonly-arguments)."""
+def distinct_pointers(args: Sequence[ir.Value], leading: int) -> list[int]:
+    """Positions, among the LLVM parameters of a function `(leading scalars..., *args)`
+    (a kernel's lo and hi), of the aligned data pointers of the memref arguments that
+    are the only view of their buffer in `args`. Their memory overlaps no other
+    argument's: distinct allocs passed to one call are live at once, so even sharing a
+    workspace they are disjoint; distinct function arguments are distinct tensors or
+    never written (dg-readonly-arguments)."""
     roots = [buffer_root(v) for v in args if isinstance(v.type, ir.MemRefType)]
-    positions, position = [], 2  # after lo, hi
+    positions, position = [], leading
     for v in args:
         if not isinstance(v.type, ir.MemRefType):
             position += 1

@@ -13,6 +13,9 @@ declaration `@K__parallel(rows, args...)` it emits
 `GOMP_parallel` is the entry point of libgomp, the OpenMP runtime PyTorch's
 CPU library ships and uses: compiled kernels run on PyTorch's threads, and
 `num_threads = 0` takes the team size PyTorch set (`torch.set_num_threads`).
+Launchers are `noinline`, like kernels: inlined, their argument stores made one
+long block of stores in the entry that LLVM's SLP vectorizer took 0.5 s over
+(a small CNN's training backward).
 (MLIR's own OpenMP lowering calls `__kmpc_*`, which libgomp does not provide;
 a second OpenMP runtime would compete with PyTorch's for the cores.)
 """
@@ -45,7 +48,7 @@ def _launcher_text(kernel: str, params: list[str]) -> str:
     call_types = ", ".join(["i64", "i64"] + params)
     sep = ", " if call_args else ""
     return f"""
-llvm.func @{kernel}{PARALLEL_SUFFIX}({args}) attributes {{sym_visibility = "private"}} {{
+llvm.func @{kernel}{PARALLEL_SUFFIX}({args}) attributes {{passthrough = ["noinline"], sym_visibility = "private"}} {{
   %one = llvm.mlir.constant(1 : i64) : i64
   %ctx = llvm.alloca %one x {struct} : (i64) -> !llvm.ptr
 {stores}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
+from .cpu_kernels import NOALIAS_ATTR, distinct_pointers
 from .function_boundary import functions, is_public
 from .registry import register_pass
 
@@ -72,6 +73,9 @@ def _outline(fn: ir.Operation, loop: ir.Operation, name: str) -> None:
         callee = func.FuncOp(name, ir.FunctionType.get([v.type for v in args], results),
                              visibility="private")
     callee.attributes["passthrough"] = ir.ArrayAttr.get([ir.StringAttr.get("noinline")])
+    # as for kernels: LLVM vectorizes without runtime alias checks (and their second
+    # copy of every loop)
+    callee.attributes[NOALIAS_ATTR] = ir.DenseI64ArrayAttr.get(distinct_pointers(args, 0))
     with loop.location:
         block = callee.add_entry_block()
     with ir.InsertionPoint(loop), loop.location:

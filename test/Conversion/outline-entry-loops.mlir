@@ -1,12 +1,16 @@
 // dg-outline-entry-loops: a loop left in an entry (a partial-result combine, an
 // inline reduction) moves into a private noinline function of its own, which
 // takes the memrefs it reads and writes, clones the constants it uses and returns
-// what the loop carries; the entry keeps only a call. LLVM then never runs its
+// what the loop carries; the entry keeps only a call. Pointers of distinct buffers
+// are recorded as for kernels (dg-noalias-kernel-args), so LLVM vectorizes the loop
+// without runtime alias checks. LLVM then never runs its
 // loop passes over the whole (long, straight-line) entry.
 // RUN: fusegrad-opt %s -p 'dg-outline-entry-loops' | filecheck %s
 
 // CHECK-LABEL: func.func private @entry_loop0(
 // CHECK-SAME: %[[A:.*]]: memref<8x4xf32>, %[[B:.*]]: memref<4xf32>)
+// (aligned pointers: %A fields 0-6, %B fields 7-11)
+// CHECK-SAME: dg.noalias_pointers = array<i64: 1, 8>
 // CHECK-SAME: passthrough = ["noinline"]
 // CHECK: %[[C8:.*]] = arith.constant 8 : index
 // CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[C8]]
