@@ -143,6 +143,12 @@ class _Grouping:
                       for op in ops]
         self.group = list(range(len(ops)))  # op -> group id
         self.members = {i: [i] for i in range(len(ops))}
+        # the group graph, kept up to date by merges: the cycle checks walk it thousands
+        # of times (GPT-2's training graph), which recomputing edges from the ops made
+        # the larger part of dg-fuse
+        self.succ = {i: {u for u in self.users[i] if u != RETURN and u != i}
+                     for i in range(len(ops))}
+        self.pred = {i: set(self.producers[i]) - {i} for i in range(len(ops))}
 
     def _outputs(self, members: list[int]) -> list[ir.Value]:
         inside = {self.ops[i] for i in members}
@@ -150,8 +156,22 @@ class _Grouping:
                 if any(u.owner.operation not in inside for u in r.uses)]
 
     def _group_edges(self, g: int) -> set[int]:
-        return {self.group[u] for i in self.members[g] for u in self.users[i]
-                if u != RETURN and self.group[u] != g}
+        return self.succ[g]
+
+    def _merge(self, a: int, b: int, union: list[int]) -> None:
+        """Group b joins group a."""
+        for i in self.members[b]:
+            self.group[i] = a
+        self.members[a] = union
+        del self.members[b]
+        for p in self.pred[b] - {a}:
+            self.succ[p].discard(b)
+            self.succ[p].add(a)
+        for q in self.succ[b] - {a}:
+            self.pred[q].discard(b)
+            self.pred[q].add(a)
+        self.succ[a] = (self.succ[a] | self.succ.pop(b)) - {a, b}
+        self.pred[a] = (self.pred[a] | self.pred.pop(b)) - {a, b}
 
     def _reaches(self, start: set[int], target: int, skip: int) -> bool:
         stack, seen = list(start), set()
@@ -205,10 +225,7 @@ class _Grouping:
             return False
         if defer_epilogues and plan.reductions and self._exports_epilogue(union, outputs, plan):
             return False
-        for i in self.members[b]:
-            self.group[i] = a
-        self.members[a] = union
-        del self.members[b]
+        self._merge(a, b, union)
         return True
 
     def _readers_of_values(self) -> list[list[int]]:
