@@ -29,16 +29,20 @@ def dedup_functions(module: ir.Operation) -> None:
     body = module.regions[0].blocks[0]
     symbols = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
                for op in body.operations if "sym_name" in op.operation.attributes}
+    # only functions that share a signature can be equal: print just those
+    by_type: dict[str, list[str]] = {}
+    for name, fn in symbols.items():
+        if fn.name == "func.func" and fn.regions[0].blocks and not is_public(fn):
+            by_type.setdefault(str(fn.attributes["function_type"]), []).append(name)
     first: dict[str, str] = {}
     renamed: dict[str, str] = {}
-    for name, fn in symbols.items():
-        if fn.name != "func.func" or not fn.regions[0].blocks or is_public(fn):
-            continue
-        key = _body_key(fn, name)
-        if key in first:
-            renamed[name] = first[key]
-        else:
-            first[key] = name
+    for names in by_type.values():
+        for name in names if len(names) > 1 else ():
+            key = _body_key(symbols[name], name)
+            if key in first:
+                renamed[name] = first[key]
+            else:
+                first[key] = name
     if not renamed:
         return
     for copy, kept in list(renamed.items()):

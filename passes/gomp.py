@@ -33,10 +33,13 @@ llvm.func @omp_get_num_threads() -> i32
 """
 
 
-def _launcher_text(kernel: str, params: list[str]) -> str:
-    """MLIR (LLVM dialect) of `@kernel__parallel` and `@kernel__thread`."""
+def _launcher_text(kernel: str, params: list[str]) -> tuple[str, str]:
+    """MLIR (LLVM dialect) of `@kernel__parallel` and `@kernel__thread`, and the
+    definition of the type alias their argument struct is named by (spelled out in
+    each of their hundreds of getelementptrs, it made most of the text to parse)."""
     fields = ["i64"] + params  # rows, then the kernel's arguments after (lo, hi)
-    struct = f"!llvm.struct<({', '.join(fields)})>"
+    struct = f"!ctx_{kernel}"
+    alias = f"{struct} = !llvm.struct<({', '.join(fields)})>\n"
     args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(fields))
     stores = "\n".join(
         f"  %p{i} = llvm.getelementptr %ctx[0, {i}] : (!llvm.ptr) -> !llvm.ptr, {struct}\n"
@@ -47,7 +50,7 @@ def _launcher_text(kernel: str, params: list[str]) -> str:
     call_args = ", ".join(f"%v{i}" for i in range(1, len(fields)))
     call_types = ", ".join(["i64", "i64"] + params)
     sep = ", " if call_args else ""
-    return f"""
+    return alias, f"""
 llvm.func @{kernel}{PARALLEL_SUFFIX}({args}) attributes {{passthrough = ["noinline"], sym_visibility = "private"}} {{
   %one = llvm.mlir.constant(1 : i64) : i64
   %ctx = llvm.alloca %one x {struct} : (i64) -> !llvm.ptr
@@ -87,24 +90,8 @@ def _llvm_funcs(module: ir.Operation) -> dict[str, ir.Operation]:
 
 
 def _params(fn: ir.Operation) -> list[str]:
-    text = str(ir.TypeAttr(fn.attributes["function_type"]).value)
-    # !llvm.func<void (i64, i64, ptr, ...)>: parameters between the outer parentheses
-    inner = text[text.index("(") + 1:text.rindex(")")]
-    params, depth, cur = [], 0, []
-    for ch in inner:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        if ch == "," and depth == 0:
-            params.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        params.append("".join(cur).strip())
-    return [p if p.startswith("!") or not p.startswith(("ptr", "struct", "array")) else
-            "!llvm." + p for p in params]
+    """The LLVM parameter types of the defined function `fn`, as they print."""
+    return [str(a.type) for a in fn.regions[0].blocks[0].arguments]
 
 
 @register_pass("dg-gomp-launchers",
@@ -117,20 +104,23 @@ def gomp_launchers(module: ir.Operation) -> None:
     if not launchers:
         return
     body = module.regions[0].blocks[0]
-    text = _DECLS
+    aliases, text = "", _DECLS
     for name in launchers:
         kernel = name[:-len(PARALLEL_SUFFIX)]
-        if kernel not in funcs:
-            raise PassError(f"launcher @{name} has no kernel @{kernel}", funcs[name].location)
+        if kernel not in funcs or not funcs[kernel].regions[0].blocks:
+            raise PassError(f"launcher @{name} has no kernel @{kernel} defined",
+                            funcs[name].location)
         params = _params(funcs[kernel])
         if params[:2] != ["i64", "i64"]:
             raise PassError(f"kernel @{kernel} does not start with (lo: i64, hi: i64): {params}",
                             funcs[kernel].location)
         # the kernel is declared so the launcher text parses on its own
         text += f"llvm.func @{kernel}({', '.join(params)})\n"
-        text += _launcher_text(kernel, params[2:])
+        alias, launcher = _launcher_text(kernel, params[2:])
+        aliases += alias
+        text += launcher
         funcs[name].erase()
     existing = set(_llvm_funcs(module))
-    for op in ir.Module.parse(text).body.operations:
+    for op in ir.Module.parse(aliases + text).body.operations:
         if ir.StringAttr(op.operation.attributes["sym_name"]).value not in existing:
             body.append(op.operation.clone())
