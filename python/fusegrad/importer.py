@@ -19,6 +19,7 @@ Contracts:
 """
 from __future__ import annotations
 
+import functools
 import linecache
 import logging
 import operator
@@ -62,6 +63,7 @@ class ImporterError(RuntimeError):
 
 
 # ------------------------------------------------------------------ locations
+@functools.lru_cache(maxsize=1)
 def _library_dirs() -> tuple[str, ...]:
     from . import dialects
     dirs = [os.path.dirname(torch.__file__), os.path.dirname(__file__),
@@ -74,6 +76,13 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(os.path.realpath(d) + os.sep for d in dirs)
 
 
+@functools.lru_cache(maxsize=4096)
+def _in_library(path: str) -> bool:
+    """Is `path` a file of torch or fusegrad? (cached: every node's stack trace names
+    the same few dozen files, and resolving one is several system calls)"""
+    return os.path.realpath(path).startswith(_library_dirs())
+
+
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
@@ -82,11 +91,10 @@ def user_frame(stack_trace: str | None) -> tuple[str, int, int] | None:
     if not stack_trace:
         return None
     lines = stack_trace.splitlines()
-    libs = _library_dirs()
     found = None
     for i, text in enumerate(lines):
         m = _FRAME.match(text)
-        if not m or os.path.realpath(m["file"]).startswith(libs):
+        if not m or _in_library(m["file"]):
             continue
         found = (m["file"], int(m["line"]), _column(m["file"], int(m["line"]), lines[i + 2:i + 3]))
     return found
