@@ -19,7 +19,7 @@ from .registry import register_pass
 
 
 def _body_key(fn: ir.Operation, name: str) -> str:
-    text = fn.get_asm(enable_debug_info=False, assume_verified=True)
+    text = fn.get_asm(enable_debug_info=False, assume_verified=True, use_local_scope=True)
     return text.replace(f"@{name}(", "@_(", 1)
 
 
@@ -45,6 +45,18 @@ def dedup_functions(module: ir.Operation) -> None:
                 first[key] = name
     if not renamed:
         return
+    # kernels, launchers and outlined loops are called from the top level of the
+    # functions that use them (dg-cpu-kernels, dg-outline-entry-loops): renaming within
+    # those callers, not the whole module once per copy, keeps this linear in the
+    # module (a 6-layer GPT-2: 1.0 -> 0.1 s)
+    callers = [fn for fn in symbols.values()
+               if fn.name == "func.func" and fn.regions[0].blocks
+               and any(op.operation.name == "func.call" for op in fn.regions[0].blocks[0].operations)]
+
+    def rename(old: str, new: str) -> None:
+        for fn in callers:
+            ir.SymbolTable.replace_all_symbol_uses(old, new, fn)
+
     for copy, kept in list(renamed.items()):
         launcher = copy + PARALLEL_SUFFIX
         if launcher in symbols:
@@ -53,7 +65,7 @@ def dedup_functions(module: ir.Operation) -> None:
             else:  # the kept kernel runs on one thread here: its launcher is the copy's
                 ir.SymbolTable.set_symbol_name(symbols[launcher], kept + PARALLEL_SUFFIX)
                 symbols[kept + PARALLEL_SUFFIX] = symbols.pop(launcher)
-                ir.SymbolTable.replace_all_symbol_uses(launcher, kept + PARALLEL_SUFFIX, module)
+                rename(launcher, kept + PARALLEL_SUFFIX)
     for copy, kept in renamed.items():
-        ir.SymbolTable.replace_all_symbol_uses(copy, kept, module)
+        rename(copy, kept)
         symbols[copy].erase()
