@@ -22,6 +22,7 @@ zero-filled buffer, when CSE shared one fill among matmuls) goes.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from mlir import ir
@@ -275,8 +276,11 @@ def _touching_before(root: ir.Value, op: ir.Operation) -> list[ir.Operation] | N
     touching = touching_ops(root, op.block)
     if touching is None:
         return None
-    order = {o: i for i, o in enumerate(o.operation for o in op.block.operations)}
-    return sorted((o for o in touching[0] if order[o] < order[op]), key=order.get, reverse=True)
+    # MLIR's own block order (cached in the block), not an index of the block's ops per
+    # call: that was quadratic in a graph's matmuls (0.4 s on a 6-layer GPT-2)
+    earlier = list({o: None for o in touching[0] if o.is_before_in_block(op)})
+    return sorted(earlier, key=functools.cmp_to_key(
+        lambda x, y: 0 if x == y else (1 if x.is_before_in_block(y) else -1)))
 
 
 def _zero_init(matmul: ir.Operation) -> ir.Operation | None:
