@@ -165,6 +165,11 @@ class CpuFunction:
         self._in_dtypes = [_TORCH_DTYPES[s.dtype] for s in inputs]
         self._thread = threading.local()  # .arguments: this thread's `_Arguments`
 
+    @property
+    def returns_arguments(self) -> bool:
+        """Does a call hand some of its arguments back as results (all others are fresh)?"""
+        return bool(self._forwarded)
+
     def _check(self, args: Sequence[torch.Tensor]) -> None:
         if len(args) != len(self.inputs):
             raise TypeError(f"@{self.name} takes {len(self.inputs)} tensors, got {len(args)}")

@@ -60,7 +60,12 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
             return list(ProgramFunction.apply(program, wrt, tuple(mutated), *inputs))
     # No input requires grad here, so nothing the executable does (allocating outputs,
     # making inputs contiguous) is recorded by autograd, with or without grad mode.
-    return unaliased(program.forward()(*inputs), inputs)
+    forward = program.forward()
+    outputs = forward(*inputs)
+    # a compiled function's outputs are fresh tensors unless it hands an argument back
+    if not getattr(forward, "returns_arguments", True):
+        return outputs
+    return unaliased(outputs, inputs)
 
 
 class ProgramFunction(torch.autograd.Function):

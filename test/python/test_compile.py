@@ -99,6 +99,12 @@ def test_outputs_do_not_alias_inputs():
     flat, _ = compiled(f)(x)
     assert flat.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
     torch.testing.assert_close(flat, x.reshape(-1))
+    # x * 1 imports as x: the compiled function hands its argument back, and eager's
+    # result is a new tensor, so the caller gets a copy
+    same, twice = compiled(lambda x: (x * 1, x * 2))(x)
+    assert same.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    torch.testing.assert_close(same, x)
+    torch.testing.assert_close(twice, x * 2)
 
 
 def test_input_mutation_is_written_back():

@@ -143,6 +143,8 @@ def test_repeated_results_get_distinct_buffers():
     for o, want in zip(outs, [x, x, x.exp(), x.exp()]):
         torch.testing.assert_close(o, want)
     assert outs[0] is x and outs[1] is x
+    assert cm.function("twice").returns_arguments
+    assert not cm.function("full_twice").returns_arguments
     assert len({o.data_ptr() for o in outs[2:]} | {x.data_ptr()}) == 3
     a, b = cm.function("full_twice")(x)
     a.add_(1)
