@@ -55,7 +55,7 @@ ROW_TEMP_MAX_BYTES = 64 * 1024
 # reduction reads
 PARTIAL_COMBINE_SHARE = 16
 PARTIAL_MAX_BLOCKS = 64
-# LLVM function attributes of every kernel: inlined into the entry (their only
+# LLVM function attributes of every kernel and outlined loop: inlined into the entry (their only
 # caller), a training graph's hundred kernels made one huge function whose
 # optimization and code generation cost more than the kernels' own (BERT: LLVM JIT
 # 4.3 -> 3.8 s); a call per kernel costs nothing next to its loops
@@ -737,10 +737,7 @@ class Outliner:
         ftype = ir.FunctionType.get([index, index] + [v.type for v in args], [])
         with ir.InsertionPoint(fn), loc:
             kernel = func.FuncOp(name, ftype, visibility="private")
-        kernel.attributes[NOALIAS_ATTR] = ir.DenseI64ArrayAttr.get(distinct_pointers(args, 2))
-        if KERNEL_PASSTHROUGH:
-            kernel.attributes["passthrough"] = ir.ArrayAttr.get(
-                [ir.StringAttr.get(a) for a in KERNEL_PASSTHROUGH])
+        mark_kernel(kernel, args, 2)
         block = kernel.add_entry_block()
         with ir.InsertionPoint(block), loc:
             mapping = dict(zip(args, list(block.arguments)[2:]))
@@ -881,7 +878,16 @@ def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str) -> None:
     _for_each([blocks, *ir.MemRefType(out.type).shape], body)
 
 
-def distinct_pointers(args: Sequence[ir.Value], leading: int) -> list[int]:
+def mark_kernel(fn: ir.Operation, args: Sequence[ir.Value], leading: int) -> None:
+    """Attributes of an outlined function `fn(leading scalars..., *args)` (a kernel, an
+    outlined loop): its distinct pointers, for dg-noalias-kernel-args, and
+    KERNEL_PASSTHROUGH."""
+    fn.attributes[NOALIAS_ATTR] = ir.DenseI64ArrayAttr.get(_distinct_pointers(args, leading))
+    fn.attributes["passthrough"] = ir.ArrayAttr.get(
+        [ir.StringAttr.get(a) for a in KERNEL_PASSTHROUGH])
+
+
+def _distinct_pointers(args: Sequence[ir.Value], leading: int) -> list[int]:
     """Positions, among the LLVM parameters of a function `(leading scalars..., *args)`
     (a kernel's lo and hi), of the aligned data pointers of the memref arguments that
     are the only view of their buffer in `args`. Their memory overlaps no other

@@ -25,7 +25,8 @@ from .registry import register_pass
 
 
 @register_pass("dg-internal-kernels",
-               "private llvm.func definitions and entries called through their C interface get internal linkage (no packed wrappers)")
+               "private llvm.func definitions, and entries called through their C "
+               "interface, get internal linkage (no packed wrappers)")
 def internal_kernels(module: ir.Operation) -> None:
     internal = ir.Attribute.parse("#llvm.linkage<internal>")
     definitions = [op.operation for op in module.regions[0].blocks[0].operations

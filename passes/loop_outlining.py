@@ -11,46 +11,34 @@ the entry has no loop left; a call per loop costs nothing next to it.
 """
 from __future__ import annotations
 
+import collections
+
 from mlir import ir
 from mlir.dialects import func
 
-from .cpu_kernels import NOALIAS_ATTR, distinct_pointers
+from .cpu_kernels import mark_kernel
 from .function_boundary import functions, is_public
 from .registry import register_pass
 
 _LOOPS = ("scf.for", "scf.parallel", "scf.while")
 
 
-def _defined_inside(op: ir.Operation) -> set:
-    """The values `op` and the ops nested in it define (results and block arguments)."""
+def _operands_from_above(op: ir.Operation) -> list:
+    """The values used in `op` (or ops nested in it) that are defined outside it, in order
+    of first use (breadth first)."""
     inside: set = set(op.results)
-    todo = [op]
+    used: dict = {}
+    todo = collections.deque([op])
     while todo:
-        o = todo.pop()
+        o = todo.popleft()
+        used.update(dict.fromkeys(o.operands))
         for region in o.regions:
             for block in region.blocks:
                 inside.update(block.arguments)
                 for nested in block.operations:
                     inside.update(nested.operation.results)
                     todo.append(nested.operation)
-    return inside
-
-
-def _operands_from_above(op: ir.Operation) -> list:
-    """The values used in `op` (or ops nested in it) that are defined outside it, in order
-    of first use."""
-    inside = _defined_inside(op)
-    seen: list = []
-    todo = [op]
-    while todo:
-        o = todo.pop(0)
-        for v in o.operands:
-            if v not in inside and v not in seen:
-                seen.append(v)
-        for region in o.regions:
-            for block in region.blocks:
-                todo.extend(nested.operation for nested in block.operations)
-    return seen
+    return [v for v in used if v not in inside]
 
 
 def _within(op: ir.Operation, ancestor: ir.Operation) -> bool:
@@ -72,10 +60,9 @@ def _outline(fn: ir.Operation, loop: ir.Operation, name: str) -> None:
     with ir.InsertionPoint(fn), loop.location:
         callee = func.FuncOp(name, ir.FunctionType.get([v.type for v in args], results),
                              visibility="private")
-    callee.attributes["passthrough"] = ir.ArrayAttr.get([ir.StringAttr.get("noinline")])
-    # as for kernels: LLVM vectorizes without runtime alias checks (and their second
+    # as a kernel: LLVM vectorizes it without runtime alias checks (and their second
     # copy of every loop)
-    callee.attributes[NOALIAS_ATTR] = ir.DenseI64ArrayAttr.get(distinct_pointers(args, 0))
+    mark_kernel(callee.operation, args, 0)
     with loop.location:
         block = callee.add_entry_block()
     with ir.InsertionPoint(loop), loop.location:

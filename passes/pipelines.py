@@ -15,11 +15,9 @@ from mlir import ir
 from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
-from . import (blas, conv_library, cpu_kernels, function_boundary, function_dedup,  # noqa: F401
-               gomp,
-               internal_linkage, loop_outlining, math_approx, result_copies,  # (register passes)
-               strided_copy,
-               widen_bool, workspace)
+from . import (blas, conv_library, cpu_kernels, function_boundary,  # noqa: F401
+               function_dedup, gomp, internal_linkage, loop_outlining,  # (register passes)
+               math_approx, result_copies, strided_copy, widen_bool, workspace)
 from .cpu_kernels import ROW_TEMP_MAX_BYTES
 from .function_boundary import is_public
 from .registry import register_pipeline, run_pipeline

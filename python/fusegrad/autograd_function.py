@@ -63,7 +63,7 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
     forward = program.forward()
     outputs = forward(*inputs)
     # a compiled function's outputs are fresh tensors unless it hands an argument back
-    if not getattr(forward, "returns_arguments", True):
+    if not forward.returns_arguments:
         return outputs
     return unaliased(outputs, inputs)
 

@@ -18,14 +18,19 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 from mlir import ir
 
 log = logging.getLogger(__name__)
 
-Executable = Callable[..., list]  # (*tensors) -> list[torch.Tensor]
+class Executable(Protocol):
+    """A compiled function of tensors (`runtime.cpu.CpuFunction`, `_Interpreted`)."""
+
+    returns_arguments: bool  # may some results be arguments handed back (others are fresh)?
+
+    def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]: ...
 
 _EXECUTORS = ("cpu", "reference")
 _labels = itertools.count()
@@ -271,6 +276,8 @@ def dump_text(dump_dir: str, label: str, stage: str, ext: str, text: str) -> Non
 
 class _Interpreted:
     """`@name` of `module` run by the reference interpreter (keeps the module alive)."""
+
+    returns_arguments = True  # the interpreter may hand an input back as a result
 
     def __init__(self, module: ir.Module, name: str) -> None:
         self.module, self.name = module, name
