@@ -22,13 +22,13 @@ zero-filled buffer, when CSE shared one fill among matmuls) goes.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
-from .memrefs import buffer_root, contiguous_memref, touching_ops
+from .memrefs import (buffer_root, contiguous_memref, erase_buffer, erase_init, overwrites,
+                      touching_ops, untouched_between, zero_init)
 from .registry import register_pass
 
 _GEMM = {"f32": "sgemm_", "f64": "dgemm_"}
@@ -158,23 +158,6 @@ def _swaps_last_two(op: ir.Operation) -> bool:
     return n >= 2 and perm == list(range(n - 2)) + [n - 1, n - 2]
 
 
-def _untouched_between(buf: ir.Value, first: ir.Operation, last: ir.Operation) -> bool:
-    """Does no op strictly between `first` and `last` (one block) use `buf`'s memory? Reading
-    `buf` at `last` instead of `first` (or writing it at `first`) is then the same."""
-    if first.block != last.block or not first.is_before_in_block(last):
-        return False
-    root, inside = buffer_root(buf), False
-    for op in first.block.operations:
-        op = op.operation
-        if op == last:
-            return True
-        if inside and any(isinstance(x.type, ir.MemRefType) and buffer_root(x) == root
-                          for x in op.operands):
-            return False
-        inside = inside or op == first
-    return False
-
-
 def _only_users(buf: ir.Value, allowed: set) -> bool:
     return all(u.owner.operation in allowed or u.owner.operation.name == "memref.dealloc"
                for u in buf.uses)
@@ -198,7 +181,7 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
     if not _swaps_last_two(writer):
         return None
     source = writer.operands[0]
-    if not contiguous_memref(source.type) or not _untouched_between(source, writer, matmul):
+    if not contiguous_memref(source.type) or not untouched_between(source, writer, matmul):
         return None
     touching = touching_ops(buf, matmul.block)
     if touching is None:
@@ -206,27 +189,9 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
     late = sorted({op for op in touching[0] if op not in (writer, matmul)
                    and not op.is_before_in_block(writer)},
                   key=lambda op: sum(o.is_before_in_block(op) for o in touching[0]))
-    if late and (late[0].is_before_in_block(matmul) or not _overwrites(late[0], buf)):
+    if late and (late[0].is_before_in_block(matmul) or not overwrites(late[0], buf)):
         return None
     return writer
-
-
-def _overwrites(op: ir.Operation, buf: ir.Value) -> bool:
-    """Does `op` write every element of `buf` without reading it (so `buf`'s earlier
-    contents are dead once `op` runs)?"""
-    if op.name not in ("linalg.generic", "linalg.fill", "linalg.transpose", "linalg.copy") or \
-            list(op.operands).count(buf) != 1 or op.operands[len(op.operands) - 1] != buf:
-        return False
-    if op.name != "linalg.generic":
-        return True
-    g = op.opview
-    if len(g.outputs) != 1 or any(str(t) != "#linalg.iterator_type<parallel>"
-                                  for t in g.iterator_types):
-        return False
-    out_map = ir.AffineMapAttr(g.indexing_maps[len(g.indexing_maps) - 1]).value
-    body = g.regions[0].blocks[0]
-    return out_map == ir.AffineMap.get_identity(out_map.n_dims) and \
-        not list(body.arguments[len(body.arguments) - 1].uses)
 
 
 def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
@@ -245,82 +210,9 @@ def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation
             ir.FloatAttr(zero.operation.attributes["value"]).value != 0.0:
         return None
     dest = moves[0].operands[1]
-    if not contiguous_memref(dest.type) or not _untouched_between(dest, matmul, moves[0]):
+    if not contiguous_memref(dest.type) or not untouched_between(dest, matmul, moves[0]):
         return None
     return (fills[0], moves[0]) if _only_users(out, {fills[0], moves[0], matmul}) else None
-
-
-def _zero_fill_of(op: ir.Operation, root: ir.Value) -> bool:
-    """Is `op` a linalg.fill of zeros over all of buffer `root`?"""
-    if op.name != "linalg.fill":
-        return False
-    value, out = op.operands[0].owner, op.operands[1]
-    return not isinstance(value, ir.Block) and value.operation.name == "arith.constant" and \
-        ir.FloatAttr(value.operation.attributes["value"]).value == 0.0 and \
-        buffer_root(out) == root and math.prod(out.type.shape) == math.prod(root.type.shape)
-
-
-def _reads_only(op: ir.Operation, root: ir.Value) -> bool:
-    """Does `op` (a top-level op touching buffer `root`) only read it?"""
-    if op.name == "memref.copy":
-        return buffer_root(op.operands[1]) != root
-    if op.name in ("linalg.generic", "linalg.matmul", "linalg.batch_matmul", "linalg.transpose"):
-        outs = [op.operands[1]] if op.name == "linalg.transpose" else list(op.opview.outputs)
-        return all(buffer_root(v) != root for v in outs)
-    return False
-
-
-def _touching_before(root: ir.Value, op: ir.Operation) -> list[ir.Operation] | None:
-    """The ops of `op`'s block before `op` that touch buffer `root`, last first; None when
-    the buffer escapes."""
-    touching = touching_ops(root, op.block)
-    if touching is None:
-        return None
-    # MLIR's own block order (cached in the block), not an index of the block's ops per
-    # call: that was quadratic in a graph's matmuls (0.4 s on a 6-layer GPT-2)
-    earlier = list({o: None for o in touching[0] if o.is_before_in_block(op)})
-    return sorted(earlier, key=functools.cmp_to_key(
-        lambda x, y: 0 if x == y else (1 if x.is_before_in_block(y) else -1)))
-
-
-def _zero_init(matmul: ir.Operation) -> ir.Operation | None:
-    """The op that zeroes the matmul's whole output just before it (nothing touches the
-    output in between): a zero fill of it, or a copy of a zero-filled buffer into it.
-    The call can then overwrite the output (beta = 0) and the op can go."""
-    out = matmul.operands[2]
-    root = buffer_root(out)
-    earlier = _touching_before(root, matmul) if math.prod(out.type.shape) == \
-        math.prod(root.type.shape) else None
-    if not earlier:
-        return None
-    init = earlier[0]
-    if _zero_fill_of(init, root):
-        return init
-    if init.name != "memref.copy" or buffer_root(init.operands[1]) != root or \
-            math.prod(init.operands[1].type.shape) != math.prod(root.type.shape):
-        return None
-    # the copied buffer holds zeros: its last writer before the copy is a zero fill
-    source = buffer_root(init.operands[0])
-    writers = [o for o in _touching_before(source, init) or [] if not _reads_only(o, source)]
-    return init if writers and _zero_fill_of(writers[0], source) else None
-
-
-def _erase_init(init: ir.Operation) -> None:
-    """Erase a zero fill or copy (and the zero-filled buffer, if a copy was its last use)."""
-    source = buffer_root(init.operands[0]) if init.name == "memref.copy" else None
-    init.erase()
-    if source is None or isinstance(source.owner, ir.Block) or \
-            source.owner.operation.name != "memref.alloc":
-        return
-    users = [u.owner.operation for u in source.uses]
-    if all(u.name in ("linalg.fill", "memref.dealloc") for u in users):
-        _erase_buffer(source)
-
-
-def _erase_buffer(buf: ir.Value) -> None:
-    for u in list(buf.uses):
-        u.owner.operation.erase()  # deallocs
-    buf.owner.operation.erase()
 
 
 def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
@@ -336,9 +228,9 @@ def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
     (a, ta, move_a), (b, tb, move_b) = ops
     beta = 1.0
     result = _transposed_result(op)
-    init = _zero_init(op) if result is None else None
+    init = zero_init(op, op.operands[2]) if result is None else None
     if init is not None:  # the call overwrites C instead of accumulating into zeros
-        _erase_init(init)
+        erase_init(init)
         beta = 0.0
     if result is not None:  # D = (op(A) op(B))^T = op(B)^T op(A)^T
         fill, move = result
@@ -363,11 +255,11 @@ def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
             buf = move.operands[1]
             move.erase()
             if _only_users(buf, set()):  # else its earlier values are still computed
-                _erase_buffer(buf)
+                erase_buffer(buf)
     if result is not None:
         result[1].erase()
         result[0].erase()
-        _erase_buffer(temp)
+        erase_buffer(temp)
 
 
 @register_pass("dg-matmul-to-blas",

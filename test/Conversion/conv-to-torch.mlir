@@ -1,11 +1,26 @@
 // dg-conv-to-torch: f32/f64 convolutions (grouped too) on contiguous memrefs call
-// PyTorch's CPU convolution through the AOTInductor C shim; the zero-filled
-// output buffer receives a copy of the result. Integer convolutions keep loops.
+// PyTorch's CPU convolution through the AOTInductor C shim; the output buffer
+// receives a copy of the result, so its zero fill goes. The library pads by
+// itself: the lowering's zero-filled padded buffer goes, and the conv reads the
+// argument (@conv) or a buffer of the interior's own (@neg_conv). Integer
+// convolutions keep loops.
 // RUN: fusegrad-opt %s -p 'dg-cpu-linalg,dg-cpu-bufferize,dg-conv-to-torch' | filecheck %s
 
 // CHECK-LABEL: func.func @conv(
-// CHECK: call @__fusegrad_conv2d({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32) -> ()
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: linalg.fill
+// CHECK: memref.extract_aligned_pointer_as_index %arg0
+// CHECK: call @__fusegrad_conv2d({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32) -> ()
 // CHECK-NOT: linalg.conv
+// CHECK-LABEL: func.func @neg_conv(
+// CHECK-NOT: linalg.fill
+// CHECK: %[[X:.*]] = memref.alloc() {{.*}} : memref<2x3x8x8xf32>
+// CHECK-NOT: linalg.fill
+// CHECK: linalg.generic {{.*}} outs(%[[X]] : memref<2x3x8x8xf32>)
+// CHECK: memref.extract_aligned_pointer_as_index %[[X]]
+// output h, w; stride; padding; dilation; groups; dtype
+// CHECK: call @__fusegrad_conv2d({{.*}}, %c8_i64{{[_0-9]*}}, %c8_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c6_i32)
+// CHECK: memref.dealloc %[[X]]
 // CHECK-LABEL: func.func @grouped(
 // CHECK: call @__fusegrad_conv2d(
 // CHECK-LABEL: func.func @iconv(
@@ -14,6 +29,12 @@
 // CHECK-DAG: func.func private @__fusegrad_conv2d(
 func.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32> {
   %0 = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}
+
+func.func @neg_conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32> {
+  %n = "dg.neg"(%x) : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  %0 = "dg.conv2d"(%n, %w) {stride = array<i64: 1, 1>, padding = array<i64: 2, 1>, dilation = array<i64: 2, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
   return %0 : tensor<2x4x8x8xf32>
 }
 
