@@ -88,9 +88,24 @@ def row_conflict(group, op) -> bool:
             for a, acc_a, writes_a in member.buffers():
                 if buffer_root(a) != root or not (writes_a or writes_b):
                     continue
-                if a != b or not (row_local(acc_a) and row_local(acc_b)):
+                if not (row_local(acc_a) and row_local(acc_b)) or \
+                        (a != b and not (keeps_rows(a) and keeps_rows(b))):
                     return True
     return False
+
+
+def keeps_rows(v: ir.Value) -> bool:
+    """Is `v` its buffer, or a view of it that only merges dims after dim 0 (so view row i is
+    buffer row i)?"""
+    while not isinstance(v.owner, ir.Block) and v.owner.operation.name in VIEWS:
+        view = v.owner.operation
+        if view.name != "memref.collapse_shape":
+            return False
+        first = ir.ArrayAttr(view.attributes["reassociation"])[0]
+        if [ir.IntegerAttr(d).value for d in ir.ArrayAttr(first)] != [0]:
+            return False
+        v = view.operands[0]
+    return True
 
 
 def zero_fill_of(op: ir.Operation, root: ir.Value) -> bool:

@@ -15,7 +15,8 @@ from mlir import ir
 from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
-from . import (blas, conv_library, cpu_kernels, function_boundary,  # noqa: F401
+from . import (blas, collapse_dims, conv_library, cpu_kernels,  # noqa: F401
+               function_boundary,
                function_dedup, gomp, internal_linkage, loop_outlining,  # (register passes)
                math_approx, result_copies, strided_copy, widen_bool, workspace)
 from .cpu_kernels import ROW_TEMP_MAX_BYTES
@@ -61,6 +62,7 @@ LLVM_PIPELINE = ",".join([
     "dg-matmul-to-blas",
     "dg-conv-to-torch",
     "dg-strided-copy-to-linalg",
+    "dg-collapse-reduction-dims",
     "dg-cpu-kernels",
     "func.func(convert-linalg-to-loops)",
     "dg-outline-entry-loops",
