@@ -33,6 +33,7 @@ from .function_boundary import functions
 from .fusion_lowering import TRANSCENDENTAL, Plan, duplicable, fusible, plan_region
 from .gather_sinking import sink_gathers
 from .matmul_transpose import transpose_matmul_results
+from .reshape_hoisting import hoist_reshapes
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.fuse")
@@ -481,6 +482,7 @@ def fuse_function(fn: ir.Operation, max_ops: int = 64) -> int:
     """Form the fusion regions of one func.func; returns how many were made."""
     block = fn.regions[0].blocks[0]
     _drop_stop_gradients(block)
+    hoist_reshapes(block)
     sink_gathers(block)
     transpose_matmul_results(block)
     _recompute_cheap_pointwise(block)

@@ -1,0 +1,157 @@
+"""dg-hoist-reshapes: reshape a pointwise op's operands, not its result.
+
+`reshape(f(a, b, ...))` equals `f(reshape(a), reshape(b), ...)` for a pointwise `f`,
+where a splat `full` or a `broadcast_in_dim` operand is rebuilt in the new shape
+instead. A reshape is free as a view of a buffer, but it ends a fusion region
+(regions hold one iteration space): GPT-2's MLP computes `x @ W + b` on
+1024 x 1024, views it as 8 x 128 x 1024 and applies GELU there, so the bias add was
+a kernel of its own that wrote 4 MiB for the GELU kernel to read back. Hoisted up
+to the matmul, the reshape views the matmul's result and the bias add joins the
+GELU's region.
+
+Only reshapes of a pointwise op nothing else reads are rewritten (the op is moved,
+never duplicated), whose operands are contraction results, arguments, splats or
+broadcasts: moved away from the ops it fuses with in its own shape (a layer norm's
+affine part, next to its statistics), a pointwise op split regions instead. A
+broadcast operand is rebuilt only when each dim it keeps sits in a group of the
+reshape that maps one dim to one dim of the same size.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+from mlir import ir
+
+from ..dialects.builder import erase_if_unused, recreate, spec
+from ..dialects.core import attrs_of
+from .function_boundary import functions
+from .gather_sinking import _pointwise
+from .registry import register_pass
+
+log = logging.getLogger("fusegrad.passes.reshape_hoisting")
+
+
+def reshape_groups(src: tuple[int, ...], dst: tuple[int, ...]
+                   ) -> Optional[list[tuple[list[int], list[int]]]]:
+    """The reshape's groups: (source dims, destination dims) with equal products, in
+    order; size-1 dims join the group before them (or the first). None if the shapes
+    do not split that way."""
+    groups, i, j = [], 0, 0
+    while i < len(src) or j < len(dst):
+        gs, gd, ps, pd = [], [], 1, 1
+        while True:
+            if ps <= pd and i < len(src) and (not gs or ps < pd or src[i] == 1):
+                ps *= src[i]
+                gs.append(i)
+                i += 1
+            elif j < len(dst) and (not gd or pd < ps or dst[j] == 1):
+                pd *= dst[j]
+                gd.append(j)
+                j += 1
+            else:
+                break
+        if ps != pd:
+            return None
+        groups.append((gs, gd))
+    return groups
+
+
+def _broadcast_dims(op: ir.Operation, groups) -> Optional[list[int]]:
+    """The dims of broadcast `op` re-expressed after the reshape, or None."""
+    dims = list(attrs_of(op)["dims"])
+    src, full = spec(op.operands[0]).shape, spec(op.results[0]).shape
+    one_to_one = {gs[0]: gd[0] for gs, gd in groups
+                  if len(gs) == 1 and len(gd) == 1}
+    out = []
+    for k, d in enumerate(dims):
+        if src[k] != full[d] or d not in one_to_one:
+            return None
+        out.append(one_to_one[d])
+    return out if out == sorted(out) else None
+
+
+def _reshaped(v: ir.Value, shape: tuple[int, ...], groups, loc: ir.Location
+              ) -> Optional[ir.Value]:
+    """`reshape(v)` to `shape`, emitted at the insertion point (rebuilding a splat or a
+    broadcast in the new shape), or None."""
+    t = ir.RankedTensorType.get(shape, ir.RankedTensorType(v.type).element_type)
+    op = None if isinstance(v.owner, ir.Block) else v.owner.operation
+    if op is not None and op.name == "dg.full":
+        return recreate(op, [], [t]).results[0]
+    if op is not None and op.name == "dg.broadcast_in_dim":
+        dims = _broadcast_dims(op, groups)
+        if dims is None:
+            return None
+        new = recreate(op, op.operands, [t])
+        new.attributes["dims"] = ir.DenseI64ArrayAttr.get(dims)
+        return new.results[0]
+    if op is not None and op.name == "dg.reshape":  # reshape(reshape(x)) = reshape(x)
+        v = op.operands[0]
+    if v.type == t:
+        return v
+    return ir.Operation.create("dg.reshape", results=[t], operands=[v], loc=loc).results[0]
+
+
+# ops whose result a reshape views for free, next to which a pointwise op belongs in the
+# reshaped shape (the bias of `x @ W + b`)
+_BOUNDARIES = ("dg.matmul", "dg.conv2d")
+
+
+def _at_boundary(v: ir.Value) -> bool:
+    """Is `v` a splat, a broadcast, a contraction's result or an argument?"""
+    if isinstance(v.owner, ir.Block):
+        return True
+    return v.owner.operation.name in ("dg.full", "dg.broadcast_in_dim") + _BOUNDARIES
+
+
+def _hoistable(reshape: ir.Operation) -> bool:
+    x = reshape.operands[0]
+    if isinstance(x.owner, ir.Block) or len(list(x.uses)) != 1:
+        return False
+    f = x.owner.operation
+    return _pointwise(f) and all(_at_boundary(a) for a in f.operands)
+
+
+def hoist_reshapes(block: ir.Block) -> int:
+    """Rewrite the reshapes of `block` (to a fixed point); returns how many moved."""
+    moved = 0
+    skip: set = set()
+    while True:
+        reshape = next((op.operation for op in block.operations
+                        if op.operation.name == "dg.reshape" and op.operation not in skip
+                        and _hoistable(op.operation)), None)
+        if reshape is None:
+            return moved
+        f = reshape.operands[0].owner.operation
+        shape = tuple(spec(reshape.results[0]).shape)
+        groups = reshape_groups(tuple(spec(f.results[0]).shape), shape)
+        if groups is None:
+            skip.add(reshape)
+            continue
+        with ir.InsertionPoint(f):
+            made: dict = {}  # an operand read twice (x * x) is reshaped once
+            for a in f.operands:
+                if a not in made:
+                    made[a] = _reshaped(a, shape, groups, reshape.location)
+            if any(v is None for v in made.values()):
+                for v in made.values():
+                    if v is not None:
+                        erase_if_unused(v.owner.operation)
+                skip.add(reshape)
+                continue
+            new = recreate(f, [made[a] for a in f.operands], [ir.RankedTensorType.get(
+                shape, ir.RankedTensorType(f.results[0].type).element_type)])
+        reshape.results[0].replace_all_uses_with(new.results[0])
+        reshape.erase()
+        erase_if_unused(f)
+        moved += 1
+
+
+@register_pass("dg-hoist-reshapes", "reshape a pointwise op's operands instead of its result")
+def hoist_reshapes_pass(module: ir.Operation) -> None:
+    for fn in functions(module):
+        moved = hoist_reshapes(fn.regions[0].blocks[0])
+        if moved:
+            log.debug("dg-hoist-reshapes: @%s: %d reshapes moved above pointwise ops",
+                      ir.StringAttr(fn.attributes["sym_name"]).value, moved)

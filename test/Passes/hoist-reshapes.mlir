@@ -1,0 +1,43 @@
+// dg-hoist-reshapes: the reshape of `x @ W + b` moves up to the matmul (a view of
+// its result), so the bias add runs in the reshaped shape, next to the tanh that
+// reads it (one fusion region instead of two). The bias broadcast is rebuilt over
+// the reshaped dims. Not moved: a reshape of a pointwise op that also has another
+// reader (@shared), or whose operand is not a contraction result, an argument, a
+// splat or a broadcast (@chain: the exp is not moved into the reshaped shape).
+// RUN: fusegrad-opt %s -p 'dg-hoist-reshapes' | filecheck %s
+
+// CHECK-LABEL: func.func @bias_add(
+// CHECK: %[[MM:.*]] = "dg.matmul"
+// CHECK: %[[V:.*]] = "dg.reshape"(%[[MM]]) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+// CHECK: %[[B:.*]] = "dg.broadcast_in_dim"(%arg2) {dims = array<i64: 2>} : (tensor<4xf32>) -> tensor<2x4x4xf32>
+// CHECK: %[[A:.*]] = "dg.add"(%[[V]], %[[B]]) : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK: "dg.tanh"(%[[A]])
+func.func @bias_add(%x: tensor<8x3xf32>, %w: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<2x4x4xf32> {
+  %0 = "dg.matmul"(%x, %w) : (tensor<8x3xf32>, tensor<3x4xf32>) -> tensor<8x4xf32>
+  %1 = "dg.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<4xf32>) -> tensor<8x4xf32>
+  %2 = "dg.add"(%0, %1) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %3 = "dg.reshape"(%2) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  %4 = "dg.tanh"(%3) : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return %4 : tensor<2x4x4xf32>
+}
+
+// CHECK-LABEL: func.func @shared(
+// CHECK: %[[A:.*]] = "dg.add"
+// CHECK: "dg.reshape"(%[[A]])
+func.func @shared(%x: tensor<8x3xf32>, %w: tensor<3x4xf32>, %b: tensor<8x4xf32>) -> (tensor<2x4x4xf32>, tensor<8x4xf32>) {
+  %0 = "dg.matmul"(%x, %w) : (tensor<8x3xf32>, tensor<3x4xf32>) -> tensor<8x4xf32>
+  %1 = "dg.add"(%0, %b) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %2 = "dg.reshape"(%1) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  return %2, %1 : tensor<2x4x4xf32>, tensor<8x4xf32>
+}
+
+// CHECK-LABEL: func.func @chain(
+// CHECK: %[[E:.*]] = "dg.exp"(%arg0) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK: %[[N:.*]] = "dg.neg"(%[[E]]) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK: "dg.reshape"(%[[N]])
+func.func @chain(%x: tensor<8x4xf32>) -> tensor<2x4x4xf32> {
+  %0 = "dg.exp"(%x) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  %1 = "dg.neg"(%0) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  %2 = "dg.reshape"(%1) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  return %2 : tensor<2x4x4xf32>
+}
