@@ -7,6 +7,7 @@ allocates outputs as torch tensors), free temporaries, then loops -> LLVM.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Callable
@@ -94,6 +95,26 @@ LLVM_PIPELINE = ",".join([
 
 CPU_PIPELINE = ",".join([LINALG_PIPELINE, BUFFERIZE_PIPELINE, LLVM_PIPELINE])
 
+
+@functools.lru_cache(maxsize=1)
+def _host_has_avx512f() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "avx512f" in line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return False
+
+
+def host_llvm_pipeline() -> str:
+    """LLVM_PIPELINE for the code the JIT makes for this host: exp scales with
+    `llvm.intr.ldexp` where that is one AVX-512 instruction (dg-expand-math)."""
+    if _host_has_avx512f():
+        return LLVM_PIPELINE.replace("dg-expand-math,", "dg-expand-math{ldexp=1},")
+    return LLVM_PIPELINE
+
 register_pipeline("dg-cpu-linalg", LINALG_PIPELINE, "dg -> fused linalg on tensors")
 register_pipeline("dg-cpu-bufferize", BUFFERIZE_PIPELINE,
                   "tensors -> memrefs, results -> out-params, temporaries freed")
@@ -179,7 +200,7 @@ def compile_cpu(module: ir.Module, object_file: str | None = None,
         entries = _entries(module)
         forwarded = _forward_arguments(module, entries)
         for stage, pipeline in (("linalg", LINALG_PIPELINE), ("bufferized", BUFFERIZE_PIPELINE),
-                                ("llvm", LLVM_PIPELINE)):
+                                ("llvm", host_llvm_pipeline())):
             run_pipeline(module, pipeline)
             if on_stage is not None:
                 on_stage(stage, module)

@@ -5,17 +5,21 @@ replaces libm) and run on log-uniform magnitudes of both signs from 1e-39 to
 1e39, a dense sweep of [-20, 20], and the special values (+-0, +-inf, NaN,
 denormals, overflow and underflow thresholds). The error is measured against
 float64 PyTorch in units of the float32 spacing of the result, and NaN/inf
-must appear exactly where PyTorch has them.
+must appear exactly where PyTorch has them. Both ways of scaling by 2**n are
+checked: integer exponent tricks, and `llvm.intr.ldexp` (what AVX-512 hosts get;
+elsewhere it is a libm call, slower but exact).
 """
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import pytest
 import torch
 from mlir import ir
 
 from fusegrad.context import make_context
+from fusegrad.passes import pipelines
 from fusegrad.passes.pipelines import compile_cpu
 
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-45, -1e-45, 1.17e-38, -1.17e-38,
@@ -40,14 +44,15 @@ OPS = {
 }
 
 
-@pytest.fixture(scope="module")
-def compiled():
+@pytest.fixture(scope="module", params=[False, True], ids=["shifts", "ldexp"])
+def compiled(request):
     n = _inputs().numel()
     text = "\n".join(
         f'func.func @{op}(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n'
         f'  %0 = "dg.{op}"(%x) : (tensor<{n}xf32>) -> tensor<{n}xf32>\n'
         f'  return %0 : tensor<{n}xf32>\n}}' for op in OPS)
-    with make_context():
+    with make_context(), mock.patch.object(pipelines, "_host_has_avx512f",
+                                           lambda: request.param):
         return compile_cpu(ir.Module.parse(text))
 
 
