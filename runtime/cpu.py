@@ -19,12 +19,15 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import torch
+
+from . import host_memory
 
 log = logging.getLogger("fusegrad.runtime.cpu")
 
@@ -162,6 +165,10 @@ class CpuFunction:
         self._forwarded = dict(forwarded or {})
         self._computed = [(k, s, _TORCH_DTYPES[s.dtype]) for k, s in enumerate(outputs)
                           if k not in self._forwarded]
+        # bytes of each computed result when large enough for huge pages (host_memory), else 0
+        self._huge = [n if n >= host_memory.HUGE_MIN_BYTES else 0
+                      for n in (math.prod(s.shape) * torch.empty((), dtype=dt).element_size()
+                                for _, s, dt in self._computed)]
         self._in_dtypes = [_TORCH_DTYPES[s.dtype] for s in inputs]
         self._thread = threading.local()  # .arguments: this thread's `_Arguments`
 
@@ -187,7 +194,8 @@ class CpuFunction:
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
         self._check(args)
         ins = [t if t.is_contiguous() else t.contiguous() for t in args]
-        outs = [torch.empty(s.shape, dtype=dt) for _, s, dt in self._computed]
+        outs = [host_memory.empty(s.shape, dt, n) if n else torch.empty(s.shape, dtype=dt)
+                for (_, s, dt), n in zip(self._computed, self._huge)]
         arguments = getattr(self._thread, "arguments", None)
         if arguments is None:
             workspace = [TensorSig((self.workspace,), "i8")] if self.workspace else []
