@@ -122,15 +122,9 @@ def _collapse(op: ir.Operation, k: int, where: list[Optional[int]], views: _View
 
 
 def _uses_index(op: ir.Operation) -> bool:
-    found = []
-
-    def visit(inner: ir.Operation) -> ir.WalkResult:
-        if inner.name == "linalg.index":
-            found.append(inner)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-    op.walk(visit)
-    return bool(found)
+    """Does the body read loop indices (or hold regions that might)?"""
+    return any(o.operation.name == "linalg.index" or len(o.operation.regions)
+               for o in op.regions[0].blocks[0].operations)
 
 
 def collapse_reduction_dims(op: ir.Operation, views: _Views) -> bool:
