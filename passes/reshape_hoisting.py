@@ -113,39 +113,42 @@ def _hoistable(reshape: ir.Operation) -> bool:
     return _pointwise(f) and all(_at_boundary(a) for a in f.operands)
 
 
+def _hoist(reshape: ir.Operation) -> bool:
+    """Reshape the operands of the pointwise op `reshape` reads instead; False if it cannot."""
+    f = reshape.operands[0].owner.operation
+    shape = tuple(spec(reshape.results[0]).shape)
+    groups = reshape_groups(tuple(spec(f.results[0]).shape), shape)
+    if groups is None:
+        return False
+    with ir.InsertionPoint(f):
+        made: dict = {}  # an operand read twice (x * x) is reshaped once
+        for a in f.operands:
+            if a not in made:
+                made[a] = _reshaped(a, shape, groups, reshape.location)
+        if any(v is None for v in made.values()):
+            for v in made.values():
+                if v is not None:
+                    erase_if_unused(v.owner.operation)
+            return False
+        new = recreate(f, [made[a] for a in f.operands], [ir.RankedTensorType.get(
+            shape, ir.RankedTensorType(f.results[0].type).element_type)])
+    reshape.results[0].replace_all_uses_with(new.results[0])
+    reshape.erase()
+    erase_if_unused(f)
+    return True
+
+
 def hoist_reshapes(block: ir.Block) -> int:
     """Rewrite the reshapes of `block` (to a fixed point); returns how many moved."""
     moved = 0
-    skip: set = set()
     while True:
-        reshape = next((op.operation for op in block.operations
-                        if op.operation.name == "dg.reshape" and op.operation not in skip
-                        and _hoistable(op.operation)), None)
-        if reshape is None:
+        # in program order: a rewrite erases only ops before the reshape (the pointwise op
+        # and producers it leaves unread) and makes new reshapes there, for the next round
+        done = sum(_hoist(op) for op in [o.operation for o in block.operations]
+                   if op.name == "dg.reshape" and _hoistable(op))
+        if not done:
             return moved
-        f = reshape.operands[0].owner.operation
-        shape = tuple(spec(reshape.results[0]).shape)
-        groups = reshape_groups(tuple(spec(f.results[0]).shape), shape)
-        if groups is None:
-            skip.add(reshape)
-            continue
-        with ir.InsertionPoint(f):
-            made: dict = {}  # an operand read twice (x * x) is reshaped once
-            for a in f.operands:
-                if a not in made:
-                    made[a] = _reshaped(a, shape, groups, reshape.location)
-            if any(v is None for v in made.values()):
-                for v in made.values():
-                    if v is not None:
-                        erase_if_unused(v.owner.operation)
-                skip.add(reshape)
-                continue
-            new = recreate(f, [made[a] for a in f.operands], [ir.RankedTensorType.get(
-                shape, ir.RankedTensorType(f.results[0].type).element_type)])
-        reshape.results[0].replace_all_uses_with(new.results[0])
-        reshape.erase()
-        erase_if_unused(f)
-        moved += 1
+        moved += done
 
 
 @register_pass("dg-hoist-reshapes", "reshape a pointwise op's operands instead of its result")
