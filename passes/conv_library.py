@@ -281,7 +281,8 @@ def _padded_interior(op: ir.Operation) -> tuple[ir.Operation, ir.Operation, int,
     writer = writers[0]
     whole = (writer.name == "memref.copy" and writer.operands[1] == view.result) or \
         overwrites(writer, view.result)
-    return (view, writer, *pads) if whole else None
+    filled_first = fills[0].block == writer.block and fills[0].is_before_in_block(writer)
+    return (view, writer, *pads) if whole and filled_first else None
 
 
 def _unpad(op: ir.Operation, padded: tuple[ir.Operation, ir.Operation, int, int]) -> ir.Value:
