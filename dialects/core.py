@@ -133,6 +133,13 @@ def lookup(name: str) -> OpDef:
         raise KeyError(f"unknown dg op '{name}'") from None
 
 
+def is_pointwise(op) -> bool:
+    """Is `op` (an ir.Operation) a dg op of one result computed element by element?"""
+    if not op.name.startswith("dg.") or len(op.results) != 1:
+        return False
+    return op.name[3:] in OPS and OPS[op.name[3:]].kind is Kind.ELEMENTWISE
+
+
 def _rule(slot: str) -> Callable[..., Callable[[Callable], Callable]]:
     def decorator(*names: str) -> Callable[[Callable], Callable]:
         def register(fn: Callable) -> Callable:

@@ -26,7 +26,7 @@ from typing import Optional
 from mlir import ir
 
 from ..dialects.builder import Builder, recreate
-from ..dialects.core import Kind, lookup
+from ..dialects.core import is_pointwise
 from ..dialects.region_ops import fusion_body, fusion_inputs, is_fusion
 from ..dialects.types import TensorSpec
 from .function_boundary import functions
@@ -96,9 +96,7 @@ RECOMPUTE_MAX_USERS = 4
 
 
 def _pointwise(op: ir.Operation) -> bool:
-    if not op.name.startswith("dg.") or len(op.results) != 1 or not fusible(op):
-        return False
-    return lookup(op.name[3:]).kind is Kind.ELEMENTWISE
+    return is_pointwise(op) and fusible(op)
 
 
 def _recompute_cheap_pointwise(block: ir.Block) -> None:

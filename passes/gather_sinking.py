@@ -21,20 +21,11 @@ from typing import Optional
 from mlir import ir
 
 from ..dialects.builder import erase_if_unused, recreate, spec
-from ..dialects.core import Kind, attrs_of, lookup
+from ..dialects.core import attrs_of, is_pointwise
 from .function_boundary import functions
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.gather_sinking")
-
-
-def _pointwise(op: ir.Operation) -> bool:
-    if not op.name.startswith("dg.") or len(op.results) != 1:
-        return False
-    try:
-        return lookup(op.name[3:]).kind is Kind.ELEMENTWISE
-    except KeyError:
-        return False
 
 
 def _constant_along(v: ir.Value, dim: int) -> Optional[ir.Operation]:
@@ -65,7 +56,7 @@ def _at(v: ir.Value, shape: tuple[int, ...], dim: int, idx: ir.Value,
 
 def _sinkable(gather: ir.Operation) -> bool:
     x, idx = gather.operands
-    if isinstance(x.owner, ir.Block) or not _pointwise(x.owner.operation):
+    if isinstance(x.owner, ir.Block) or not is_pointwise(x.owner.operation):
         return False
     dim = attrs_of(gather)["dim"]
     xs, ids = spec(x).shape, spec(idx).shape

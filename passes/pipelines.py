@@ -59,39 +59,44 @@ BUFFERIZE_PIPELINE = ",".join([
 # An entry's temporaries live in one workspace argument the runtime keeps per thread
 # (dg-plan-workspace).
 # Kernels, BLAS/convolution calls and threads: docs/ARCHITECTURE.md.
-LLVM_PIPELINE = ",".join([
-    "dg-matmul-to-blas",
-    "dg-conv-to-torch",
-    "dg-strided-copy-to-linalg",
-    "dg-collapse-reduction-dims",
-    "dg-cpu-kernels",
-    "func.func(convert-linalg-to-loops)",
-    "dg-outline-entry-loops",
-    "dg-dedup-functions",
-    "dg-widen-bool-memrefs",
-    "dg-plan-workspace",
-    "lower-affine",
-    "func.func(math-extend-to-supported-types{target-type=f32})",
-    "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32}",
-    "arith-expand{include-bf16=1}",
-    "dg-expand-math",
-    "convert-math-to-funcs",
-    "convert-scf-to-cf",
-    "expand-strided-metadata",
-    "lower-affine",
-    "finalize-memref-to-llvm",
-    "convert-math-to-llvm",
-    "convert-math-to-libm",
-    "convert-arith-to-llvm",
-    "convert-index-to-llvm",
-    "convert-ub-to-llvm",
-    "convert-func-to-llvm",
-    "dg-noalias-kernel-args",
-    "convert-cf-to-llvm",
-    "reconcile-unrealized-casts",
-    "dg-gomp-launchers",
-    "dg-internal-kernels",
-])
+def llvm_pipeline(ldexp: bool = False) -> str:
+    """`ldexp`: exp scales by llvm.intr.ldexp (for AVX-512 targets, see dg-expand-math)."""
+    return ",".join([
+        "dg-matmul-to-blas",
+        "dg-conv-to-torch",
+        "dg-strided-copy-to-linalg",
+        "dg-collapse-reduction-dims",
+        "dg-cpu-kernels",
+        "func.func(convert-linalg-to-loops)",
+        "dg-outline-entry-loops",
+        "dg-dedup-functions",
+        "dg-widen-bool-memrefs",
+        "dg-plan-workspace",
+        "lower-affine",
+        "func.func(math-extend-to-supported-types{target-type=f32})",
+        "arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32}",
+        "arith-expand{include-bf16=1}",
+        "dg-expand-math{ldexp=1}" if ldexp else "dg-expand-math",
+        "convert-math-to-funcs",
+        "convert-scf-to-cf",
+        "expand-strided-metadata",
+        "lower-affine",
+        "finalize-memref-to-llvm",
+        "convert-math-to-llvm",
+        "convert-math-to-libm",
+        "convert-arith-to-llvm",
+        "convert-index-to-llvm",
+        "convert-ub-to-llvm",
+        "convert-func-to-llvm",
+        "dg-noalias-kernel-args",
+        "convert-cf-to-llvm",
+        "reconcile-unrealized-casts",
+        "dg-gomp-launchers",
+        "dg-internal-kernels",
+    ])
+
+
+LLVM_PIPELINE = llvm_pipeline()
 
 CPU_PIPELINE = ",".join([LINALG_PIPELINE, BUFFERIZE_PIPELINE, LLVM_PIPELINE])
 
@@ -111,9 +116,8 @@ def _host_has_avx512f() -> bool:
 def host_llvm_pipeline() -> str:
     """LLVM_PIPELINE for the code the JIT makes for this host: exp scales with
     `llvm.intr.ldexp` where that is one AVX-512 instruction (dg-expand-math)."""
-    if _host_has_avx512f():
-        return LLVM_PIPELINE.replace("dg-expand-math,", "dg-expand-math{ldexp=1},")
-    return LLVM_PIPELINE
+    return llvm_pipeline(ldexp=_host_has_avx512f())
+
 
 register_pipeline("dg-cpu-linalg", LINALG_PIPELINE, "dg -> fused linalg on tensors")
 register_pipeline("dg-cpu-bufferize", BUFFERIZE_PIPELINE,

@@ -24,9 +24,8 @@ from typing import Optional
 from mlir import ir
 
 from ..dialects.builder import erase_if_unused, recreate, spec
-from ..dialects.core import attrs_of
+from ..dialects.core import attrs_of, is_pointwise
 from .function_boundary import functions
-from .gather_sinking import _pointwise
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.reshape_hoisting")
@@ -71,20 +70,16 @@ def _broadcast_dims(op: ir.Operation, groups) -> Optional[list[int]]:
     return out if out == sorted(out) else None
 
 
-def _reshaped(v: ir.Value, shape: tuple[int, ...], groups, loc: ir.Location
-              ) -> Optional[ir.Value]:
+def _reshaped(v: ir.Value, shape: tuple[int, ...], groups, loc: ir.Location) -> ir.Value:
     """`reshape(v)` to `shape`, emitted at the insertion point (rebuilding a splat or a
-    broadcast in the new shape), or None."""
+    broadcast in the new shape; a broadcast must pass `_broadcast_dims`)."""
     t = ir.RankedTensorType.get(shape, ir.RankedTensorType(v.type).element_type)
     op = None if isinstance(v.owner, ir.Block) else v.owner.operation
     if op is not None and op.name == "dg.full":
         return recreate(op, [], [t]).results[0]
     if op is not None and op.name == "dg.broadcast_in_dim":
-        dims = _broadcast_dims(op, groups)
-        if dims is None:
-            return None
         new = recreate(op, op.operands, [t])
-        new.attributes["dims"] = ir.DenseI64ArrayAttr.get(dims)
+        new.attributes["dims"] = ir.DenseI64ArrayAttr.get(_broadcast_dims(op, groups))
         return new.results[0]
     if op is not None and op.name == "dg.reshape":  # reshape(reshape(x)) = reshape(x)
         v = op.operands[0]
@@ -110,7 +105,7 @@ def _hoistable(reshape: ir.Operation) -> bool:
     if isinstance(x.owner, ir.Block) or len(list(x.uses)) != 1:
         return False
     f = x.owner.operation
-    return _pointwise(f) and all(_at_boundary(a) for a in f.operands)
+    return is_pointwise(f) and all(_at_boundary(a) for a in f.operands)
 
 
 def _hoist(reshape: ir.Operation) -> bool:
@@ -120,16 +115,15 @@ def _hoist(reshape: ir.Operation) -> bool:
     groups = reshape_groups(tuple(spec(f.results[0]).shape), shape)
     if groups is None:
         return False
+    producers = [a.owner.operation for a in f.operands if not isinstance(a.owner, ir.Block)]
+    if any(_broadcast_dims(p, groups) is None for p in producers
+           if p.name == "dg.broadcast_in_dim"):
+        return False
     with ir.InsertionPoint(f):
         made: dict = {}  # an operand read twice (x * x) is reshaped once
         for a in f.operands:
             if a not in made:
                 made[a] = _reshaped(a, shape, groups, reshape.location)
-        if any(v is None for v in made.values()):
-            for v in made.values():
-                if v is not None:
-                    erase_if_unused(v.owner.operation)
-            return False
         new = recreate(f, [made[a] for a in f.operands], [ir.RankedTensorType.get(
             shape, ir.RankedTensorType(f.results[0].type).element_type)])
     reshape.results[0].replace_all_uses_with(new.results[0])

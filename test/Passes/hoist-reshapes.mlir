@@ -3,7 +3,9 @@
 // reads it (one fusion region instead of two). The bias broadcast is rebuilt over
 // the reshaped dims. Not moved: a reshape of a pointwise op that also has another
 // reader (@shared), or whose operand is not a contraction result, an argument, a
-// splat or a broadcast (@chain: the exp is not moved into the reshaped shape).
+// splat or a broadcast (@chain: the exp is not moved into the reshaped shape), or
+// whose broadcast operand keeps a dim the reshape splits (@split_bias: nothing is
+// emitted).
 // RUN: fusegrad-opt %s -p 'dg-hoist-reshapes' | filecheck %s
 
 // CHECK-LABEL: func.func @bias_add(
@@ -40,4 +42,18 @@ func.func @chain(%x: tensor<8x4xf32>) -> tensor<2x4x4xf32> {
   %1 = "dg.neg"(%0) : (tensor<8x4xf32>) -> tensor<8x4xf32>
   %2 = "dg.reshape"(%1) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
   return %2 : tensor<2x4x4xf32>
+}
+
+// CHECK-LABEL: func.func @split_bias(
+// CHECK-NEXT: "dg.matmul"
+// CHECK-NEXT: "dg.broadcast_in_dim"(%arg2) {dims = array<i64: 0>}
+// CHECK-NEXT: %[[A:.*]] = "dg.add"
+// CHECK-NEXT: "dg.reshape"(%[[A]]) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+// CHECK-NEXT: return
+func.func @split_bias(%x: tensor<8x3xf32>, %w: tensor<3x4xf32>, %b: tensor<8xf32>) -> tensor<2x4x4xf32> {
+  %0 = "dg.matmul"(%x, %w) : (tensor<8x3xf32>, tensor<3x4xf32>) -> tensor<8x4xf32>
+  %1 = "dg.broadcast_in_dim"(%b) {dims = array<i64: 0>} : (tensor<8xf32>) -> tensor<8x4xf32>
+  %2 = "dg.add"(%0, %1) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %3 = "dg.reshape"(%2) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  return %3 : tensor<2x4x4xf32>
 }
