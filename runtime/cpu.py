@@ -171,13 +171,19 @@ class CpuFunction:
                                 for _, s, dt in self._computed)]
         self._in_dtypes = [_TORCH_DTYPES[s.dtype] for s in inputs]
         self._thread = threading.local()  # .arguments: this thread's `_Arguments`
+        # the call itself, generated for this signature (`_generate_call`)
+        self.call: Callable[..., list[torch.Tensor]] = self._generate_call()
 
     @property
     def returns_arguments(self) -> bool:
         """Does a call hand some of its arguments back as results (all others are fresh)?"""
         return bool(self._forwarded)
 
+    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+        return self.call(*args)
+
     def _check(self, args: Sequence[torch.Tensor]) -> None:
+        """Raise the TypeError that names the first argument not matching the signature."""
         if len(args) != len(self.inputs):
             raise TypeError(f"@{self.name} takes {len(self.inputs)} tensors, got {len(args)}")
         for i, (t, s, dt) in enumerate(zip(args, self.inputs, self._in_dtypes)):
@@ -191,32 +197,65 @@ class CpuFunction:
                 raise TypeError(f"@{self.name}: argument #{i} is on {t.device}; "
                                 "the CPU runtime takes CPU tensors")
 
-    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
-        self._check(args)
-        ins = [t if t.is_contiguous() else t.contiguous() for t in args]
-        outs = [host_memory.empty(s.shape, dt, n) if n else torch.empty(s.shape, dtype=dt)
-                for (_, s, dt), n in zip(self._computed, self._huge)]
+    def _arguments(self) -> "_Arguments":
+        """This thread's descriptors (made at its first call)."""
         arguments = getattr(self._thread, "arguments", None)
         if arguments is None:
             workspace = [TensorSig((self.workspace,), "i8")] if self.workspace else []
             arguments = self._thread.arguments = _Arguments(
                 [*self.inputs, *(s for _, s, _ in self._computed), *workspace])
-        for d, t in zip(arguments.descriptors, (*ins, *outs)):
-            d.allocated = d.aligned = t.data_ptr()
+        return arguments
+
+    def _generate_call(self) -> Callable[..., list[torch.Tensor]]:
+        """The call, as Python source specialised to this signature and compiled once.
+
+        A small model's step is dominated by per-call overhead, and a generic call
+        spent most of it looping over arguments: zips, per-argument list building,
+        a descriptor loop. The generated call does only what this signature needs,
+        argument by argument, in straight-line code (as torch.fx generates a graph's
+        forward). Checks are one expression; on a mismatch `_check` raises the error.
+        """
+        names = [f"a{i}" for i in range(len(self.inputs))]
+        env: dict[str, Any] = {"check": self._check, "empty": torch.empty,
+                               "huge": host_memory.empty, "arguments_of": self._arguments,
+                               "raw": self._fn, "workspace": _WORKSPACE.data_ptr}
+        matches = []
+        for i, (a, s, dt) in enumerate(zip(names, self.inputs, self._in_dtypes)):
+            env[f"S{i}"], env[f"D{i}"] = torch.Size(s.shape), dt
+            matches.append(f"{a}.dtype is D{i} and {a}.shape == S{i} and {a}.is_cpu")
+        unpack = f"        {', '.join(names)}{',' if len(names) == 1 else ''} = args" if names \
+            else "        ok = not args"
+        lines = ["def call(*args):", "    try:", unpack,
+                 f"        ok = {' and '.join(matches) or 'not args'}",
+                 "    except (ValueError, AttributeError):", "        ok = False",
+                 "    if not ok:", "        check(args)"]
+        lines += [f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()" for a in names]
+        outs = []
+        for k, ((_, s, dt), nbytes) in enumerate(zip(self._computed, self._huge)):
+            env[f"O{k}"], env[f"U{k}"] = tuple(s.shape), dt
+            lines.append(f"    o{k} = huge(O{k}, U{k}, {nbytes})" if nbytes
+                         else f"    o{k} = empty(O{k}, dtype=U{k})")
+            outs.append(f"o{k}")
+        pointers = [f"{a}.data_ptr()" for a in (*names, *outs)]
         if self.workspace:
-            d = arguments.descriptors[-1]
-            d.allocated = d.aligned = _WORKSPACE.data_ptr(self.workspace)
-        self._fn(arguments.packed)
+            pointers.append(f"workspace({self.workspace})")
+        lines.append("    arguments = arguments_of()")
+        if pointers:
+            descriptors = [f"d{j}" for j in range(len(pointers))]
+            lines.append(f"    {', '.join(descriptors)}{',' if len(descriptors) == 1 else ''}"
+                         " = arguments.descriptors")
+            lines += [f"    {d}.allocated = {d}.aligned = {p}"
+                      for d, p in zip(descriptors, pointers)]
+        lines.append("    raw(arguments.packed)")
         if self._index_errors is not None:
-            self._index_errors.raise_if_set(self.name)
-        if not self._forwarded:
-            return outs
-        results: list = [None] * len(self.outputs)
-        for (k, _, _), t in zip(self._computed, outs):
-            results[k] = t
-        for k, i in self._forwarded.items():
-            results[k] = args[i]
-        return results
+            env["errors"] = self._index_errors
+            lines.append(f"    errors.raise_if_set({self.name!r})")
+        results = iter(outs)
+        returned = [f"args[{self._forwarded[k]}]" if k in self._forwarded else next(results)
+                    for k in range(len(self.outputs))]
+        lines.append(f"    return [{', '.join(returned)}]")
+        exec(compile("\n".join(lines), f"<fusegrad call @{self.name}>", "exec"), env)
+        return env["call"]
 
 
 class OutOfRangeIndex(IndexError):

@@ -61,6 +61,11 @@ class Captured:
                               and pytree.tree_structure(flat) == self.out_spec)
 
     @property
+    def outputs_are_tensor_tuple(self) -> bool:
+        """Is the user's output a plain tuple of tensors (`rebuild` is `tuple`)?"""
+        return self._tensor_tuple
+
+    @property
     def num_mutations(self) -> int:
         return len(self.mutated)
 

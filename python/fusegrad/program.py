@@ -199,6 +199,11 @@ class Program:
         cpu, meta = compiled(self._text(), derivation, self.options, build)
         return [cpu.function(n) for n in names], meta
 
+    @property
+    def compiled_forward(self) -> Executable | None:
+        """The plain forward if it is compiled already (None before `forward()`)."""
+        return self._forward
+
     def forward(self) -> Executable:
         """The compiled plain forward (no autodiff)."""
         if self._forward is None:

@@ -163,6 +163,50 @@ def test_dynamic_shapes_are_specialised_per_shape():
             torch.testing.assert_close(x.grad, want_x.grad)
 
 
+def test_fusegrad_compile_takes_more_shapes_than_dynamos_recompile_limit(monkeypatch):
+    """With `dynamic` left to Dynamo, a graph made dynamic after a shape change is
+    compiled per shape by fusegrad: no shape reaches Dynamo's recompile limit (which
+    would run it eagerly)."""
+    from fusegrad import backend
+
+    shapes = []
+    compile_graph = backend.compile_graph
+
+    def counting(gm, example_inputs, options):
+        shapes.append(tuple(example_inputs[0].shape))
+        return compile_graph(gm, example_inputs, options)
+    monkeypatch.setattr(backend, "compile_graph", counting)
+    cf = compiled(f_pointwise)
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for rows in (2, 3, 4, 5):
+            x, y = torch.randn(rows, 5), torch.randn(rows, 5)
+            torch.testing.assert_close(cf(x, y), f_pointwise(x, y))
+    assert shapes == [(2, 5), (3, 5), (4, 5), (5, 5)]
+
+
+def test_inference_calls_go_straight_to_the_compiled_forward(monkeypatch):
+    """After the first call, a call that records no gradient skips `run_program`; a
+    call with grad mode on still goes through autograd."""
+    from fusegrad import backend
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(6, 3)
+    cf = compiled(layer)
+    x = torch.randn(4, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(cf(x), layer(x))
+        with monkeypatch.context() as patched:
+            patched.setattr(backend, "run_program", None)  # a second trip there would raise
+            torch.testing.assert_close(cf(x), layer(x))
+            assert not cf(x).requires_grad
+    out = cf(x)
+    out.sum().backward()
+    weight_grad = layer.weight.grad.clone()
+    layer.weight.grad = None
+    layer(x).sum().backward()
+    torch.testing.assert_close(weight_grad, layer.weight.grad)
+
+
 def test_out_of_range_token_raises_like_eager_without_fallback():
     emb = torch.nn.Embedding(10, 4)
     compiled = fusegrad.compile(emb)

@@ -87,6 +87,9 @@ def test_multiple_outputs_int64_and_returned_input(cm):
     a, b = torch.randn(2, 2), torch.randn(2, 2)
     ra, rb = cm.function("passthrough")(a, b)
     assert torch.equal(ra, b) and torch.equal(rb, a)
+    strided = torch.arange(12).reshape(3, 4)[:, ::2].t()  # (2, 3), not contiguous
+    s, same = cm.function("ints")(strided)
+    assert same is strided and torch.equal(s, strided.sum(1))  # the argument, not its copy
 
 
 def test_size_zero_dims(cm):
@@ -102,6 +105,10 @@ def test_argument_errors_name_function_and_argument(cm):
         fn(torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4))
     with pytest.raises(TypeError, match="takes 2 tensors"):
         fn(torch.randn(3, 4))
+    with pytest.raises(TypeError, match=r"@affine: argument #1 is a float, expected a torch.Tensor"):
+        fn(torch.randn(3, 4), 1.0)
+    with pytest.raises(TypeError, match=r"@scalar: argument #0 is \(1,\) torch.float32"):
+        cm.function("scalar")(torch.ones(1), torch.ones((), dtype=torch.float64))
     with pytest.raises(KeyError, match="no entry function @nope"):
         cm.function("nope")
 
