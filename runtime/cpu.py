@@ -34,7 +34,7 @@ log = logging.getLogger("fusegrad.runtime.cpu")
 _PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 # dg dtype names -> torch dtypes (the table in dialects/types.py, which needs MLIR)
-_TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
                  "f64": torch.float64, "i1": torch.bool, "i8": torch.int8, "i16": torch.int16,
                  "i32": torch.int32, "i64": torch.int64}
 
@@ -163,13 +163,13 @@ class CpuFunction:
         self._fn = fn
         # results that are arguments, handed back as they are (result -> argument index)
         self._forwarded = dict(forwarded or {})
-        self._computed = [(k, s, _TORCH_DTYPES[s.dtype]) for k, s in enumerate(outputs)
+        self._computed = [(k, s, TORCH_DTYPES[s.dtype]) for k, s in enumerate(outputs)
                           if k not in self._forwarded]
         # bytes of each computed result when large enough for huge pages (host_memory), else 0
         self._huge = [n if n >= host_memory.HUGE_MIN_BYTES else 0
                       for n in (math.prod(s.shape) * torch.empty((), dtype=dt).element_size()
                                 for _, s, dt in self._computed)]
-        self._in_dtypes = [_TORCH_DTYPES[s.dtype] for s in inputs]
+        self._in_dtypes = [TORCH_DTYPES[s.dtype] for s in inputs]
         self._thread = threading.local()  # .arguments: this thread's `_Arguments`
         # the call itself, generated for this signature (`_generate_call`)
         self.call: Callable[..., list[torch.Tensor]] = self._generate_call()

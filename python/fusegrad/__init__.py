@@ -50,6 +50,7 @@ _EXPORTS = {
     "hvp": "functional",
     "hessian": "functional",
     "explain": "explain",
+    "export": "aot_export",
 }
 
 __all__ = sorted(_EXPORTS)

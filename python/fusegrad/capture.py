@@ -36,7 +36,7 @@ class _TensorLeaf:
         return "<tensor>"
 
 
-_TENSOR = _TensorLeaf()
+TENSOR_LEAF = _TensorLeaf()
 
 
 @dataclass
@@ -52,12 +52,12 @@ class Captured:
     lifted: tuple[torch.Tensor, ...]  # parameters/buffers of a module-valued fn, in graph order
     mutated: tuple[int, ...]
     out_spec: pytree.TreeSpec
-    out_template: tuple[Any, ...]  # user output leaves: _TENSOR or the constant value
+    out_template: tuple[Any, ...]  # user output leaves: TENSOR_LEAF or the constant value
 
     def __post_init__(self) -> None:
         # a tuple of tensors (what Dynamo graphs return) needs no pytree work per call
         flat = tuple(range(len(self.out_template)))
-        self._tensor_tuple = (all(leaf is _TENSOR for leaf in self.out_template)
+        self._tensor_tuple = (all(leaf is TENSOR_LEAF for leaf in self.out_template)
                               and pytree.tree_structure(flat) == self.out_spec)
 
     @property
@@ -74,7 +74,7 @@ class Captured:
         if self._tensor_tuple:
             return tuple(tensors)
         it = iter(tensors)
-        leaves = [next(it) if leaf is _TENSOR else leaf for leaf in self.out_template]
+        leaves = [next(it) if leaf is TENSOR_LEAF else leaf for leaf in self.out_template]
         return pytree.tree_unflatten(leaves, self.out_spec)
 
     def write_back(self, inputs: Sequence[torch.Tensor], new_values: Sequence[torch.Tensor]) -> None:
@@ -102,7 +102,7 @@ class _FlatOutputs(torch.nn.Module):
         else:
             out = self.fn(*args)
         leaves, self.out_spec = pytree.tree_flatten(out)
-        self.out_template = tuple(_TENSOR if isinstance(x, torch.Tensor) else x for x in leaves)
+        self.out_template = tuple(TENSOR_LEAF if isinstance(x, torch.Tensor) else x for x in leaves)
         return tuple(x for x in leaves if isinstance(x, torch.Tensor))
 
 

@@ -23,6 +23,8 @@ from typing import Callable, Protocol, Sequence
 import torch
 from mlir import ir
 
+from .runtime.autograd import Training
+
 log = logging.getLogger(__name__)
 
 class Executable(Protocol):
@@ -59,17 +61,6 @@ class CompileOptions:
 
     def with_(self, **changes: object) -> "CompileOptions":
         return replace(self, **changes)
-
-
-@dataclass
-class Training:
-    """Compiled `@f_fwd(inputs) -> (outputs, saved)` and `@f_bwd(saved, cts) -> grads`."""
-
-    fwd: Executable
-    bwd: Executable
-    num_outputs: int
-    wrt: tuple[int, ...]
-    ct_outputs: tuple[int, ...]
 
 
 def _i64s(fn: ir.Operation, attr: str) -> tuple[int, ...]:
@@ -178,14 +169,12 @@ class Program:
         cache when it holds `derivation` of this module: no pass runs then."""
         if self.options.executor == "reference":
             module, meta = derive()
-            self._keep_only(module, names)
             return [_Interpreted(module, n) for n in names], meta
         from .compile_cache import compiled
         from .passes.pipelines import compile_cpu
 
         def build(object_file: str | None) -> tuple[object, dict]:
             module, meta = derive()
-            self._keep_only(module, names)
             since = [time.perf_counter()]
 
             def on_stage(name: str, lowered: ir.Module) -> None:
@@ -207,13 +196,16 @@ class Program:
     def forward(self) -> Executable:
         """The compiled plain forward (no autodiff)."""
         if self._forward is None:
-            def derive() -> tuple[ir.Module, dict]:
-                module = self._copy()
-                self._optimize(module)
-                return module, {}
-
-            (self._forward,), _ = self._load("forward", derive, [self.name], "lowered")
+            (self._forward,), _ = self._load("forward", self.forward_module, [self.name],
+                                             "lowered")
         return self._forward
+
+    def forward_module(self) -> tuple[ir.Module, dict]:
+        """A copy of the module holding only `@name`, optimized (no metadata)."""
+        module = self._copy()
+        self._optimize(module)
+        self._keep_only(module, [self.name])
+        return module, {}
 
     def training(self, wrt: Sequence[int]) -> Training:
         """The compiled fwd/bwd pair differentiating the inputs `wrt` (non-empty)."""
@@ -221,23 +213,31 @@ class Program:
         if not wrt:
             raise ValueError(f"fusegrad: {self.label}: training needs at least one wrt input")
         if wrt not in self._training:
-            def derive() -> tuple[ir.Module, dict]:
-                module = self._copy()
-                self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}",
-                          f"autodiff-{_key(wrt)}")
-                self._optimize(module, f"-{_key(wrt)}")
-                fns = _public_functions(module)
-                fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
-                num_outputs = ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value
-                return module, {"num_outputs": num_outputs, "wrt": list(_i64s(bwd_op, "dg.wrt")),
-                                "ct_outputs": list(_i64s(bwd_op, "dg.ct_outputs"))}
-
-            (fwd, bwd), meta = self._load(f"training {_key(wrt)}", derive,
-                                          [f"{self.name}_fwd", f"{self.name}_bwd"],
-                                          f"lowered-{_key(wrt)}")
+            (fwd, bwd), meta = self._load(f"training {_key(wrt)}",
+                                          lambda: self.training_module(wrt),
+                                          self.training_names, f"lowered-{_key(wrt)}")
             self._training[wrt] = Training(fwd, bwd, int(meta["num_outputs"]),
                                            tuple(meta["wrt"]), tuple(meta["ct_outputs"]))
         return self._training[wrt]
+
+    @property
+    def training_names(self) -> list[str]:
+        """The public functions of `training_module`: `@name_fwd` and `@name_bwd`."""
+        return [f"{self.name}_fwd", f"{self.name}_bwd"]
+
+    def training_module(self, wrt: Sequence[int]) -> tuple[ir.Module, dict]:
+        """A copy of the module holding only `@name_fwd`/`@name_bwd` for the inputs `wrt`,
+        optimized, and their metadata: num_outputs, wrt, ct_outputs (JSON data)."""
+        wrt = tuple(wrt)
+        module = self._copy()
+        self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}", f"autodiff-{_key(wrt)}")
+        self._optimize(module, f"-{_key(wrt)}")
+        fns = _public_functions(module)
+        fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
+        num_outputs = ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value
+        self._keep_only(module, self.training_names)
+        return module, {"num_outputs": num_outputs, "wrt": list(_i64s(bwd_op, "dg.wrt")),
+                        "ct_outputs": list(_i64s(bwd_op, "dg.ct_outputs"))}
 
     def _derived(self, cache: dict, wrt: Sequence[int], pipeline: str, suffix: str) -> "Program":
         """A Program for `@name_<suffix>`, made by `pipeline` (formatted with `wrt`)."""

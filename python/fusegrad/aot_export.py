@@ -1,0 +1,129 @@
+"""`fusegrad.export`: compile a function ahead of time into a folder that runs without MLIR.
+
+The artifact (format in `runtime/exported.py`, which loads it) holds the plain
+forward and, when some input or parameter requires grad, the fwd/bwd pair for
+training: for `target="cpu"` each as a shared library plus metadata (the format
+of the compile cache), for `target="cuda"` each as a launch plan with PTX and,
+where `ptxas` is found, cubins per chip. Exporting needs no GPU. The folder is
+written beside its final place and renamed into it, so a reader never sees half
+an artifact.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+from mlir import ir
+
+from .capture import TENSOR_LEAF, capture
+from .program import CompileOptions, Program
+from .runtime import exported
+
+log = logging.getLogger(__name__)
+
+TARGETS = ("cpu", "cuda")
+
+
+class ExportError(ValueError):
+    """The function or its options cannot be exported (says what to change)."""
+
+
+def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os.PathLike,
+           target: str = "cpu", chips: Sequence[str] | None = None,
+           options: CompileOptions | None = None) -> str:
+    """Compile `fn` (an nn.Module or a function of tensors) for the shapes and dtypes of
+    `example_inputs` and write the artifact folder `path` (replaced if it exists).
+
+    `fusegrad.runtime.load(path)` runs it with torch alone (plus cuda-bindings for
+    `target="cuda"`). A module's parameters and buffers are saved with the code.
+    The fwd/bwd pair differentiates the inputs and parameters that require grad
+    here. `chips`: the CUDA compute capabilities (default sm_80 and sm_90).
+    Returns the path. Raises ExportError, or the compiler's error naming the op.
+    """
+    if target not in TARGETS:
+        raise ExportError(f"fusegrad.export: target={target!r} is not one of {TARGETS}")
+    if chips is not None and target != "cuda":
+        raise ExportError("fusegrad.export: chips= applies to target='cuda' only")
+    options = (options or CompileOptions()).with_(executor="cpu")
+    start = time.perf_counter()
+    captured = capture(fn, example_inputs)
+    try:
+        out_spec = pytree.treespec_dumps(captured.out_spec)
+    except Exception as e:  # pytree raises for node types it cannot serialize
+        raise ExportError(f"fusegrad.export: the output structure cannot be saved ({e}); "
+                          "return tensors in tuples, lists or dicts") from None
+    template = [None if leaf is TENSOR_LEAF else {"value": leaf}
+                for leaf in captured.out_template]
+    try:
+        json.dumps(template)
+    except TypeError as e:
+        raise ExportError(f"fusegrad.export: a non-tensor output cannot be saved ({e}); "
+                          "return only tensors, numbers, strings or None") from None
+    program = Program.from_graph(captured.gm, options)
+    inputs = [*captured.lifted, *example_inputs]
+    wrt = [i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point()]
+    path = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    try:
+        meta: dict[str, Any] = {
+            "format": exported.FORMAT, "version": exported.VERSION, "target": target,
+            "inputs": [exported.signature_json(x) for x in example_inputs],
+            "parameters": [{"requires_grad": p.requires_grad} for p in captured.lifted],
+            "mutated": list(captured.mutated), "seed_input": program.seed_input,
+            "out_spec": out_spec, "out_template": template,
+        }
+        build = _build_cpu if target == "cpu" else _cuda_builder(chips)
+        module, _ = program.forward_module()
+        build(module, os.path.join(work, exported.FORWARD))
+        meta["forward"] = {"function": program.name}
+        if wrt:
+            module, training = program.training_module(wrt)
+            build(module, os.path.join(work, exported.TRAINING))
+            fwd, bwd = program.training_names
+            meta["training"] = {"fwd": fwd, "bwd": bwd, **training}
+        torch.save([p.detach().cpu() for p in captured.lifted],
+                   os.path.join(work, exported.PARAMETERS))
+        with open(os.path.join(work, exported.METADATA), "w") as f:
+            json.dump(meta, f, indent=1)
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        os.replace(work, path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log.info("exported %s (%s%s) in %.1f s", path, target, ", with training" if wrt else "",
+             time.perf_counter() - start)
+    return path
+
+
+def _build_cpu(module: ir.Module, directory: str) -> None:
+    """Compile `module` into a shared library and its metadata in `directory`."""
+    from .passes.pipelines import compile_cpu
+    from .runtime import cpu_library
+
+    os.makedirs(directory)
+    object_file = os.path.join(directory, "code.o")
+    with module.context, ir.Location.unknown():
+        cpu = compile_cpu(module, object_file)
+    cpu_library.write(directory, object_file, cpu)
+    os.remove(object_file)
+
+
+def _cuda_builder(chips: Sequence[str] | None) -> Callable[[ir.Module, str], None]:
+    from .passes.gpu_launch_plan import compile_cuda
+    from .passes.gpu_pipeline import DEFAULT_CHIPS
+
+    def build(module: ir.Module, directory: str) -> None:
+        """Lower `module` to a launch plan with its kernel images, saved in `directory`."""
+        with module.context, ir.Location.unknown():
+            plan = compile_cuda(module, tuple(chips or DEFAULT_CHIPS))
+        plan.save(directory)
+    return build

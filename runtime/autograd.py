@@ -1,0 +1,94 @@
+"""A compiled forward/backward pair as one autograd node (importable without MLIR).
+
+`CompiledFunction` runs `@f_fwd` in the forward and `@f_bwd` on what it saved in
+the backward. The values `@f_fwd` saves are held by `save_for_backward`, so they
+are freed after the backward and `retain_graph=True` works. A backward that is
+itself differentiated (`create_graph=True`) calls `again(inputs, cotangents)`
+instead, which must compute the gradients with ops autograd records: the
+compiler passes its joint `@f_vjp` there; a loaded artifact, which holds no
+joint, passes None and such a backward raises. Both `fusegrad.compile` and
+`runtime.exported` run training through here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+import torch
+
+
+class Executable(Protocol):
+    """A compiled function of tensors (`runtime.cpu.CpuFunction`, a CUDA plan function, ...)."""
+
+    def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]: ...
+
+
+@dataclass
+class Training:
+    """Compiled `@f_fwd(inputs) -> (outputs, saved)` and `@f_bwd(saved, cts) -> grads`
+    (one gradient per `wrt` input, from the cotangents of the `ct_outputs`)."""
+
+    fwd: Executable
+    bwd: Executable
+    num_outputs: int
+    wrt: tuple[int, ...]
+    ct_outputs: tuple[int, ...]
+
+
+# (inputs, cotangents of the ct_outputs) -> gradients of the wrt inputs, recorded by autograd
+DifferentiableBackward = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor]],
+                                  Sequence[torch.Tensor]]
+
+
+def unaliased(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Outputs never alias inputs (an executable hands back an input it returns)."""
+    ptrs = {x.untyped_storage().data_ptr() for x in inputs if x.numel()}
+    return [o.clone() if o.numel() and o.untyped_storage().data_ptr() in ptrs else o
+            for o in outputs]
+
+
+class CompiledFunction(torch.autograd.Function):
+    """`apply(training, mutated, again, name, *inputs)`: the outputs of `training.fwd`.
+
+    `mutated`: inputs the caller overwrites with the first outputs right after
+    the call; those outputs are constants to autograd, and the inputs are kept by
+    value. `again`: see the module docstring (None: no double backward, and the
+    error names `name`).
+    """
+
+    @staticmethod
+    def forward(ctx, training: Training, mutated: tuple[int, ...],
+                again: DifferentiableBackward | None, name: str,
+                *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        t = training
+        results = t.fwd(*inputs)
+        outputs = unaliased(results[:t.num_outputs], inputs)
+        saved = unaliased(results[t.num_outputs:], [inputs[i] for i in mutated])
+        # a second differentiation needs the inputs; inputs overwritten next are kept by value
+        kept = ([x.clone() if i in mutated else x for i, x in enumerate(inputs)]
+                if again is not None else [])
+        ctx.save_for_backward(*saved, *kept)
+        ctx.training, ctx.again, ctx.name = t, again, name
+        ctx.num_saved, ctx.num_inputs = len(saved), len(inputs)
+        ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs)
+                                      if i < len(mutated) or not o.is_floating_point()))
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *cotangents: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        tensors = ctx.saved_tensors  # raises on a second backward without retain_graph
+        t: Training = ctx.training
+        cts = [cotangents[i].contiguous() for i in t.ct_outputs]
+        if torch.is_grad_enabled():
+            if ctx.again is None:
+                raise RuntimeError(
+                    f"fusegrad: backward with create_graph=True through {ctx.name} is not "
+                    "available: its inputs were not kept for a second differentiation "
+                    "(compile with double_backward=True; an exported artifact has none)")
+            grads = ctx.again(tensors[ctx.num_saved:], cts)
+        else:
+            grads = t.bwd(*tensors[:ctx.num_saved], *cts)
+        full: list[torch.Tensor | None] = [None] * ctx.num_inputs
+        for i, g in zip(t.wrt, grads):
+            full[i] = g
+        return (None, None, None, None, *full)
