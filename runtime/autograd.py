@@ -40,6 +40,12 @@ DifferentiableBackward = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor
                                   Sequence[torch.Tensor]]
 
 
+def fresh_seed(device: torch.device | str = "cpu") -> torch.Tensor:
+    """A 0-d i64 seed for a program's random ops, from torch's default generator (so
+    torch.manual_seed governs it)."""
+    return torch.randint(-2**63, 2**63 - 1, (), dtype=torch.int64, device=device)
+
+
 def unaliased(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Outputs never alias inputs (an executable hands back an input it returns)."""
     ptrs = {x.untyped_storage().data_ptr() for x in inputs if x.numel()}

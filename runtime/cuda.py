@@ -420,12 +420,12 @@ class CudaProgram:
         self._functions.clear()
 
     # ---- calls
-    def function(self, name: str) -> Callable[..., list]:
+    def function(self, name: str) -> "CudaFunction":
         """A callable running function `name` on torch tensors, returning its outputs."""
         if name not in self.plan.functions:
             raise PlanError(f"no function @{name} in the plan (has "
                             f"{sorted(self.plan.functions)})")
-        return lambda *inputs: self.run(name, *inputs)
+        return CudaFunction(self, name)
 
     def run(self, name: str, *inputs: Any) -> list:
         import torch
@@ -486,6 +486,19 @@ class CudaProgram:
             _conv2d(env[s["x"]], env[s["w"]], env[s["y"]], s)
         else:  # validate() rejects these
             raise PlanError(f"@{f.name} step {n}: unknown op {op!r}")
+
+
+class CudaFunction:
+    """One function of a `CudaProgram`, called on tensors. Its outputs are always
+    fresh tensors (the runtime allocates them), never its arguments."""
+
+    returns_arguments = False
+
+    def __init__(self, program: CudaProgram, name: str) -> None:
+        self.program, self.name = program, name
+
+    def __call__(self, *inputs: Any) -> list:
+        return self.program.run(self.name, *inputs)
 
 
 def _conv2d(x: Any, w: Any, y: Any, s: dict) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from .autograd import CompiledFunction, Training, unaliased
+from .autograd import CompiledFunction, Training, fresh_seed, unaliased
 from .cpu import TORCH_DTYPES
 
 log = logging.getLogger("fusegrad.runtime.exported")
@@ -127,8 +127,7 @@ class ExportedProgram:
         self._check(inputs)
         full = [*self.parameters, *inputs]
         if self.seed_input is not None:
-            full.append(torch.randint(-2**63, 2**63 - 1, (), dtype=torch.int64,
-                                      device=self.device))
+            full.append(fresh_seed(self.device))
         needs_grad = [i for i, x in enumerate(full) if x.requires_grad]
         if torch.is_grad_enabled() and needs_grad:
             outputs = list(CompiledFunction.apply(self._training_for(needs_grad), self.mutated,

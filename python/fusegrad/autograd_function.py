@@ -21,23 +21,19 @@ from typing import Sequence
 import torch
 
 from .program import Program
-from .runtime.autograd import CompiledFunction, unaliased
+from .runtime.autograd import CompiledFunction, fresh_seed, unaliased
 
 log = logging.getLogger(__name__)
 
 __all__ = ["run_program", "unaliased", "with_seed"]
 
 
-def _seed() -> torch.Tensor:
-    """A fresh 0-d i64 seed from torch's default generator (so torch.manual_seed governs it)."""
-    return torch.randint(-2**63, 2**63 - 1, (), dtype=torch.int64)
-
-
 def with_seed(program: Program, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """`inputs` plus a fresh seed when `program` takes one (random ops) and it is missing."""
+    """`inputs` plus a fresh seed (on their device) when `program` takes one (random ops)
+    and it is missing."""
     inputs = list(inputs)
     if program.seed_input is not None and len(inputs) == program.seed_input:
-        inputs.append(_seed())
+        inputs.append(fresh_seed(inputs[0].device if inputs else "cpu"))
     return inputs
 
 

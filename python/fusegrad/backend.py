@@ -24,6 +24,7 @@ import torch
 
 from .autograd_function import run_program
 from .capture import Captured, capture
+from .devices import DeviceError, select_target
 from .graph_split import EagerPart, origin, split_at
 from .importer import UnsupportedOp
 from .program import CompileOptions, Program
@@ -119,11 +120,12 @@ def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
     Logs the compile time per stage: at INFO when it took a while, else at DEBUG."""
     start = time.perf_counter()
     captured = capture(gm, example_inputs)
+    inputs = [*captured.lifted, *example_inputs]
+    options = options.with_(target=select_target(options.target, _named(gm, captured, inputs)))
     captured_at = time.perf_counter()
     program = Program.from_graph(captured.gm, options)
     program.seconds = {"capture": captured_at - start,
                        "import": time.perf_counter() - captured_at, **program.seconds}
-    inputs = [*captured.lifted, *example_inputs]
     wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
     if torch.is_grad_enabled() and wrt:
         program.training(wrt)
@@ -134,6 +136,18 @@ def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
             "%s: compiled in %.1f s (%s)", program.label, total,
             ", ".join(f"{k} {v:.2f} s" for k, v in program.seconds.items()))
     return CompiledGraph(captured, program, getattr(gm, "forward", gm))
+
+
+def _named(gm: Callable[..., Any], captured: Captured,
+           inputs: Sequence[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
+    """The graph's tensors with the names errors give them: the Dynamo graph's
+    placeholder names (`L_x_`, `L_self_..._weight_`) where there are, else positions."""
+    names = [f"parameter #{i}" for i in range(len(captured.lifted))]
+    placeholders = ([n.target for n in gm.graph.nodes if n.op == "placeholder"]
+                    if isinstance(gm, torch.fx.GraphModule) else [])
+    user = len(inputs) - len(names)
+    names += placeholders if len(placeholders) == user else [f"input #{i}" for i in range(user)]
+    return list(zip(names, inputs))
 
 
 def _is_symbolic(x: Any) -> bool:
@@ -195,6 +209,8 @@ class LazyGraph:
                 return torch.fx.Interpreter(self.gm).run(*full)  # keeps node provenance
         try:
             compiled = self.compile_fn(fn, [args[i] for i in where])
+        except DeviceError:  # eager would fail on these tensors too, less clearly
+            raise
         except UnsupportedOp as e:
             node = origin(self.gm, e)
             if node is None:

@@ -12,7 +12,8 @@ from .program import CompileOptions
 
 def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool = True,
             executor: str = "cpu", dynamic: bool | None = None, fullgraph: bool = False,
-            dump_dir: str | None = None, double_backward: bool = True) -> Callable[..., Any]:
+            dump_dir: str | None = None, double_backward: bool = True,
+            target: str | None = None) -> Callable[..., Any]:
     """Compile an nn.Module or function of tensors with fusegrad.
 
     Works like `torch.compile(model_or_fn, backend="fusegrad")`: Dynamo captures
@@ -21,6 +22,9 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     runs fusegrad's compiled backward. `executor="reference"` runs the dg IR
     in the reference interpreter (slow; a debugging aid). `dump_dir` (or the
     `FUSEGRAD_DUMP` environment variable) writes every stage's IR there.
+    Graphs compile for the device their tensors are on (CPU or CUDA); `target`
+    ("cpu" or "cuda") insists on one, and tensors elsewhere raise
+    `devices.DeviceError` naming the tensor, as do tensors on several devices.
     `dynamic` goes to Dynamo as in torch.compile: a graph Dynamo makes
     dynamic (from the start with True, after a shape change with None) is
     compiled once per concrete shape by fusegrad itself, so new shapes never
@@ -29,7 +33,7 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     around every call of such a function).
     """
     options = CompileOptions(fusion=fusion, remat=remat, executor=executor,
-                             double_backward=double_backward,
+                             double_backward=double_backward, target=target,
                              **({"dump_dir": dump_dir} if dump_dir is not None else {}))
     backend = functools.partial(fusegrad_backend, **vars(options))
     return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)

@@ -16,6 +16,7 @@ import torch
 
 from .autograd_function import run_program, unaliased, with_seed
 from .capture import Captured, capture
+from .devices import select_target
 from .program import CompileOptions, Program
 
 Argnums = int | tuple[int, ...]
@@ -45,6 +46,8 @@ def _traced(fn: Callable[..., Any], args: Sequence[torch.Tensor],
             raise TypeError(f"fusegrad: argument {i} is a {type(a).__name__}; function transforms "
                             "take tensors (close over other values)")
     options = options or CompileOptions()
+    options = options.with_(target=select_target(
+        options.target, [(f"argument {i}", a) for i, a in enumerate(args)]))
     key = (options, tuple((tuple(a.shape), a.dtype) for a in args))
     per_fn = _CACHE.setdefault(fn, {})
     if key not in per_fn:

@@ -47,6 +47,10 @@ class CompileOptions:
     joint `@f_vjp`; costs the memory of inputs the backward would not otherwise
     save (usually small: parameters are alive anyway). With False, such a
     backward raises.
+
+    `target`: "cpu" or "cuda", or None to compile for the device the graph's
+    tensors are on (`devices.select_target`). `executor="cpu"` runs the code
+    compiled for the target; "reference" runs the dg interpreter instead.
     """
 
     fusion: bool = True
@@ -54,10 +58,16 @@ class CompileOptions:
     executor: str = "cpu"
     dump_dir: str | None = field(default_factory=lambda: os.environ.get("FUSEGRAD_DUMP") or None)
     double_backward: bool = True
+    target: str | None = None
 
     def __post_init__(self) -> None:
+        from .devices import TARGETS
+
         if self.executor not in _EXECUTORS:
             raise ValueError(f"fusegrad: executor={self.executor!r} is not one of {_EXECUTORS}")
+        if self.target is not None and self.target not in TARGETS:
+            raise ValueError(f"fusegrad: target={self.target!r} is not one of {TARGETS} "
+                             "(or None: the device of the inputs)")
 
     def with_(self, **changes: object) -> "CompileOptions":
         return replace(self, **changes)
@@ -170,6 +180,8 @@ class Program:
         if self.options.executor == "reference":
             module, meta = derive()
             return [_Interpreted(module, n) for n in names], meta
+        if self.options.target == "cuda":
+            return self._load_cuda(derive, names)
         from .compile_cache import compiled
         from .passes.pipelines import compile_cpu
 
@@ -192,6 +204,21 @@ class Program:
     def compiled_forward(self) -> Executable | None:
         """The plain forward if it is compiled already (None before `forward()`)."""
         return self._forward
+
+    def _load_cuda(self, derive: Callable[[], tuple[ir.Module, dict]],
+                   names: Sequence[str]) -> tuple[list[Executable], dict]:
+        """`_load` for the CUDA target: a launch plan run on the current CUDA device
+        (not cached on disk yet: PTX is assembled by `ptxas` or the driver)."""
+        from .passes.gpu_launch_plan import compile_cuda
+        from .runtime.cuda import CudaProgram
+
+        module, meta = derive()
+        start = time.perf_counter()
+        with module.context, ir.Location.unknown():
+            plan = compile_cuda(module)
+        self._timed("cuda", start)
+        program = CudaProgram(plan)
+        return [program.function(n) for n in names], meta
 
     def forward(self) -> Executable:
         """The compiled plain forward (no autodiff)."""

@@ -10,6 +10,7 @@ import torch
 import fusegrad
 from compile_options import OPTIONS
 from fusegrad.backend import FusegradFallbackWarning, fusegrad_backend
+from fusegrad.devices import DeviceError, select_target
 
 
 
@@ -205,6 +206,30 @@ def test_inference_calls_go_straight_to_the_compiled_forward(monkeypatch):
     layer.weight.grad = None
     layer(x).sum().backward()
     torch.testing.assert_close(weight_grad, layer.weight.grad)
+
+
+def test_tensors_on_several_devices_raise_naming_them():
+    """No silent copies and no eager fallback: the error names a tensor per device."""
+    def f(x, y):
+        return x.sin(), y.cos()
+    with pytest.raises(DeviceError, match=r"several devices \(L_x_ on cpu, L_y_ on meta\)"):
+        compiled(f)(torch.randn(3), torch.randn(3, device="meta"))
+
+
+def test_target_must_match_the_tensors():
+    with pytest.raises(DeviceError, match=r"target='cuda', but L_x_ is on cpu; move the model "
+                                          r"and its inputs to cuda"):
+        compiled(f_pointwise, target="cuda")(torch.randn(2, 3), torch.randn(2, 3))
+    with pytest.raises(ValueError, match="target='tpu' is not one of"):
+        compiled(f_pointwise, target="tpu")
+
+
+def test_select_target():
+    cpu, meta = torch.ones(1), torch.ones(1, device="meta")
+    assert select_target(None, [("a", cpu)]) == "cpu"
+    assert select_target("cpu", []) == "cpu"
+    with pytest.raises(DeviceError, match="a is on meta; fusegrad compiles for cpu and cuda"):
+        select_target(None, [("a", meta)])
 
 
 def test_out_of_range_token_raises_like_eager_without_fallback():

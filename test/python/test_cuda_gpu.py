@@ -51,3 +51,39 @@ def test_against_eager(name):
     for o, r in zip(outs, bench.REFS[fname](*xs)):
         torch.testing.assert_close(o, r.to(o.dtype), rtol=1e-5, atol=1e-5)
     prog.close()
+
+
+def _mlp_on_cuda():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64),
+                               torch.nn.Linear(64, 10)).cuda()
+
+
+def test_compiled_model_trains_on_cuda():
+    """fusegrad.compile picks the CUDA target from where the model and inputs are."""
+    import copy
+    import warnings
+
+    import fusegrad
+    model, x = _mlp_on_cuda(), torch.randn(16, 32, device="cuda")
+    ref = copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fusegrad.FusegradFallbackWarning)
+        out = fusegrad.compile(model)(x)
+    want = ref(x)
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+    out.square().sum().backward()
+    want.square().sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_exported_artifact_runs_on_cuda(tmp_path):
+    import fusegrad
+    from fusegrad.runtime import load
+    model = _mlp_on_cuda()
+    x = torch.randn(16, 32, device="cuda")
+    path = fusegrad.export(model.cpu(), x.cpu(), path=tmp_path / "mlp", target="cuda")
+    loaded = load(path)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model.cuda()(x), rtol=1e-4, atol=1e-4)
