@@ -4,7 +4,7 @@ An artifact is a folder:
 
 | file | holds |
 | --- | --- |
-| `export.json` | format and version, target (`cpu`/`cuda`), the user inputs' signatures, per parameter whether it requires grad, the inputs the program mutates, the seed input (random ops), the output structure (a pytree spec) with its constant leaves, the forward's function name, and the training pair's names, `num_outputs`, `wrt` and `ct_outputs` when there is one |
+| `export.json` | format and version, target (`cpu`/`cuda`), the user inputs' signatures, per parameter whether it requires grad and which earlier parameter it is (tied weights), the inputs the program mutates, the seed input (random ops), the output structure (a pytree spec) with its constant leaves, the forward's function name, and the training pair's names, `num_outputs`, `wrt` and `ct_outputs` when there is one |
 | `parameters.pt` | the module's parameters and buffers, in the program's input order (`torch.save`; loaded with `weights_only=True`) |
 | `forward/` | the plain forward: a `runtime.cpu_library` folder (`lib.so` + `meta.json`) for `cpu`, a `runtime.cuda.LaunchPlan` folder (`plan.json` + PTX/cubin images) for `cuda` |
 | `training/` | `@f_fwd` and `@f_bwd`, the same way, when the export had inputs requiring grad |
@@ -83,9 +83,11 @@ class ExportedProgram:
         self._cuda = {"driver": driver, "stream": stream, "chip": chip, "device": self.device}
         self.inputs = [(tuple(s["shape"]), TORCH_DTYPES[s["dtype"]]) for s in meta["inputs"]]
         saved = torch.load(os.path.join(self.path, PARAMETERS), weights_only=True)
-        self.parameters: list[torch.Tensor] = [
-            p.to(self.device).requires_grad_(bool(info["requires_grad"]))
-            for p, info in zip(saved, meta["parameters"])]
+        self.parameters: list[torch.Tensor] = []
+        for p, info in zip(saved, meta["parameters"]):  # a tied one is the same tensor again
+            same = info.get("same_as")
+            self.parameters.append(self.parameters[same] if same is not None else
+                                   p.to(self.device).requires_grad_(bool(info["requires_grad"])))
         self.mutated = tuple(int(i) for i in meta["mutated"])
         self.seed_input: int | None = meta["seed_input"]
         self._out_spec = pytree.treespec_loads(meta["out_spec"])

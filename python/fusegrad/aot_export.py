@@ -22,7 +22,7 @@ import torch
 import torch.utils._pytree as pytree
 from mlir import ir
 
-from .capture import TENSOR_LEAF, capture
+from .capture import TENSOR_LEAF, Captured, CaptureError, capture
 from .program import CompileOptions, Program
 from .runtime import exported
 
@@ -53,7 +53,7 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
         raise ExportError("fusegrad.export: chips= applies to target='cuda' only")
     options = (options or CompileOptions()).with_(executor="cpu")
     start = time.perf_counter()
-    captured = capture(fn, example_inputs)
+    captured = _capture(fn, example_inputs)
     try:
         out_spec = pytree.treespec_dumps(captured.out_spec)
     except Exception as e:  # pytree raises for node types it cannot serialize
@@ -77,7 +77,7 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
         meta: dict[str, Any] = {
             "format": exported.FORMAT, "version": exported.VERSION, "target": target,
             "inputs": [exported.signature_json(x) for x in example_inputs],
-            "parameters": [{"requires_grad": p.requires_grad} for p in captured.lifted],
+            "parameters": _parameters_json(captured.lifted),
             "mutated": list(captured.mutated), "seed_input": program.seed_input,
             "out_spec": out_spec, "out_template": template,
         }
@@ -102,6 +102,61 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
     log.info("exported %s (%s%s) in %.1f s", path, target, ", with training" if wrt else "",
              time.perf_counter() - start)
     return path
+
+
+def _parameters_json(lifted: Sequence[torch.Tensor]) -> list[dict[str, Any]]:
+    """Per lifted tensor: whether it requires grad, and the earlier one it is (tied
+    weights: HF's embedding and LM head), so the loaded artifact keeps one tensor whose
+    gradient sums both uses."""
+    first: dict[tuple, int] = {}
+    out = []
+    for i, p in enumerate(lifted):
+        key = (p.untyped_storage().data_ptr(), p.storage_offset(), tuple(p.shape), p.stride(),
+               p.dtype)
+        same = first.setdefault(key, i)
+        out.append({"requires_grad": p.requires_grad, "same_as": same if same != i else None})
+    return out
+
+
+def _capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> Captured:
+    """`capture`, or for a program with Python control flow on tensor values (HF models
+    read `.item()`s), `capture` of what `torch.export` (non-strict) makes of it: one
+    graph for the whole program, as an artifact needs (`fusegrad.compile` splits such
+    programs at Dynamo's graph breaks instead)."""
+    try:
+        return capture(fn, example_inputs)
+    except CaptureError as direct:
+        module = fn if isinstance(fn, torch.nn.Module) else _AsModule(fn)
+        try:
+            program = torch.export.export(module, tuple(example_inputs), strict=False)
+        except Exception as e:  # torch.export fails in many ways; report both attempts
+            raise ExportError(f"fusegrad.export: cannot trace the program to one graph: "
+                              f"{direct}; torch.export: {type(e).__name__}: {e}") from e
+        log.info("export: traced with torch.export (%s)", direct)
+        return capture(_views_as_reshapes(program.module()), example_inputs)
+
+
+def _views_as_reshapes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """torch.export drops `.contiguous()` calls that were no-ops in eager, and its `view`s
+    then rely on eager's strides, which fusegrad's decompositions need not reproduce
+    (HF GPT-2's attention output). A reshape is the same value where a view is valid;
+    the graph is functional (no op writes through a view), so the rewrite is safe."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten.view.default:
+            node.target = torch.ops.aten.reshape.default
+    gm.recompile()
+    return gm
+
+
+class _AsModule(torch.nn.Module):
+    """A function of tensors as the module torch.export takes."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: torch.Tensor) -> Any:
+        return self.fn(*args)
 
 
 def _build_cpu(module: ir.Module, directory: str) -> None:

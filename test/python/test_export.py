@@ -163,3 +163,56 @@ def test_cuda_artifact_drives_the_driver(tmp_path):
     m(x).sum().backward()
     assert len(driver.launches) > 2 * forward_launches
     assert all(p.grad is not None for p in m.parameters)
+
+
+class _Tied(torch.nn.Module):
+    """An embedding and an output layer sharing one weight (as HF language models do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(11, 6)
+        self.head = torch.nn.Linear(6, 11, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.embed(ids).tanh()).logsumexp(-1).sum()
+
+
+def test_tied_weights_stay_one_tensor(tmp_path):
+    torch.manual_seed(0)
+    model, ids = _Tied(), torch.randint(0, 11, (3, 4))
+    m = load(fusegrad.export(model, ids, path=tmp_path / "tied"))
+    assert m.parameters[0] is m.parameters[1]
+    m(ids).backward()
+    model(ids).backward()
+    torch.testing.assert_close(m.parameters[0].grad, model.embed.weight.grad)
+
+
+def test_hf_gpt2_exports_as_one_graph_and_trains(tmp_path):
+    """HF models branch on tensor values in Python; export traces them with torch.export
+    (one graph, where fusegrad.compile would split at Dynamo's graph breaks)."""
+    tf = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64,
+                                             n_positions=16, resid_pdrop=0.0, embd_pdrop=0.0,
+                                             attn_pdrop=0.0, use_cache=False))
+
+    class Loss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(input_ids=ids, labels=ids).loss
+    ids = torch.randint(0, 64, (2, 8))
+    m = load(fusegrad.export(Loss(), ids, path=tmp_path / "gpt2"))
+    loss = m(ids)
+    loss.backward()
+    want = Loss()(ids)
+    want.backward()
+    torch.testing.assert_close(loss, want)
+    grads = {id(p): p.grad for p in m.parameters}
+    assert len(grads) == len(list(model.parameters()))  # the tied embedding is one tensor
+    for exported, (name, p) in zip(m.parameters, Loss().named_parameters()):
+        torch.testing.assert_close(exported.grad, p.grad, atol=1e-5, rtol=1e-4,
+                                   msg=lambda msg: f"{name}: {msg}")
