@@ -223,10 +223,8 @@ class CpuFunction:
         for i, (a, s, dt) in enumerate(zip(names, self.inputs, self._in_dtypes)):
             env[f"S{i}"], env[f"D{i}"] = torch.Size(s.shape), dt
             matches.append(f"{a}.dtype is D{i} and {a}.shape == S{i} and {a}.is_cpu")
-        unpack = f"        {', '.join(names)}{',' if len(names) == 1 else ''} = args" if names \
-            else "        ok = not args"
-        lines = ["def call(*args):", "    try:", unpack,
-                 f"        ok = {' and '.join(matches) or 'not args'}",
+        lines = ["def call(*args):", "    try:", f"        [{', '.join(names)}] = args",
+                 f"        ok = {' and '.join(matches) or 'True'}",
                  "    except (ValueError, AttributeError):", "        ok = False",
                  "    if not ok:", "        check(args)"]
         lines += [f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()" for a in names]
@@ -242,8 +240,7 @@ class CpuFunction:
         lines.append("    arguments = arguments_of()")
         if pointers:
             descriptors = [f"d{j}" for j in range(len(pointers))]
-            lines.append(f"    {', '.join(descriptors)}{',' if len(descriptors) == 1 else ''}"
-                         " = arguments.descriptors")
+            lines.append(f"    [{', '.join(descriptors)}] = arguments.descriptors")
             lines += [f"    {d}.allocated = {d}.aligned = {p}"
                       for d, p in zip(descriptors, pointers)]
         lines.append("    raw(arguments.packed)")

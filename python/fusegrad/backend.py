@@ -94,9 +94,8 @@ class CompiledGraph:
     def _bind_inference(self) -> None:
         """Calls that record no gradient go straight to the compiled forward when it needs
         none of `__call__`'s glue: no mutated input, no random seed, outputs a tuple of
-        fresh tensors, no lifted parameter that requires grad (Dynamo has guarded shapes,
-        dtypes and grad requirements of the arguments). Saves a small model a third of
-        its call overhead."""
+        fresh tensors, no lifted parameter that requires grad. Saves a small model a
+        third of its call overhead."""
         program, captured = self.program, self.captured
         forward = program.compiled_forward
         if (self._inference is not None or forward is None or captured.mutated
