@@ -1,6 +1,10 @@
-"""runtime.host_memory: large outputs of compiled code ask for huge pages on their
-2 MiB-aligned interior before their first touch; small ones are plain torch.empty."""
+"""runtime.host_memory: large outputs of compiled code reuse the memory of dead outputs
+(the pool) or ask for huge pages on their 2 MiB-aligned interior before their first
+touch; small ones are plain torch.empty."""
 from __future__ import annotations
+
+import gc
+import pickle
 
 import torch
 
@@ -20,6 +24,7 @@ def test_advice_covers_the_aligned_interior(monkeypatch):
 
 
 def test_empty_advises_large_tensors_only(monkeypatch):
+    host_memory.POOL.clear()
     calls = []
     monkeypatch.setattr(host_memory, "_MADVISE", lambda a, n, advice: calls.append((a, n)))
     big = host_memory.empty((1024, 1024), torch.float32, 4 * MIB)
@@ -46,3 +51,78 @@ def test_compiled_outputs_use_it(monkeypatch):
     torch.testing.assert_close(a, x * 2)
     torch.testing.assert_close(b, y + 1)
     assert seen == [((1024, 1024), 4 * MIB)]  # the 8x8 result is a plain torch.empty
+
+
+def test_pool_reuses_the_block_of_a_dead_output_only():
+    pool = host_memory.OutputPool(64 * MIB)
+    a = pool.empty((1024, 1024), torch.float32, 4 * MIB)
+    address = a.data_ptr()
+    view = a[1:]
+    del a
+    gc.collect()
+    b = pool.empty((1024, 1024), torch.float32, 4 * MIB)
+    assert b.data_ptr() != address  # a view of the first output is alive
+    del view
+    c = pool.empty((2048, 512), torch.float32, 4 * MIB)
+    assert c.data_ptr() == address and c.shape == (2048, 512)
+    d = pool.empty((1024, 2048), torch.float32, 8 * MIB)  # another size: a new block
+    assert d.data_ptr() not in (address, b.data_ptr())
+    del b, c, d
+    assert pool.free_bytes == 16 * MIB
+    pool.clear()
+    assert pool.free_bytes == 0
+
+
+def test_pool_keeps_at_most_its_cap_oldest_dropped():
+    pool = host_memory.OutputPool(8 * MIB)
+    first = pool.empty((MIB,), torch.float32, 4 * MIB)
+    second = pool.empty((MIB,), torch.float32, 4 * MIB)
+    third = pool.empty((2 * MIB,), torch.float32, 8 * MIB)
+    kept = second.data_ptr()
+    del first, second
+    assert pool.free_bytes == 8 * MIB
+    del third  # 16 MiB free: the two oldest go
+    assert pool.free_bytes == 8 * MIB
+    assert pool.empty((MIB,), torch.float32, 4 * MIB).data_ptr() != kept
+
+
+def test_pooled_outputs_are_ordinary_tensors(tmp_path):
+    pool = host_memory.OutputPool(64 * MIB)
+    t = pool.empty((1024, 1024), torch.float32, 4 * MIB)
+    t.fill_(2.0).add_(1.0)
+    assert t.is_contiguous() and t.sum().item() == 3.0 * 1024 * 1024
+    w = t.requires_grad_()
+    (w * w).sum().backward()
+    torch.testing.assert_close(w.grad, 2 * t.detach())
+    torch.save(t.detach(), tmp_path / "t.pt")
+    torch.testing.assert_close(torch.load(tmp_path / "t.pt"), t.detach())
+    assert pickle.loads(pickle.dumps(t.detach())).sum().item() == t.sum().item()
+    assert t.detach().numpy().shape == (1024, 1024)
+
+
+def test_compiled_outputs_reuse_dead_outputs_memory():
+    import fusegrad
+    f = fusegrad.compile(lambda x: x * 2)
+    x = torch.randn(1024, 1024)
+    first = f(x)
+    address = first.data_ptr()
+    kept = f(x)
+    assert kept.data_ptr() != address
+    torch.testing.assert_close(kept, x * 2)
+    del first
+    again = f(x)
+    assert again.data_ptr() == address
+    torch.testing.assert_close(again, x * 2)
+    torch.testing.assert_close(kept, x * 2)  # untouched by the reuse
+
+
+def test_pool_off_and_its_setting(monkeypatch):
+    monkeypatch.setenv("FUSEGRAD_HOST_POOL_BYTES", "0")
+    assert host_memory._pool_bytes() == 0
+    monkeypatch.setenv("FUSEGRAD_HOST_POOL_BYTES", "lots")
+    assert host_memory._pool_bytes() > 0  # the default, with a warning in the log
+    monkeypatch.setattr(host_memory, "POOL", host_memory.OutputPool(0))
+    a = host_memory.empty((1024, 1024), torch.float32, 4 * MIB)
+    assert a.untyped_storage().resizable()  # a plain torch.empty
+    del a
+    assert host_memory.POOL.free_bytes == 0
