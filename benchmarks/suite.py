@@ -24,7 +24,7 @@ before the process starts). Inside that process:
 4. for memory-bound workloads, the copy bandwidth of this process
    (`dst.copy_(src)` of a large buffer);
 5. peak memory per backend: before a step, drop the previous step's
-   gradients, garbage-collect, `malloc_trim(0)`
+   gradients, garbage-collect, empty fusegrad's output pool, `malloc_trim(0)`
    and reset the kernel's resident-set high-water mark; after it, VmHWM minus
    the RSS before the step is the memory the step needed on top of what was
    already live (the max over two steps).
@@ -385,12 +385,16 @@ def _malloc_trim() -> None:
 
 def step_peak_mib(step: Step, repeats: int = 2) -> float | None:
     """Peak resident memory one step needs above what is live before it (MiB): the
-    previous step's gradients are released first, freed heap memory is given back
-    to the OS (malloc_trim), then the kernel's high-water mark is reset."""
+    previous step's gradients are released first, freed memory is given back to the
+    OS (fusegrad's output pool, then malloc_trim), then the kernel's high-water mark
+    is reset."""
     best = None
     for _ in range(repeats):
         step.release()
         gc.collect()
+        host_memory = sys.modules.get("fusegrad.runtime.host_memory")
+        if host_memory is not None:  # the pool keeps dead outputs' memory, as glibc may
+            host_memory.POOL.clear()
         _malloc_trim()
         before = _proc_status_kib("VmRSS")
         if before is None or not _reset_peak_rss():
