@@ -36,9 +36,10 @@ _configure_logging()
 
 __version__ = "0.1.0"
 
-# public name -> defining submodule
+# public name -> defining submodule (never a module of the same name: importing
+# it would make the package attribute the module instead of the function)
 _EXPORTS = {
-    "compile": "compile",
+    "compile": "torch_compile",
     "CompileOptions": "program",
     "fusegrad_backend": "backend",
     "FusegradFallbackWarning": "backend",
@@ -49,7 +50,7 @@ _EXPORTS = {
     "jvp": "functional",
     "hvp": "functional",
     "hessian": "functional",
-    "explain": "explain",
+    "explain": "explain_report",
     "export": "aot_export",
 }
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -29,6 +31,18 @@ def fresh_dynamo():
 
 def f_pointwise(x, y):
     return torch.tanh(x) * y + torch.exp(-y).sum(dim=1, keepdim=True)
+
+
+def test_public_names_survive_importing_their_modules():
+    """A submodule named like the function it defines would replace the package's
+    attribute when imported (`import fusegrad.export` made `fusegrad.export` a module)."""
+    code = ("import importlib, fusegrad\n"
+            "for m in set(fusegrad._EXPORTS.values()):\n"
+            "    importlib.import_module('fusegrad.' + m)\n"
+            "bad = [n for n in fusegrad.__all__ if type(getattr(fusegrad, n)).__name__ == 'module']\n"
+            "assert not bad, bad\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_function_matches_eager():
