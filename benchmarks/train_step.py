@@ -3,7 +3,8 @@
 For each model: compile time (first step, including capture and codegen;
 Inductor's on-disk caches are disabled and fusegrad's compile cache starts
 empty, so both compile cold),
-median step time over the following steps (forward + backward + SGD), and the
+median step time over the following steps (forward + backward + SGD; the backends
+take turns, one step each), and the
 largest loss/parameter difference from eager after the same steps.
 
     .venv/bin/python benchmarks/train_step.py [--steps 30] [--threads 1] [--no-inductor]
@@ -49,19 +50,23 @@ def cnn() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
 MODELS = {"mlp": mlp, "transformer-layer": transformer, "cnn": cnn}
 
 
-def run(model: torch.nn.Module, step: Callable, x, y, steps: int):
-    """`steps` SGD steps of mse_loss(step(x), y); returns (seconds per step, losses)."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    times, losses = [], []
-    for _ in range(steps):
+class Trainer:
+    """SGD steps of mse_loss(step(x), y) for one backend's copy of the model."""
+
+    def __init__(self, model: torch.nn.Module, step: Callable, x, y) -> None:
+        self.model, self.step, self.x, self.y = model, step, x, y
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        self.times: list[float] = []
+        self.losses: list[float] = []
+
+    def __call__(self) -> None:
         t0 = time.perf_counter()
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(step(x), y)
+        self.opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(self.step(self.x), self.y)
         loss.backward()
-        opt.step()
-        times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
-    return times, losses
+        self.opt.step()
+        self.times.append(time.perf_counter() - t0)
+        self.losses.append(loss.item())
 
 
 def backends(inductor: bool = True) -> dict[str, Callable]:
@@ -75,26 +80,33 @@ def backends(inductor: bool = True) -> dict[str, Callable]:
 
 
 def compare(name: str, make: Callable, steps: int, wraps: dict[str, Callable]) -> list[str]:
-    """Train copies of one model with each backend; markdown rows of the results table."""
+    """Train copies of one model with each backend, one step of each in turn (so a slow
+    stretch of the machine hits all backends alike); markdown rows of the results table."""
     torch.manual_seed(0)
     base, x, y = make()
-    results = {}
+    trainers = {}
+    # once, not per backend: a reset would drop the code compiled for the backends before
+    torch._dynamo.reset()
     for backend, wrap in wraps.items():
-        torch._dynamo.reset()
         model = copy.deepcopy(base)
         try:
-            results[backend] = (model, *run(model, wrap(model), x, y, steps))
+            trainer = Trainer(model, wrap(model), x, y)
+            trainer()  # the first step: capture and compile
+            trainers[backend] = trainer
         except Exception as e:  # e.g. Inductor without a working C++ toolchain
             print(f"{name}/{backend}: unavailable ({type(e).__name__}: {e})".splitlines()[0])
-    eager_model, eager_times, eager_losses = results["eager"]
-    eager_med = statistics.median(eager_times[1:])
+    for _ in range(steps - 1):
+        for trainer in trainers.values():
+            trainer()
+    eager = trainers["eager"]
+    eager_med = statistics.median(eager.times[1:])
     rows = []
-    for backend, (model, times, losses) in results.items():
-        med = statistics.median(times[1:])
-        diff = max([abs(a - b) for a, b in zip(losses, eager_losses)] +
+    for backend, t in trainers.items():
+        med = statistics.median(t.times[1:])
+        diff = max([abs(a - b) for a, b in zip(t.losses, eager.losses)] +
                    [(p - q).abs().max().item()
-                    for p, q in zip(model.parameters(), eager_model.parameters())])
-        rows.append(f"| {name} | {backend} | {times[0]:.2f} | {med * 1e3:.2f} | "
+                    for p, q in zip(t.model.parameters(), eager.model.parameters())])
+        rows.append(f"| {name} | {backend} | {t.times[0]:.2f} | {med * 1e3:.2f} | "
                     f"{eager_med / med:.2f}x | {diff:.1e} |")
     return rows
 
