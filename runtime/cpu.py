@@ -165,8 +165,8 @@ class CpuFunction:
         self._forwarded = dict(forwarded or {})
         self._computed = [(k, s, TORCH_DTYPES[s.dtype]) for k, s in enumerate(outputs)
                           if k not in self._forwarded]
-        # bytes of each computed result when large enough for huge pages (host_memory), else 0
-        self._huge = [n if n >= host_memory.HUGE_MIN_BYTES else 0
+        # bytes of each computed result large enough for host_memory's pool, else 0
+        self._large = [n if n >= host_memory.LARGE_MIN_BYTES else 0
                       for n in (math.prod(s.shape) * torch.empty((), dtype=dt).element_size()
                                 for _, s, dt in self._computed)]
         self._in_dtypes = [TORCH_DTYPES[s.dtype] for s in inputs]
@@ -217,7 +217,7 @@ class CpuFunction:
         """
         names = [f"a{i}" for i in range(len(self.inputs))]
         env: dict[str, Any] = {"check": self._check, "empty": torch.empty,
-                               "huge": host_memory.empty, "arguments_of": self._arguments,
+                               "large": host_memory.empty, "arguments_of": self._arguments,
                                "raw": self._fn, "workspace": _WORKSPACE.data_ptr}
         matches = []
         for i, (a, s, dt) in enumerate(zip(names, self.inputs, self._in_dtypes)):
@@ -229,9 +229,9 @@ class CpuFunction:
                  "    if not ok:", "        check(args)"]
         lines += [f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()" for a in names]
         outs = []
-        for k, ((_, s, dt), nbytes) in enumerate(zip(self._computed, self._huge)):
+        for k, ((_, s, dt), nbytes) in enumerate(zip(self._computed, self._large)):
             env[f"O{k}"], env[f"U{k}"] = tuple(s.shape), dt
-            lines.append(f"    o{k} = huge(O{k}, U{k}, {nbytes})" if nbytes
+            lines.append(f"    o{k} = large(O{k}, U{k}, {nbytes})" if nbytes
                          else f"    o{k} = empty(O{k}, dtype=U{k})")
             outs.append(f"o{k}")
         pointers = [f"{a}.data_ptr()" for a in (*names, *outs)]

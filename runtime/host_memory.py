@@ -33,8 +33,9 @@ import torch
 log = logging.getLogger("fusegrad.runtime.host_memory")
 
 HUGE_PAGE = 2 << 20
-# outputs from this size get huge pages (smaller ones are mostly reused heap memory)
-HUGE_MIN_BYTES = 4 << 20
+# outputs from this size come from the pool, on huge pages (smaller ones are mostly reused
+# heap memory)
+LARGE_MIN_BYTES = 4 << 20
 _MADV_HUGEPAGE = 14
 
 
@@ -127,7 +128,7 @@ POOL = OutputPool(_pool_bytes())
 
 def empty(shape: Sequence[int], dtype: torch.dtype, nbytes: int) -> torch.Tensor:
     """`torch.empty(shape, dtype=dtype)` (of `nbytes` bytes): from `POOL` when large."""
-    if nbytes < HUGE_MIN_BYTES:
+    if nbytes < LARGE_MIN_BYTES:
         return torch.empty(shape, dtype=dtype)
     if POOL.max_free_bytes <= 0:
         t = torch.empty(shape, dtype=dtype)

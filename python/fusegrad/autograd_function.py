@@ -25,8 +25,6 @@ from .runtime.autograd import CompiledFunction, fresh_seed, unaliased
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_program", "unaliased", "with_seed"]
-
 
 def with_seed(program: Program, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """`inputs` plus a fresh seed (on their device) when `program` takes one (random ops)

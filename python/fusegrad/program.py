@@ -23,16 +23,16 @@ from typing import Callable, Protocol, Sequence
 import torch
 from mlir import ir
 
+from .runtime import autograd
 from .runtime.autograd import Training
 
 log = logging.getLogger(__name__)
 
-class Executable(Protocol):
-    """A compiled function of tensors (`runtime.cpu.CpuFunction`, `_Interpreted`)."""
+class Executable(autograd.Executable, Protocol):
+    """A compiled function of tensors (`runtime.cpu.CpuFunction`, `runtime.cuda.CudaFunction`,
+    `_Interpreted`) that says whether it hands arguments back."""
 
     returns_arguments: bool  # may some results be arguments handed back (others are fresh)?
-
-    def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]: ...
 
 _EXECUTORS = ("cpu", "reference")
 _labels = itertools.count()
