@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import tempfile
 import time
 from typing import Callable
 
@@ -19,7 +21,8 @@ from ..dialects.types import TensorSpec
 from . import (blas, collapse_dims, conv_library, cpu_kernels,  # noqa: F401
                function_boundary,
                function_dedup, gomp, internal_linkage, loop_outlining,  # (register passes)
-               math_approx, result_copies, strided_copy, widen_bool, workspace)
+               math_approx, native_code, result_copies, strided_copy, widen_bool,
+               workspace)
 from .cpu_kernels import ROW_TEMP_MAX_BYTES
 from .function_boundary import is_public
 from .registry import register_pipeline, run_pipeline
@@ -187,17 +190,20 @@ def _forward_arguments(module: ir.Module, names) -> dict[str, dict[int, int]]:
     return forwarded
 
 
-def compile_cpu(module: ir.Module, object_file: str | None = None,
+def compile_cpu(module: ir.Module, library: str | None = None,
                 on_stage: Callable[[str, ir.Module], None] | None = None):
-    """Lower `module` (dg on tensors) in place to LLVM and JIT it.
+    """Lower `module` (dg on tensors) in place to LLVM and compile it for this host.
 
     Returns a `fusegrad.runtime.cpu.CpuModule` with one entry per public function.
-    With `object_file`, the code is also written there as a position-independent
-    object file (for `runtime.cpu_library`, which links it into a shared library).
+    With `library`, the code is also that shared library (for `runtime.cpu_library`).
     `on_stage(name, module)` sees the module after each of the three sub-pipelines
-    ("linalg", "bufferized", "llvm"; FUSEGRAD_DUMP writes them).
+    ("linalg", "bufferized", "llvm"; FUSEGRAD_DUMP writes them). LLVM runs in
+    parallel processes (`native_code`) for big modules where its tools and a C
+    compiler are found, else in the ExecutionEngine (`FUSEGRAD_CPU_CODEGEN=engine`
+    always asks for it).
     """
-    from ..runtime.cpu import jit_module
+    from ..runtime import cpu_library
+    from ..runtime.cpu import jit_module, module_facts
 
     t0 = time.perf_counter()
     with module.context:
@@ -209,7 +215,22 @@ def compile_cpu(module: ir.Module, object_file: str | None = None,
             if on_stage is not None:
                 on_stage(stage, module)
     t1 = time.perf_counter()
-    cm = jit_module(module, entries, forwarded=forwarded, object_file=object_file)
-    log.debug("compile_cpu: %d entries, MLIR %.1f ms, JIT %.1f ms", len(entries),
-             (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
+    tools = None if os.environ.get("FUSEGRAD_CPU_CODEGEN") == "engine" else native_code.toolchain()
+    with tempfile.TemporaryDirectory(prefix="fusegrad-lib-") as tmp:
+        target = library or os.path.join(tmp, cpu_library.LIBRARY)
+        parts = None
+        if tools is not None:
+            try:
+                parts = native_code.build_library(module, target, tools)
+            except native_code.ToolError as e:
+                log.warning("compiling with LLVM's tools failed, using the ExecutionEngine "
+                            "instead: %s", e)
+        if parts:  # a library removed once loaded stays mapped
+            cm = cpu_library.load(target, entries, forwarded, *module_facts(module))
+            how = f"LLVM tools, {parts} processes"
+        else:
+            cm = jit_module(module, entries, forwarded=forwarded, library=library)
+            how = "ExecutionEngine"
+    log.debug("compile_cpu: %d entries, MLIR %.1f ms, LLVM %.1f ms (%s)", len(entries),
+              (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3, how)
     return cm

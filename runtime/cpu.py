@@ -20,6 +20,7 @@ import ctypes.util
 import functools
 import logging
 import math
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,36 +329,54 @@ def _address(lookup: Callable[[str], int], name: str) -> int:
     return addr
 
 
-def jit_module(module: Any, entries: Entries, *, opt_level: int = 2,
-               shared_libs: Sequence[str] = (),
-               forwarded: Mapping[str, Mapping[int, int]] | None = None,
-               object_file: str | None = None) -> CpuModule:
-    """JIT-compile `module` (an `mlir.ir.Module` in the LLVM dialect) into a `CpuModule`.
-
-    With `object_file`, the code is position-independent and its object file is
-    written there, to be linked into a shared library (`runtime.cpu_library`).
-    """
+def module_facts(module: Any) -> tuple[tuple[str, list[str]] | None, dict[str, int]]:
+    """What the runtime needs to know of `module` (an `mlir.ir.Module` in the LLVM
+    dialect) besides its entries: the index-error function and sites, if it checks
+    indices, and each entry's workspace bytes."""
     from mlir import ir
-    from mlir.execution_engine import ExecutionEngine
 
     from ..passes.index_check import SITES_ATTR, TAKE_ERROR
     from ..passes.workspace import workspaces
 
-    # O2: the transformer-layer training step runs as fast as at O3 (24 ms) and its
-    # JIT takes 7.5 s instead of 11 s (benchmarks/train_step.py)
-    load_builtins()
-    engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(shared_libs),
-                             enable_object_dump=object_file is not None,
-                             enable_pic=object_file is not None)
-    engine.initialize()
     attrs = module.operation.attributes
     index_errors = None
     if SITES_ATTR in attrs:
-        sites = [ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[SITES_ATTR])]
-        index_errors = (TAKE_ERROR, sites)
+        index_errors = (TAKE_ERROR, [ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[SITES_ATTR])])
+    return index_errors, workspaces(module.operation)
+
+
+def jit_module(module: Any, entries: Entries, *, opt_level: int = 2,
+               shared_libs: Sequence[str] = (),
+               forwarded: Mapping[str, Mapping[int, int]] | None = None,
+               library: str | None = None) -> CpuModule:
+    """JIT-compile `module` (an `mlir.ir.Module` in the LLVM dialect) into a `CpuModule`
+    with the MLIR ExecutionEngine.
+
+    With `library`, the code is position-independent and is also linked into that
+    shared library (`runtime.cpu_library`).
+    """
+    import tempfile
+
+    from mlir.execution_engine import ExecutionEngine
+
+    from . import cpu_library
+
+    # O2: the transformer-layer training step runs as fast as at O3 (24 ms) and its
+    # JIT takes 7.5 s instead of 11 s (benchmarks/train_step.py)
+    load_builtins()
+    index_errors, workspaces = module_facts(module)
+    engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(shared_libs),
+                             enable_object_dump=library is not None,
+                             enable_pic=library is not None)
+    engine.initialize()
     # raw_lookup("_mlir_ciface_f") finds the packed wrapper `_mlir__mlir_ciface_f`
     cpu = CpuModule(lambda name: engine.raw_lookup("_mlir_ciface_" + name), engine, entries,
-                    forwarded, index_errors, workspaces(module.operation))
-    if object_file is not None:
-        engine.dump_to_object_file(object_file)
+                    forwarded, index_errors, workspaces)
+    if library is not None:
+        with tempfile.TemporaryDirectory(prefix="fusegrad-jit-") as tmp:
+            engine.dump_to_object_file(os.path.join(tmp, "code.o"))
+            try:
+                cpu_library.link([os.path.join(tmp, "code.o")], library)
+            except cpu_library.LibraryError as e:  # the code runs; only the library is missing
+                log.warning("compiled code not saved as a shared library: %s", e)
     return cpu

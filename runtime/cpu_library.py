@@ -1,7 +1,7 @@
 """Compiled CPU code as a shared library plus JSON metadata, and loading it back.
 
-A library directory holds `lib.so` (the JIT's position-independent object
-code, linked by the system C compiler) and `meta.json`: the format version,
+A library directory holds `lib.so` (position-independent object code linked
+by the system C compiler) and `meta.json`: the format version,
 the library's sha256, each entry's input/output signatures, forwarded
 results and workspace bytes, the out-of-range-index sites, and whatever the writer adds (the
 compile cache's key inputs and training metadata). The compile cache stores
@@ -22,9 +22,9 @@ import logging
 import os
 import shutil
 import subprocess
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from .cpu import CpuModule, TensorSig, load_builtins
+from .cpu import CpuModule, Entries, TensorSig, load_builtins
 
 log = logging.getLogger("fusegrad.runtime.cpu_library")
 
@@ -56,20 +56,27 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def write(directory: str, object_file: str, cpu: CpuModule,
-          extra: Mapping[str, Any] | None = None) -> None:
-    """Link `object_file` (the code of `cpu`) into `directory/lib.so` and describe it in
-    `directory/meta.json`, adding the JSON fields `extra`. Raises LibraryError."""
+def link(objects: Sequence[str], library: str) -> None:
+    """Link the position-independent `objects` into the shared library `library`.
+    Raises LibraryError."""
     linker = find_linker()
     if linker is None:
         raise LibraryError("no C compiler (cc, gcc, clang) to link a shared library")
-    library = os.path.join(directory, LIBRARY)
     # -Bsymbolic: calls inside the library bind to its own functions, never to a symbol of
     # the same name elsewhere in the process (an entry named `main`, another library's kernels)
-    cmd = [linker, "-shared", "-Wl,-Bsymbolic", "-o", library, object_file, "-lm"]
+    cmd = [linker, "-shared", "-Wl,-Bsymbolic", "-o", library, *objects, "-lm"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode:
         raise LibraryError(f"linking {library} failed: {' '.join(cmd)}: {done.stderr.strip()}")
+
+
+def write(directory: str, cpu: CpuModule, extra: Mapping[str, Any] | None = None) -> None:
+    """Describe `directory/lib.so` (the code of `cpu`, made by `link`) in
+    `directory/meta.json`, adding the JSON fields `extra`."""
+    library = os.path.join(directory, LIBRARY)
+    if not os.path.exists(library):
+        raise LibraryError(f"{library} was not built" + (
+            "" if find_linker() else ": no C compiler (cc, gcc, clang) to link it"))
     meta = dict(extra or {})
     meta.update({
         "format": FORMAT, "version": VERSION, "library": LIBRARY,
@@ -106,15 +113,22 @@ def read(directory: str) -> tuple[CpuModule, dict[str, Any]]:
         workspaces = {name: int(e["workspace"]) for name, e in meta["entries"].items()}
         errors = meta["index_errors"]
         index_errors = None if errors is None else (errors["function"], list(errors["sites"]))
-        load_builtins()
-        lib = ctypes.CDLL(library)
-        cpu = CpuModule(functools.partial(_address, lib), lib, entries, forwarded, index_errors,
-                        workspaces)
+        cpu = load(library, entries, forwarded, index_errors, workspaces)
     except LibraryError as e:
         raise LibraryError(f"{directory}: {e}") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError) as e:
         raise LibraryError(f"{directory}: {type(e).__name__}: {e}") from None
     return cpu, meta
+
+
+def load(library: str, entries: Entries, forwarded: Mapping[str, Mapping[int, int]],
+         index_errors: tuple[str, Sequence[str]] | None,
+         workspaces: Mapping[str, int]) -> CpuModule:
+    """The `CpuModule` of the shared library `library` (raises OSError if it does not load)."""
+    load_builtins()
+    lib = ctypes.CDLL(library)
+    return CpuModule(functools.partial(_address, lib), lib, entries, forwarded, index_errors,
+                     workspaces)
 
 
 def _address(lib: ctypes.CDLL, name: str) -> int:

@@ -165,11 +165,9 @@ def _build_cpu(module: ir.Module, directory: str) -> None:
     from .runtime import cpu_library
 
     os.makedirs(directory)
-    object_file = os.path.join(directory, "code.o")
     with module.context, ir.Location.unknown():
-        cpu = compile_cpu(module, object_file)
-    cpu_library.write(directory, object_file, cpu)
-    os.remove(object_file)
+        cpu = compile_cpu(module, os.path.join(directory, cpu_library.LIBRARY))
+    cpu_library.write(directory, cpu)
 
 
 def _cuda_builder(chips: Sequence[str] | None) -> Callable[[ir.Module, str], None]:

@@ -49,7 +49,7 @@ FORMAT_VERSION = 1  # of keys and entries; part of the key, so a change misses o
 DEFAULT_MAX_BYTES = 2 << 30
 _STALE_TMP_SECONDS = 3600  # temporary directories older than this were left by a dead process
 
-# compile(object_file or None) -> (code, metadata to keep with it)
+# compile(shared library to write or None) -> (code, metadata to keep with it)
 Build = Callable[[str | None], tuple[CpuModule, dict[str, Any]]]
 
 
@@ -203,12 +203,9 @@ class CompileCache:
             _warn_unwritable(self.directory, str(e))
             return build(None)
         try:
-            obj = os.path.join(tmp, "code.o")
-            cpu, metadata = build(obj)
+            cpu, metadata = build(os.path.join(tmp, cpu_library.LIBRARY))
             try:
-                cpu_library.write(tmp, obj, cpu, {"key": key, "inputs": inputs,
-                                                  "program": metadata})
-                os.remove(obj)
+                cpu_library.write(tmp, cpu, {"key": key, "inputs": inputs, "program": metadata})
                 os.rename(tmp, entry)
             except OSError as e:
                 if os.path.isdir(entry):  # another process put this entry in place first

@@ -185,7 +185,7 @@ class Program:
         from .compile_cache import compiled
         from .passes.pipelines import compile_cpu
 
-        def build(object_file: str | None) -> tuple[object, dict]:
+        def build(library: str | None) -> tuple[object, dict]:
             module, meta = derive()
             since = [time.perf_counter()]
 
@@ -193,8 +193,8 @@ class Program:
                 since[0] = self._timed(f"cpu-{name}", since[0])
                 self.dump(stage.replace("lowered", f"cpu-{name}"), lowered)
             with module.context, ir.Location.unknown():
-                cpu = compile_cpu(module, object_file, on_stage=on_stage)
-            self._timed("llvm-jit", since[0])
+                cpu = compile_cpu(module, library, on_stage=on_stage)
+            self._timed("llvm-codegen", since[0])
             return cpu, meta
 
         cpu, meta = compiled(self._text(), derivation, self.options, build)

