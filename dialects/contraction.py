@@ -144,15 +144,38 @@ def _matmul_lower(op, operands, *, op_name, attrs, out):
     from ..passes import linalg_builders as lb
     a, b = operands
     o = out[0]
+    integer = o.dtype.startswith("i")
     if o.rank == 2:
+        if integer:
+            return [_integer_matmul(a, b, lb.full(o.shape, o.dtype, 0), batched=False)]
         return [linalg.matmul(a, b, outs=[lb.full(o.shape, o.dtype, 0)])]
     groups = [list(range(o.rank - 2)), [o.rank - 2], [o.rank - 1]]
     if o.rank > 3:
         a, b = lb.collapse(a, groups), lb.collapse(b, groups)
     batch = ir.RankedTensorType(a.type).shape[0]
     shape3 = [batch, o.shape[-2], o.shape[-1]]
-    res = linalg.batch_matmul(a, b, outs=[lb.full(shape3, o.dtype, 0)])
+    if integer:
+        res = _integer_matmul(a, b, lb.full(shape3, o.dtype, 0), batched=True)
+    else:
+        res = linalg.batch_matmul(a, b, outs=[lb.full(shape3, o.dtype, 0)])
     return [lb.expand(res, groups, o.shape) if o.rank > 3 else res]
+
+
+def _integer_matmul(a, b, init, batched: bool):
+    """An integer (batched) matmul as a linalg.generic: no BLAS or cuBLAS takes it, and as
+    a generic it is a loop nest kernel like any reduction on either target (`torch.cumsum`
+    of a mask becomes one, via a triangular matrix)."""
+    from mlir import ir
+    from mlir.dialects import arith
+    from ..passes import linalg_builders as lb
+    batch = [0] if batched else []
+    m, n, k = (len(batch) + i for i in range(3))
+    dims = len(batch) + 3
+    maps = [ir.AffineMap.get(dims, 0, [ir.AffineExpr.get_dim(d) for d in batch + idx])
+            for idx in ([m, k], [k, n], [m, n])]
+    iterators = ["parallel"] * (dims - 1) + ["reduction"]
+    return lb.generic([a, b], [init], maps, iterators,
+                      lambda v: [arith.addi(v[2], arith.muli(v[0], v[1]))])[0]
 
 
 @lowering("conv2d")

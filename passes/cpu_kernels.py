@@ -159,22 +159,48 @@ class LoopOp:
                 yield v, None, False
 
 
-def _captured(block: ir.Block, root_op: ir.Operation) -> Optional[list]:
-    """Values the body uses but does not define; None if the body has regions."""
+def _captured(block: ir.Block, root_op: ir.Operation, regions: bool) -> Optional[list]:
+    """Values the body uses but does not define; None if the body has regions, unless
+    `regions` allows those whose ops read only values from outside the body or their
+    own (the `scf.if` of a checked index storing its site, passes/index_check.py)."""
     defined = set(block.arguments)
     out: list = []
+
+    def nested_uses(op: ir.Operation) -> Optional[list]:
+        inner_defs: set = set()
+        uses: list = []
+        for region in op.regions:
+            for b in region.blocks:
+                inner_defs.update(b.arguments)
+                for o in b.operations:
+                    o = o.operation
+                    found = nested_uses(o)
+                    if found is None:
+                        return None
+                    uses += found + [v for v in o.operands if v not in inner_defs]
+                    inner_defs.update(o.results)
+        if any(v in defined for v in uses):
+            return None  # the region reads a value of the body: not cloned faithfully
+        return uses
+
     for inner in block.operations:
         inner = inner.operation
+        operands = list(inner.operands)
         if len(inner.regions):
-            return None
-        for v in inner.operands:
+            nested = nested_uses(inner) if regions else None
+            if nested is None:
+                return None
+            operands += nested
+        for v in operands:
             if v not in defined and v not in out:
                 out.append(v)
         defined.update(inner.results)
     return out
 
 
-def parse(op: ir.Operation) -> Optional[LoopOp]:
+def parse(op: ir.Operation, regions: bool = False) -> Optional[LoopOp]:
+    """The op as a LoopOp, or None. `regions`: also generics whose body holds regions
+    that read nothing of the body (see `_captured`)."""
     if op.name == "linalg.fill":
         view = op.opview
         (value,), (buf,) = list(view.inputs), list(view.outputs)
@@ -227,7 +253,7 @@ def parse(op: ir.Operation) -> Optional[LoopOp]:
                 sizes[d] = s
     if any(s is None for s in sizes):
         return None
-    captured = _captured(g.regions[0].blocks[0], op)
+    captured = _captured(g.regions[0].blocks[0], op, regions)
     if captured is None:
         return None
     iterators = [str(a).split("<")[-1].rstrip(">") for a in g.iterator_types]

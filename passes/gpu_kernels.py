@@ -40,6 +40,7 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
 from .cpu_kernels import LoopOp, clone_body, parse as parse_loop_op
+from .index_check import TAKE_ERROR
 from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, row_conflict, row_local,
                       static_memref)
 from .registry import PassError, register_pass
@@ -72,8 +73,8 @@ OVERWRITE_ATTR = "dg.gpu.overwrite"
 # host ops the launch plan understands without a kernel
 HOST_OPS = ("memref.alloc", "memref.dealloc", "memref.copy", "memref.expand_shape",
             "memref.collapse_shape", "memref.subview", "memref.cast",
-            "memref.reinterpret_cast", "arith.constant", "func.return", "gpu.launch",
-            "gpu.launch_func") + CONTRACTIONS
+            "memref.reinterpret_cast", "memref.get_global", "arith.constant", "func.return",
+            "gpu.launch", "gpu.launch_func") + CONTRACTIONS
 _PURE = VIEWS + ("memref.alloc", "arith.constant")
 
 _IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
@@ -157,7 +158,7 @@ class Kop:
 def parse(op: ir.Operation) -> Optional[Kop]:
     """The op as a Kop, or None when it is not a loop nest this pass can emit."""
     if op.name in ("linalg.generic", "linalg.fill"):
-        lop = parse_loop_op(op)
+        lop = parse_loop_op(op, regions=True)
         return Kop(lop) if lop is not None else None
     if op.name in ("memref.copy", "linalg.transpose"):
         lop = parse_loop_op(op)  # strided copies stay host copies (torch)
@@ -217,11 +218,26 @@ def _launch(grid: Sequence[int], block: Sequence[int]) -> tuple[gpu.LaunchOp, li
     return launch, args[0:3], args[3:6]
 
 
+def _sinkable(op: ir.Operation) -> bool:
+    """Host ops a kernel recomputes instead of taking their results as arguments: views
+    of its buffers, and scalar arithmetic on loads from the function's arguments (the
+    random-number keys dropout derives from its seed input): loads from an argument or
+    from a buffer a kernel wrote (whose deallocation `_free_after_last_use` moves)."""
+    if op.name in VIEWS or (op.name.startswith("arith.") and op.name != "arith.constant"):
+        return True
+    if op.name != "memref.load":
+        return False
+    source = op.operands[0].owner
+    return (source.owner.operation.name == "func.func" if isinstance(source, ir.Block)
+            else source.operation.name == "memref.alloc")
+
+
 def _sink_views(launch: ir.Operation) -> None:
-    """Clone the view ops (subview, expand/collapse_shape, ...) a kernel uses into it.
+    """Clone the host ops a kernel uses that it can compute itself (`_sinkable`) into it.
 
     The kernel then takes the root buffers (contiguous: allocs and arguments)
-    as bare pointers, and computes the views inside (`expand-strided-metadata`).
+    as bare pointers, and computes the views inside (`expand-strided-metadata`),
+    and loads scalars it derives values from itself.
     """
     body = launch.regions[0].blocks[0]
     first = body.operations[0]
@@ -230,26 +246,26 @@ def _sink_views(launch: ir.Operation) -> None:
     def inside(v: ir.Value) -> ir.Value:
         if v in clones:
             return clones[v]
-        if isinstance(v.owner, ir.Block) or v.owner.operation.name not in VIEWS:
+        if isinstance(v.owner, ir.Block) or not _sinkable(v.owner.operation):
             return v
-        view = v.owner.operation
-        if view.parent == launch or _is_inside(view, launch):
+        producer = v.owner.operation
+        if producer.parent == launch or _is_inside(producer, launch):
             return v
-        src = inside(view.operands[0])
+        operands = [inside(x) for x in producer.operands]
         with ir.InsertionPoint(first):
-            c = view.clone()
-        if src != view.operands[0]:
-            c.operands[0] = src
-        for r_old, r_new in zip(view.results, c.results):
+            c = producer.clone()
+        for i, x in enumerate(operands):
+            if x != producer.operands[i]:
+                c.operands[i] = x
+        for r_old, r_new in zip(producer.results, c.results):
             clones[r_old] = r_new
         return clones[v]
 
     def visit(op: ir.Operation) -> None:
         for i, v in enumerate(list(op.operands)):
-            if isinstance(v.type, ir.MemRefType):
-                nv = inside(v)
-                if nv != v:
-                    op.operands[i] = nv
+            nv = inside(v)
+            if nv != v:
+                op.operands[i] = nv
         for region in op.regions:
             for block in region.blocks:
                 for inner in block.operations:
@@ -257,6 +273,71 @@ def _sink_views(launch: ir.Operation) -> None:
 
     for op in list(body.operations):
         visit(op.operation)
+
+
+def _free_after_last_use(block: ir.Block) -> None:
+    """Move each host `memref.dealloc` after the last op using its buffer: a load sunk into
+    a kernel (`_sink_views`) reads the buffer later than the host load did."""
+    ops = [o.operation for o in block.operations]
+
+    def uses(op: ir.Operation, buf: ir.Value) -> bool:
+        if any(x == buf for x in op.operands):
+            return True
+        return any(uses(inner.operation, buf) for region in op.regions
+                   for b in region.blocks for inner in b.operations)
+
+    for i, op in enumerate(ops):
+        if op.name != "memref.dealloc":
+            continue
+        buf = op.operands[0]
+        last = next((o for o in reversed(ops[i + 1:]) if uses(o, buf)), None)
+        if last is not None:
+            op.move_after(last)
+
+
+def _expand_integer_abs(op: ir.Operation) -> None:
+    """`math.absi` (T5's relative position buckets) as `maxsi(x, 0 - x)`: the NVVM
+    lowering has no pattern for it."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in list(block.operations):
+                inner = inner.operation
+                _expand_integer_abs(inner)
+                if inner.name == "math.absi":
+                    x = inner.operands[0]
+                    with ir.InsertionPoint(inner), inner.location:
+                        zero = arith.ConstantOp(x.type, 0).result
+                        r = arith.maxsi(x, arith.subi(zero, x))
+                    inner.results[0].replace_all_uses_with(r)
+                    inner.erase()
+
+
+def _erase_dead_scalars(block: ir.Block) -> None:
+    """Host scalar ops left without users once their kernels compute them (`_sink_views`)."""
+    for op in reversed([o.operation for o in block.operations]):
+        if (op.name.startswith("arith.") or op.name == "memref.load") and \
+                not any(len(list(r.uses)) for r in op.results):
+            op.erase()
+
+
+def _hoist_globals(launch: ir.Operation) -> None:
+    """Move the `memref.get_global`s in a kernel (the index-error flag an out-of-range
+    gather sets, passes/index_check.py) before its launch: the kernel then takes the
+    global's buffer as an argument, which the launch plan binds to device memory; the
+    global itself stays on the host side."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if inner.operation.name == "memref.get_global":
+                        found.append(inner.operation)
+                    visit(inner.operation)
+
+    visit(launch)
+    for op in found:
+        op.move_before(launch)
 
 
 def _is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
@@ -387,6 +468,91 @@ def emit_pointwise(k: Kop, block_size: int) -> None:
                 _pointwise_body(k, ivs)
                 scf.YieldOp([])
             gpu.TerminatorOp()
+
+
+def _const_index(v: ir.Value) -> Optional[int]:
+    if isinstance(v.owner, ir.Block) or v.owner.operation.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(v.owner.operation.attributes["value"]).value
+
+
+def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Operation]]:
+    """(loops, store) if `op` is a scatter-add on the host (dg.scatter_add, the gradient of
+    a gather or an embedding): a perfect `scf.for` nest from 0 by 1 to constants whose
+    innermost body ends storing `load(buf[i]) + x` back to `buf[i]`, else None."""
+    loops: list[ir.Operation] = []
+    while op.name == "scf.for" and not len(op.results):
+        lb, ub, step = list(op.operands)[:3]
+        if _const_index(lb) != 0 or _const_index(step) != 1 or _const_index(ub) is None:
+            return None
+        loops.append(op)
+        body = [o.operation for o in op.regions[0].blocks[0].operations]
+        if len(body) == 2 and body[0].name == "scf.for":
+            op = body[0]
+            continue
+        stores = [o for o in body if o.name == "memref.store"]
+        if len(stores) != 1 or body[-2] != stores[0]:
+            return None
+        store = stores[0]
+        value, buf, idx = store.operands[0], store.operands[1], list(store.operands)[2:]
+        add = value.owner.operation if not isinstance(value.owner, ir.Block) else None
+        if add is None or add.name != "arith.addf" or \
+                str(ir.MemRefType(buf.type).element_type) not in ("f32", "f64"):
+            return None
+        loads = [x.owner.operation for x in add.operands if not isinstance(x.owner, ir.Block)
+                 and x.owner.operation.name == "memref.load"]
+        if not any(ld.operands[0] == buf and list(ld.operands)[1:] == idx for ld in loads):
+            return None
+        return loops, store
+    return None
+
+
+def _remap(op: ir.Operation, mapping: dict) -> None:
+    """Replace `mapping`'s keys among the operands of `op` and of the ops nested in it."""
+    for i, v in enumerate(list(op.operands)):
+        if v in mapping:
+            op.operands[i] = mapping[v]
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                _remap(inner.operation, mapping)
+
+
+def emit_scatter_add(loops: list[ir.Operation], store: ir.Operation, block_size: int) -> None:
+    """One thread per iteration of a scatter-add nest (`scatter_nest`), adding with
+    `memref.atomic_rmw addf`: iterations that hit one element run concurrently (the
+    order of their float additions is not fixed, as in PyTorch's CUDA index_add_)."""
+    trips = [_const_index(list(f.operands)[1]) for f in loops]
+    total = _prod(trips)
+    if total == 0:
+        return
+    value = store.operands[0]
+    add = value.owner.operation
+    buf, idx = store.operands[1], list(store.operands)[2:]
+    old = next(x for x in add.operands if not isinstance(x.owner, ir.Block)
+               and x.owner.operation.name == "memref.load"
+               and x.owner.operation.operands[0] == buf)
+    addend = add.operands[1] if add.operands[0] == old else add.operands[0]
+    skip = {store, add, old.owner.operation}
+    bx = min(block_size, max(32, 1 << (total - 1).bit_length()))
+    launch, bid, tid = _launch((_cdiv(total, bx), 1, 1), (bx, 1, 1))
+    with ir.InsertionPoint(launch.regions[0].blocks[0]):
+        flat = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
+        guard = scf.IfOp(_lt(flat, total))
+        with ir.InsertionPoint(guard.then_block):
+            mapping = dict(zip([f.regions[0].blocks[0].arguments[0] for f in loops],
+                               _delinearize(flat, trips)))
+            for inner in loops[-1].regions[0].blocks[0].operations:
+                inner = inner.operation
+                if inner in skip or inner.name == "scf.yield":
+                    continue
+                clone = inner.clone()
+                _remap(clone, mapping)
+                mapping.update(zip(inner.results, clone.results))
+            memref.AtomicRMWOp(arith.AtomicRMWKind.addf, mapping.get(addend, addend), buf,
+                               [mapping.get(i, i) for i in idx])
+            scf.YieldOp([])
+        gpu.TerminatorOp()
 
 
 def _pointwise_body(k: Kop, ivs: list) -> None:
@@ -698,8 +864,15 @@ def _row_eligible(k: Kop) -> bool:
     return k.is_pointwise() or k.row_reducible()
 
 
+def _host_scalar(op: ir.Operation) -> bool:
+    """A scalar computation the kernels using it will recompute (`_sinkable`)."""
+    return _sinkable(op) and op.name not in VIEWS and \
+        all(not isinstance(r.type, (ir.ShapedType,)) for r in op.results)
+
+
 def _plan_block(block: ir.Block) -> list:
-    """Kernels for a function body, in order: ('row', RowKernel) | ('pw', Kop) | ('tpo', Kop)."""
+    """Kernels for a function body, in order: ('row', RowKernel) | ('pw', Kop) | ('tpo', Kop)
+    | ('full', Kop) | ('scatter', (loops, store))."""
     kernels: list = []
     current: list[Kop] = []
 
@@ -735,9 +908,13 @@ def _plan_block(block: ir.Block) -> list:
             else:
                 kernels.append(("tpo", k))
             continue
-        if op.name not in _PURE:
+        if op.name not in _PURE and not _host_scalar(op):
             close()
-        if op.name not in HOST_OPS:
+        nest = scatter_nest(op) if op.name == "scf.for" else None
+        if nest is not None:
+            kernels.append(("scatter", nest))
+            continue
+        if op.name not in HOST_OPS and not _host_scalar(op):
             raise PassError(f"dg-gpu-kernels: '{op.name}' cannot run on the CUDA host side "
                             "(only allocations, views, copies, kernels and library "
                             "contractions can)", op.location)
@@ -783,11 +960,20 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                             f"[32, 1024], got {b}")
     _LAUNCHES.clear()
     for fn in _functions(module):
+        if ir.StringAttr(fn.attributes["sym_name"]).value == TAKE_ERROR:
+            fn.erase()  # the CUDA runtime reads and clears the index-error flag itself
+            continue
         body = fn.regions[0].blocks[0]
         if len(fn.regions[0].blocks) != 1:
             raise PassError("dg-gpu-kernels: functions must have one block", fn.location)
         _drop_matmul_zero_fills(body)
         for kind, k in _plan_block(body):
+            if kind == "scatter":
+                loops, store = k
+                with ir.InsertionPoint(loops[0]), loops[0].location:
+                    emit_scatter_add(loops, store, block_size)
+                loops[0].erase()
+                continue
             members = k.members if kind == "row" else [k]
             last = members[-1].op
             with ir.InsertionPoint(last), last.location:
@@ -808,4 +994,9 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                     tmp.owner.operation.erase()
     for launch in _LAUNCHES:
         _sink_views(launch)
+        _hoist_globals(launch)
+        _expand_integer_abs(launch)
     _LAUNCHES.clear()
+    for fn in _functions(module):
+        _erase_dead_scalars(fn.regions[0].blocks[0])
+        _free_after_last_use(fn.regions[0].blocks[0])

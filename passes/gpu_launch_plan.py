@@ -31,6 +31,7 @@ from ..dialects.types import TensorSpec
 from ..runtime.cuda import (Image, KernelModule, LaunchPlan, PlanError, PlanFunction,
                             TensorSig)
 from .gpu_kernels import OVERWRITE_ATTR, POINTWISE_BLOCK, ROW_BLOCK
+from .index_check import ERROR_GLOBAL, SITES_ATTR
 from .gpu_pipeline import (DEFAULT_CHIPS, GPU_BUFFERIZE_PIPELINE, GPU_LINALG_PIPELINE,
                            GPU_OUTLINE_PIPELINE, nvvm_pipeline)
 from .memrefs import VIEWS
@@ -119,6 +120,12 @@ class _HostWalker:
                 raise PlanError(f"{name} at {op.location}: dynamic shapes are not supported")
             self.steps.append({"op": "alloc", "buf": self.fresh(op.results[0]),
                                "shape": list(t.shape), "dtype": _dtype(t.element_type)})
+        elif name == "memref.get_global":
+            symbol = ir.FlatSymbolRefAttr(op.attributes["name"]).value
+            if symbol != ERROR_GLOBAL:
+                raise PlanError(f"memref.get_global @{symbol} at {op.location}: constant "
+                                "globals cannot be uploaded to the device yet")
+            self.steps.append({"op": "index_flag", "buf": self.fresh(op.results[0])})
         elif name == "memref.dealloc":
             self.steps.append({"op": "free", "buf": self.name(op.operands[0], op)})
         elif name in VIEWS:
@@ -246,7 +253,10 @@ def build_plan(module: ir.Module,
         steps = _HostWalker(op, len(ins)).walk()
         functions[name] = PlanFunction(name, [TensorSig(list(s.shape), s.dtype) for s in ins],
                                        [TensorSig(list(s.shape), s.dtype) for s in outs], steps)
-    plan = LaunchPlan(functions, kernel_modules(module))
+    attrs = module.operation.attributes
+    sites = ([ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[SITES_ATTR])]
+             if SITES_ATTR in attrs else [])
+    plan = LaunchPlan(functions, kernel_modules(module), sites)
     plan.validate()
     return plan
 
@@ -383,6 +393,7 @@ def format_plan(plan: LaunchPlan) -> str:
         imgs = ", ".join(f"{c}:" + "+".join(k for k in ("ptx", "cubin") if getattr(i, k))
                          for c, i in m.images.items())
         lines.append(f"module {m.name} kernels={','.join(m.kernels)} images={imgs}")
+    lines.extend(f"index site {k}: {site}" for k, site in enumerate(plan.index_sites, 1))
     return "\n".join(lines)
 
 

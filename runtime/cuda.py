@@ -21,6 +21,15 @@ cubin) images per chip. Steps, as JSON objects:
 | `launch` | module, kernel, grid, block, smem, args (`{"buf": name}` or `{"scalar": v, "type": "i64"}`) | `cuLaunchKernel` on the current stream |
 | `matmul` | a, b, c, overwrite | `torch.mm`/`torch.bmm` into c (cuBLAS), or `addmm_`/`baddbmm_` |
 | `conv2d` | x, w, y, stride, dilation, groups, overwrite | `torch.nn.functional.conv2d` (cuDNN) into y |
+| `index_flag` | buf | the program's index-error flag (one `int32` on the device) |
+
+Gather-like kernels clamp an out-of-range index and store their site number
+(1-based into the plan's `index_sites`) in the index-error flag. A call that
+used the flag copies it to pinned host memory behind its kernels, without
+waiting for them; the first later call of the program that finds the copy done
+(or `check_index_errors()`, which waits) raises `OutOfRangeIndex` naming the
+site and clears the flag: an error surfaces one call late, as CUDA's own
+asynchronous errors do, and is never dropped.
 
 `LaunchPlan.save(dir)` writes `plan.json` and the images beside it;
 `LaunchPlan.load(dir)` reads them back. `CudaProgram(plan)` runs it: kernels
@@ -43,7 +52,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 log = logging.getLogger("fusegrad.runtime.cuda")
 
 PLAN_FORMAT = "fusegrad-cuda-plan"
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: index_flag steps, index_sites
 STEP_FIELDS = {
     "alloc": ("buf", "shape", "dtype"),
     "free": ("buf",),
@@ -52,6 +61,7 @@ STEP_FIELDS = {
     "launch": ("module", "kernel", "grid", "block", "smem", "args"),
     "matmul": ("a", "b", "c", "overwrite"),
     "conv2d": ("x", "w", "y", "stride", "dilation", "groups", "overwrite"),
+    "index_flag": ("buf",),
 }
 DTYPES = ("f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64")
 _SCALAR_CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "i16": ctypes.c_int16,
@@ -114,6 +124,7 @@ class PlanFunction:
 class LaunchPlan:
     functions: dict[str, PlanFunction]
     modules: dict[str, KernelModule]
+    index_sites: list[str] = field(default_factory=list)  # "dg.gather at file:line", ...
 
     # ---- serialisation
     def to_json(self) -> dict:
@@ -130,6 +141,7 @@ class LaunchPlan:
                                                 if getattr(img, k) is not None}
                                             for c, img in m.images.items()}}
                         for m in self.modules.values()},
+            "index_sites": list(self.index_sites),
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -179,7 +191,7 @@ class LaunchPlan:
                 name, [TensorSig(list(s["shape"]), s["dtype"]) for s in f["inputs"]],
                 [TensorSig(list(s["shape"]), s["dtype"]) for s in f["outputs"]],
                 list(f["steps"]))
-        plan = cls(functions, modules)
+        plan = cls(functions, modules, list(data["index_sites"]))
         plan.validate()
         return plan
 
@@ -205,7 +217,9 @@ class LaunchPlan:
                         raise PlanError(f"{where}: buffer {b!r} used before it is defined")
                 if op == "free":
                     live.discard(s["buf"])
-                if op in ("alloc", "view"):
+                if op == "index_flag" and not self.index_sites:
+                    raise PlanError(f"{where}: an index flag, but the plan has no index sites")
+                if op in ("alloc", "view", "index_flag"):
                     if op == "alloc" and s["dtype"] not in DTYPES:
                         raise PlanError(f"{where}: unknown dtype {s['dtype']!r}")
                     live.add(s["buf"])
@@ -369,6 +383,10 @@ class CudaProgram:
         self.chip = chip or device_chip(self.device)
         self._modules: dict[str, Any] = {}
         self._functions: dict[tuple[str, str], Any] = {}
+        self._flag: Any = None  # the index-error flag, once a call needs it
+        self._flagged = {f.name for f in plan.functions.values()
+                         if any(s["op"] == "index_flag" for s in f.steps)}
+        self._pending: Optional[tuple[Any, Any]] = None  # (host copy of the flag, its event)
 
     @classmethod
     def load(cls, path: str | os.PathLike, **kwargs: Any) -> "CudaProgram":
@@ -427,8 +445,49 @@ class CudaProgram:
                             f"{sorted(self.plan.functions)})")
         return CudaFunction(self, name)
 
+    # ---- index errors
+    def _index_flag(self) -> Any:
+        import torch
+        if self._flag is None:
+            self._flag = torch.zeros((), dtype=torch.int32, device=self.device)
+        return self._flag
+
+    def _copy_flag_back(self) -> None:
+        """Queue the flag's copy to the host behind this call's kernels."""
+        import torch
+        if self.device.type != "cuda":  # a fake device: already done
+            self._raise_if_flagged(self._flag.clone())
+            return
+        host = torch.empty((), dtype=torch.int32, pin_memory=True)
+        host.copy_(self._flag, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record(torch.cuda.current_stream(self.device))
+        self._pending = (host, done)
+
+    def _raise_if_flagged(self, host: Any) -> None:
+        from .cpu import OutOfRangeIndex
+        site = int(host)
+        if site:
+            self._flag.zero_()
+            raise OutOfRangeIndex(f"index out of range in {self.plan.index_sites[site - 1]} "
+                                  "(in an earlier call of this compiled program on "
+                                  f"{self.device})")
+
+    def check_index_errors(self, wait: bool = True) -> None:
+        """Raise `OutOfRangeIndex` if an earlier call gathered out of range. `wait=False`
+        only looks at copies that are done (what each call does first)."""
+        if self._pending is None:
+            return
+        host, done = self._pending
+        if not wait and not done.query():
+            return
+        done.synchronize()
+        self._pending = None
+        self._raise_if_flagged(host)
+
     def run(self, name: str, *inputs: Any) -> list:
         import torch
+        self.check_index_errors(wait=False)
         f = self.plan.functions[name]
         if len(inputs) != len(f.inputs):
             raise PlanError(f"@{name} takes {len(f.inputs)} inputs, got {len(inputs)}")
@@ -449,6 +508,8 @@ class CudaProgram:
         stream = self._stream()
         for n, s in enumerate(f.steps):
             self._step(f, n, s, env, stream)
+        if name in self._flagged:
+            self._copy_flag_back()
         return outputs
 
     def _step(self, f: PlanFunction, n: int, s: dict, env: dict, stream: int) -> None:
@@ -484,6 +545,8 @@ class CudaProgram:
                 torch.bmm(a, b, out=c) if s["overwrite"] else c.baddbmm_(a, b)
         elif op == "conv2d":
             _conv2d(env[s["x"]], env[s["w"]], env[s["y"]], s)
+        elif op == "index_flag":
+            env[s["buf"]] = self._index_flag()
         else:  # validate() rejects these
             raise PlanError(f"@{f.name} step {n}: unknown op {op!r}")
 

@@ -1,4 +1,5 @@
-// matmul -> linalg.matmul / batch_matmul on a zero fill; conv2d -> padded
+// matmul -> linalg.matmul / batch_matmul on a zero fill (integer matmuls: a
+// linalg.generic contraction, which no library takes); conv2d -> padded
 // linalg.conv_2d_nchw_fchw, or the grouped form for groups > 1; the conv2d gradient ops ->
 // their decomposition into forward convolutions.
 // RUN: fusegrad-opt %s -p dg-lower-to-linalg | filecheck %s
@@ -9,6 +10,16 @@
 func.func @matmul(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) -> tensor<3x5xf32> {
   %0 = "dg.matmul"(%a, %b) : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
   return %0 : tensor<3x5xf32>
+}
+
+// CHECK-LABEL: func.func @integer_batch_matmul
+// CHECK-NOT: linalg.batch_matmul
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]{{.*}} ins(%arg0, %arg1 : tensor<2x3x4xi32>, tensor<2x4x5xi32>)
+// CHECK: arith.muli
+// CHECK: arith.addi
+func.func @integer_batch_matmul(%a: tensor<2x3x4xi32>, %b: tensor<2x4x5xi32>) -> tensor<2x3x5xi32> {
+  %0 = "dg.matmul"(%a, %b) : (tensor<2x3x4xi32>, tensor<2x4x5xi32>) -> tensor<2x3x5xi32>
+  return %0 : tensor<2x3x5xi32>
 }
 
 // Batch dims beyond one are collapsed, then expanded back.

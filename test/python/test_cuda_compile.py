@@ -126,6 +126,35 @@ def test_model_training_graphs_assemble(model_graphs, name):
         assert "conv2d" in ops
 
 
+@needs_ptxas
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "mistral", "t5", "vit"])
+def test_hf_model_training_graphs_assemble(tmp_path, name):
+    """The HF models of test_hf_models (embeddings, checked gathers, scatter-add
+    gradients, dropout, attention): every graph's kernels pass ptxas for sm_80 and sm_90."""
+    import glob
+
+    import fusegrad
+    from test_hf_models import MODELS as HF_MODELS
+
+    pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model, batch = HF_MODELS[name]()
+    model.train()  # dropout on: its random keys must run in kernels too
+    fusegrad.compile(model, executor="reference", dump_dir=str(tmp_path))(**batch).loss.backward()
+    paths = sorted(glob.glob(str(tmp_path / "*.fused-wrt*.mlir")))
+    assert paths
+    ops, sites = set(), []
+    for path in paths:
+        with open(path) as f:
+            plan = _compile(f.read(), "dg-verify", cubin=True)
+        _check_images(plan)
+        ops |= {s["op"] for f in plan.functions.values() for s in f.steps}
+        sites += plan.index_sites
+    assert "launch" in ops and "matmul" in ops
+    if name != "vit":
+        assert "index_flag" in ops and sites
+
+
 def test_compiled_plan_drives_the_driver(tmp_path):
     plan = _compile(bench.softmax_text(64, 1000), "dg-fuse", cubin=False)
     plan.save(tmp_path)

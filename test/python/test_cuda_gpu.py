@@ -87,3 +87,49 @@ def test_exported_artifact_runs_on_cuda(tmp_path):
     loaded = load(path)
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), model.cuda()(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "t5"])
+def test_hf_model_trains_on_cuda_like_eager(name):
+    """Embeddings (checked gathers), their atomic scatter-add gradients, attention and the
+    loss on the GPU: five AdamW steps match eager CUDA."""
+    import copy
+    import warnings
+
+    import fusegrad
+    from test_hf_models import MODELS as HF_MODELS
+
+    pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model, batch = HF_MODELS[name]()
+    model, batch = model.cuda(), {k: v.cuda() for k, v in batch.items()}
+    reference = copy.deepcopy(model)
+    compiled = fusegrad.compile(model)
+    runs = []
+    for m, fn in ((model, compiled), (reference, reference)):
+        opt, losses = torch.optim.AdamW(m.parameters(), lr=1e-3, eps=1e-4), []
+        for _ in range(5):
+            opt.zero_grad()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", fusegrad.FusegradFallbackWarning)
+                loss = fn(**batch).loss
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        runs.append(losses)
+    torch.testing.assert_close(runs[0], runs[1], rtol=1e-3, atol=1e-4)
+
+
+def test_out_of_range_embedding_index_raises_on_a_later_call():
+    import fusegrad
+    from fusegrad.runtime.cpu import OutOfRangeIndex
+
+    emb = torch.nn.Embedding(10, 4).cuda()
+    compiled = fusegrad.compile(emb)
+    with torch.no_grad():
+        compiled(torch.tensor([1, 2], device="cuda"))
+        compiled(torch.tensor([3, 12], device="cuda"))  # out of range: clamped, flagged
+        torch.cuda.synchronize()
+        with pytest.raises(OutOfRangeIndex, match="index out of range"):
+            compiled(torch.tensor([1, 2], device="cuda"))
+        compiled(torch.tensor([1, 2], device="cuda"))  # reported once

@@ -142,3 +142,37 @@ def test_save_and_load_roundtrip(tmp_path):
     (tmp_path / "m0.sm_90.cubin").unlink()
     with pytest.raises(PlanError, match="missing image m0.sm_90.cubin"):
         LaunchPlan.load(tmp_path)
+
+
+def _flagged_plan() -> LaunchPlan:
+    plan = _plan([{"op": "index_flag", "buf": "t0"},
+                  {"op": "launch", "module": "m0", "kernel": "k", "grid": [1, 1, 1],
+                   "block": [32, 1, 1], "smem": 0, "args": [{"buf": "arg0"}, {"buf": "t0"}]},
+                  {"op": "copy", "src": "arg0", "dst": "arg2"}])
+    plan.index_sites = ["dg.gather at model.py:3:4", "dg.index_select at model.py:9:1"]
+    return plan
+
+
+def test_index_flag_is_one_buffer_and_errors_surface_on_the_next_call():
+    from fusegrad.runtime.cpu import OutOfRangeIndex
+
+    prog, drv = _program(_flagged_plan())
+    x, w = torch.randn(4, 8), torch.randn(8, 2)
+    prog.run("f", x, w)
+    prog.run("f", x, w)
+    flags = {launch["params"][1][1] for launch in drv.launches}
+    assert flags == {prog._flag.data_ptr()} and prog._flag.dtype == torch.int32
+    prog._flag.fill_(2)  # what a kernel gathering out of range at site 2 stores
+    with pytest.raises(OutOfRangeIndex, match="dg.index_select at model.py:9:1"):
+        prog.run("f", x, w)
+    assert int(prog._flag) == 0  # reported once, then cleared
+    prog.run("f", x, w)
+
+
+def test_index_sites_survive_save_and_load(tmp_path):
+    plan = _flagged_plan()
+    plan.save(tmp_path)
+    assert LaunchPlan.load(tmp_path).index_sites == plan.index_sites
+    plan.index_sites = []
+    with pytest.raises(PlanError, match="index flag, but the plan has no index sites"):
+        plan.validate()
