@@ -233,6 +233,43 @@ class LaunchPlan:
                             raise PlanError(f"{where}: bad kernel argument {a}")
 
 
+ENTRY_METADATA = "meta.json"
+
+
+def write_entry(directory: str | os.PathLike, plan: LaunchPlan,
+                extra: Optional[dict] = None) -> None:
+    """Save `plan` in `directory` (see `LaunchPlan.save`) with `meta.json`: `extra` plus
+    the sha256 of every file, so that a corrupted or truncated copy (a compile cache
+    entry) is detected before it runs."""
+    from .cpu_library import sha256_file
+    plan.save(directory)
+    files = sorted(f for f in os.listdir(directory) if f != ENTRY_METADATA)
+    meta = dict(extra or {})
+    meta.update({"format": PLAN_FORMAT, "version": PLAN_VERSION,
+                 "sha256": {f: sha256_file(os.path.join(directory, f)) for f in files}})
+    with open(os.path.join(directory, ENTRY_METADATA), "w") as f:
+        json.dump(meta, f, indent=1)
+
+
+def read_entry(directory: str | os.PathLike) -> tuple[LaunchPlan, dict]:
+    """The plan `write_entry` saved in `directory` and its metadata. Raises PlanError
+    naming what is wrong (unreadable metadata, another format, a checksum mismatch)."""
+    from .cpu_library import sha256_file
+    try:
+        with open(os.path.join(directory, ENTRY_METADATA)) as f:
+            meta = json.load(f)
+        if (meta.get("format"), meta.get("version")) != (PLAN_FORMAT, PLAN_VERSION):
+            raise PlanError(f"not a {PLAN_FORMAT} version {PLAN_VERSION} entry")
+        for name, digest in meta["sha256"].items():
+            if sha256_file(os.path.join(directory, name)) != digest:
+                raise PlanError(f"{name} does not match its checksum")
+    except PlanError as e:
+        raise PlanError(f"{directory}: {e}") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise PlanError(f"{directory}: {type(e).__name__}: {e}") from None
+    return LaunchPlan.load(directory), meta
+
+
 def _image_file(module: str, chip: str, kind: str) -> str:
     return f"{module}.{chip}.{kind}"
 

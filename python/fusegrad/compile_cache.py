@@ -1,12 +1,14 @@
-"""A persistent on-disk cache of compiled CPU code, so a process skips compiling graphs
+"""A persistent on-disk cache of compiled code, so a process skips compiling graphs
 an earlier process compiled.
 
-An entry is a `runtime.cpu_library` directory (`lib.so` + `meta.json`) named by
-the sha256 of everything the code depends on: the Program's imported dg
-module (with source locations: index-error messages name them), the
-derivation (forward, or training for a wrt tuple), the options that change
-code, fusegrad's version and the hash of its source files, the MLIR/LLVM and
-torch versions, the host CPU (the JIT targets it) and this cache's format.
+An entry is a `runtime.cpu_library` directory (`lib.so` + `meta.json`) for the
+CPU target, or a launch plan with its PTX/cubin images and a `meta.json` of
+checksums (`runtime.cuda.write_entry`) for CUDA, named by the sha256 of
+everything the code depends on: the Program's imported dg module (with source
+locations: index-error messages name them), the derivation (forward, or
+training for a wrt tuple), the target and the options that change code,
+fusegrad's version and the hash of its source files, the MLIR/LLVM and torch
+versions, the host CPU (the CPU code targets it) and this cache's format.
 
 Entries are built in a temporary directory inside the cache directory and
 renamed into place, so readers never see a partial entry; when two processes
@@ -40,17 +42,31 @@ from typing import Any, Callable
 
 import torch
 
-from .runtime import cpu_library
-from .runtime.cpu import CpuModule
+from .runtime import cpu_library, cuda
 
 log = logging.getLogger("fusegrad.compile_cache")
 
-FORMAT_VERSION = 1  # of keys and entries; part of the key, so a change misses old entries
+FORMAT_VERSION = 2  # of keys and entries; part of the key, so a change misses old entries
+# 2: the target is part of the key, CUDA plans are cached
 DEFAULT_MAX_BYTES = 2 << 30
 _STALE_TMP_SECONDS = 3600  # temporary directories older than this were left by a dead process
 
-# compile(shared library to write or None) -> (code, metadata to keep with it)
-Build = Callable[[str | None], tuple[CpuModule, dict[str, Any]]]
+# compile(the entry's directory to write files into, or None) -> (code, metadata to keep)
+Build = Callable[[str | None], tuple[Any, dict[str, Any]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Format:
+    """How a target's code is stored: `write(directory, code, metadata)` and
+    `read(directory) -> (code, all metadata)`, which raises `error` for an unusable entry."""
+
+    write: Callable[[str, Any, dict[str, Any]], None]
+    read: Callable[[str], tuple[Any, dict[str, Any]]]
+    error: type[Exception]
+
+
+FORMATS = {"cpu": _Format(cpu_library.write, cpu_library.read, cpu_library.LibraryError),
+           "cuda": _Format(cuda.write_entry, cuda.read_entry, cuda.PlanError)}
 
 
 class CompileCacheWarning(UserWarning):
@@ -133,9 +149,14 @@ def key_inputs(module_text: str, derivation: str, options: Any) -> dict[str, Any
     return {"format": FORMAT_VERSION,
             "module_sha256": hashlib.sha256(module_text.encode()).hexdigest(),
             "derivation": derivation,
+            "target": target_of(options),
             "options": {"fusion": options.fusion, "remat": options.remat,
                         "double_backward": options.double_backward},
             "versions": versions(), "host_cpu": host_cpu()}
+
+
+def target_of(options: Any) -> str:
+    return options.target or "cpu"
 
 
 def key_of(inputs: dict[str, Any]) -> str:
@@ -151,38 +172,40 @@ class CompileCache:
         self.directory = directory
         self.max_bytes = max_bytes
         # key -> code loaded or compiled here, shared while some function uses it
-        self._loaded: weakref.WeakValueDictionary[str, CpuModule] = weakref.WeakValueDictionary()
+        self._loaded: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
         self._metadata: dict[str, dict[str, Any]] = {}
 
-    def get(self, key: str, inputs: dict[str, Any], build: Build, *,
-            read: bool = True) -> tuple[CpuModule, dict[str, Any]]:
+    def get(self, key: str, inputs: dict[str, Any], build: Build, *, read: bool = True,
+            target: str = "cpu") -> tuple[Any, dict[str, Any]]:
         """The code and metadata for `key`: already loaded, from disk, or built by `build`
-        and stored. `read=False` builds even when an entry exists (the entry is kept)."""
-        cpu = self._loaded.get(key)
-        if cpu is not None and read:
+        and stored in `target`'s format. `read=False` builds even when an entry exists
+        (the entry is kept)."""
+        code = self._loaded.get(key)
+        if code is not None and read:
             STATS.memory_hits += 1
-            return cpu, self._metadata[key]
+            return code, self._metadata[key]
+        fmt = FORMATS[target]
         entry = os.path.join(self.directory, key)
         if read and os.path.exists(entry):
-            found = self._read(entry, key)
+            found = self._read(entry, key, fmt)
             if found is not None:
                 return self._remember(key, *found)
         STATS.misses += 1
-        return self._remember(key, *self._build(entry, key, inputs, build))
+        return self._remember(key, *self._build(entry, key, inputs, build, fmt))
 
-    def _remember(self, key: str, cpu: CpuModule,
-                  metadata: dict[str, Any]) -> tuple[CpuModule, dict[str, Any]]:
-        self._loaded[key] = cpu
+    def _remember(self, key: str, code: Any,
+                  metadata: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        self._loaded[key] = code
         self._metadata[key] = metadata
-        return cpu, metadata
+        return code, metadata
 
-    def _read(self, entry: str, key: str) -> tuple[CpuModule, dict[str, Any]] | None:
+    def _read(self, entry: str, key: str, fmt: _Format) -> tuple[Any, dict[str, Any]] | None:
         """The entry's code, or None after discarding an unusable entry."""
         try:
-            cpu, meta = cpu_library.read(entry)
+            code, meta = fmt.read(entry)
             if meta.get("key") != key or not isinstance(meta.get("program"), dict):
-                raise cpu_library.LibraryError(f"{entry}: metadata is not for this key")
-        except cpu_library.LibraryError as e:
+                raise fmt.error(f"{entry}: metadata is not for this key")
+        except fmt.error as e:
             warnings.warn(f"fusegrad: compile cache entry {entry} is unusable and is rebuilt: {e}",
                           CompileCacheWarning)
             STATS.rebuilt += 1
@@ -191,10 +214,10 @@ class CompileCache:
         _touch(entry)
         STATS.hits += 1
         log.info("compile cache hit: %s", entry)
-        return cpu, meta["program"]
+        return code, meta["program"]
 
-    def _build(self, entry: str, key: str, inputs: dict[str, Any],
-               build: Build) -> tuple[CpuModule, dict[str, Any]]:
+    def _build(self, entry: str, key: str, inputs: dict[str, Any], build: Build,
+               fmt: _Format) -> tuple[Any, dict[str, Any]]:
         """Compile, and put the result in place unless the directory cannot be written."""
         try:
             os.makedirs(self.directory, exist_ok=True)
@@ -203,22 +226,22 @@ class CompileCache:
             _warn_unwritable(self.directory, str(e))
             return build(None)
         try:
-            cpu, metadata = build(os.path.join(tmp, cpu_library.LIBRARY))
+            code, metadata = build(tmp)
             try:
-                cpu_library.write(tmp, cpu, {"key": key, "inputs": inputs, "program": metadata})
+                fmt.write(tmp, code, {"key": key, "inputs": inputs, "program": metadata})
                 os.rename(tmp, entry)
             except OSError as e:
                 if os.path.isdir(entry):  # another process put this entry in place first
                     log.debug("compile cache: %s was written concurrently; keeping it", entry)
                 else:
                     _warn_unwritable(self.directory, str(e))
-            except cpu_library.LibraryError as e:
+            except fmt.error as e:
                 warnings.warn(f"fusegrad: not caching compiled code: {e}", CompileCacheWarning)
             else:
                 STATS.writes += 1
                 log.info("compile cache: wrote %s", entry)
                 self._evict(keep=entry)
-            return cpu, metadata
+            return code, metadata
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -285,11 +308,12 @@ def default_directory() -> str:
     return os.path.join(base, "fusegrad")
 
 
-def active() -> CompileCache | None:
-    """The cache the environment selects now, or None when it is off."""
+def active(target: str = "cpu") -> CompileCache | None:
+    """The cache the environment selects now for `target`'s code, or None when it is off
+    (CPU code also needs a C compiler to link it)."""
     if os.environ.get("FUSEGRAD_CACHE", "1") == "0":
         return None
-    if cpu_library.find_linker() is None:
+    if target == "cpu" and cpu_library.find_linker() is None:
         _log_no_linker()
         return None
     directory = os.path.abspath(os.environ.get("FUSEGRAD_CACHE_DIR") or default_directory())
@@ -305,16 +329,18 @@ def active() -> CompileCache | None:
 
 @functools.lru_cache(maxsize=1)
 def _log_no_linker() -> None:
-    log.info("compile cache disabled: no C compiler (cc, gcc, clang) to link cached code")
+    log.info("compile cache disabled for CPU code: no C compiler (cc, gcc, clang) to link it")
 
 
 def compiled(module_text: str, derivation: str, options: Any,
-             build: Build) -> tuple[CpuModule, dict[str, Any]]:
-    """The code `build` makes for `derivation` of the dg module `module_text`, from the
-    cache when it holds it. With `options.dump_dir` set the compile runs anyway (a hit
-    would skip the stages being dumped), and its result is stored."""
-    cache = active()
+             build: Build) -> tuple[Any, dict[str, Any]]:
+    """The code `build` makes for `derivation` of the dg module `module_text` for
+    `options.target` (a `CpuModule`, or a CUDA `LaunchPlan`), from the cache when it holds
+    it. With `options.dump_dir` set the compile runs anyway (a hit would skip the stages
+    being dumped), and its result is stored."""
+    target = target_of(options)
+    cache = active(target)
     if cache is None:
         return build(None)
     inputs = key_inputs(module_text, derivation, options)
-    return cache.get(key_of(inputs), inputs, build, read=not options.dump_dir)
+    return cache.get(key_of(inputs), inputs, build, read=not options.dump_dir, target=target)

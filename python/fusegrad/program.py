@@ -175,23 +175,25 @@ class Program:
     def _load(self, derivation: str, derive: Callable[[], tuple[ir.Module, dict]],
               names: Sequence[str], stage: str) -> tuple[list[Executable], dict]:
         """Executables for the public functions `names` of the module `derive()` returns,
-        with the metadata it returns (JSON data). On CPU both come from the compile
-        cache when it holds `derivation` of this module: no pass runs then."""
+        with the metadata it returns (JSON data). Both come from the compile cache when
+        it holds `derivation` of this module for the target: no pass runs then."""
         if self.options.executor == "reference":
             module, meta = derive()
             return [_Interpreted(module, n) for n in names], meta
         if self.options.target == "cuda":
-            return self._load_cuda(derive, names)
+            return self._load_cuda(derivation, derive, names, stage)
         from .compile_cache import compiled
         from .passes.pipelines import compile_cpu
+        from .runtime.cpu_library import LIBRARY
 
-        def build(library: str | None) -> tuple[object, dict]:
+        def build(directory: str | None) -> tuple[object, dict]:
             module, meta = derive()
             since = [time.perf_counter()]
 
             def on_stage(name: str, lowered: ir.Module) -> None:
                 since[0] = self._timed(f"cpu-{name}", since[0])
                 self.dump(stage.replace("lowered", f"cpu-{name}"), lowered)
+            library = os.path.join(directory, LIBRARY) if directory else None
             with module.context, ir.Location.unknown():
                 cpu = compile_cpu(module, library, on_stage=on_stage)
             self._timed("llvm-codegen", since[0])
@@ -205,18 +207,24 @@ class Program:
         """The plain forward if it is compiled already (None before `forward()`)."""
         return self._forward
 
-    def _load_cuda(self, derive: Callable[[], tuple[ir.Module, dict]],
-                   names: Sequence[str]) -> tuple[list[Executable], dict]:
-        """`_load` for the CUDA target: a launch plan run on the current CUDA device
-        (not cached on disk yet: PTX is assembled by `ptxas` or the driver)."""
+    def _load_cuda(self, derivation: str, derive: Callable[[], tuple[ir.Module, dict]],
+                   names: Sequence[str], stage: str) -> tuple[list[Executable], dict]:
+        """`_load` for the CUDA target: a launch plan (from the compile cache when it has
+        it) run on the current CUDA device."""
+        from .compile_cache import compiled
         from .passes.gpu_launch_plan import compile_cuda
         from .runtime.cuda import CudaProgram
 
-        module, meta = derive()
-        start = time.perf_counter()
-        with module.context, ir.Location.unknown():
-            plan = compile_cuda(module)
-        self._timed("cuda", start)
+        def build(directory: str | None) -> tuple[object, dict]:
+            module, meta = derive()
+            start = time.perf_counter()
+            with module.context, ir.Location.unknown():
+                plan = compile_cuda(module)
+            self._timed("cuda", start)
+            self.dump(stage.replace("lowered", "cuda"), module)
+            return plan, meta
+
+        plan, meta = compiled(self._text(), derivation, self.options, build)
         program = CudaProgram(plan)
         return [program.function(n) for n in names], meta
 

@@ -140,7 +140,7 @@ def test_concurrent_processes_leave_one_valid_entry(tmp_path):
 
 # ---------------------------------------------------------------- in this process
 
-def _build_exp(library):
+def _build_exp(directory):
     from mlir import ir
 
     from fusegrad.context import make_context
@@ -150,6 +150,7 @@ def _build_exp(library):
         module = ir.Module.parse('func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n'
                                  '  %0 = "dg.exp"(%a) : (tensor<4xf32>) -> tensor<4xf32>\n'
                                  '  return %0 : tensor<4xf32>\n}')
+        library = os.path.join(directory, cpu_library.LIBRARY) if directory else None
         return compile_cpu(module, library), {}
 
 
@@ -159,9 +160,9 @@ def test_losing_the_rename_race_keeps_the_winners_entry(tmp_path):
     directory, key = str(tmp_path / "cache"), "0" * 64
     winner = compile_cache.CompileCache(directory, 1 << 30)
 
-    def racing(library):
+    def racing(directory):
         winner.get(key, {}, _build_exp)
-        return _build_exp(library)
+        return _build_exp(directory)
 
     writes = compile_cache.stats()["writes"]
     cpu, _ = compile_cache.CompileCache(directory, 1 << 30).get(key, {}, racing)
@@ -324,3 +325,56 @@ def test_least_recently_used_entry_is_evicted(cache, monkeypatch):
     _check(shape=(3, 4))  # a third entry exceeds the cap: `b` goes
     assert compile_cache.stats()["evicted"] == evicted + 1
     assert a in _entries(cache) and b not in _entries(cache) and len(_entries(cache)) == 2
+
+
+# ---------------------------------------------------------------- CUDA launch plans
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Programs on the CUDA target run their plans against a fake driver on the CPU (the
+    PTX is real; the kernels do not run)."""
+    from cuda_fakes import FakeDriver
+    from fusegrad.runtime import cuda
+
+    real = cuda.CudaProgram
+    monkeypatch.setattr(cuda, "CudaProgram", lambda plan: real(
+        plan, driver=FakeDriver(), device="cpu", stream=lambda: 0, chip="sm_90"))
+
+
+def _cuda_forward(fn=_f, shape=(3, 4)):
+    x = torch.randn(*shape)
+    program = Program.from_graph(capture(fn, [x]).gm, CompileOptions(target="cuda"))
+    forward = program.forward()
+    forward(x)  # the plan's steps against the fake driver
+    return forward.program.plan
+
+
+def test_cuda_plan_is_cached_and_loaded_by_a_new_process(cache, monkeypatch, fake_gpu):
+    plan = _cuda_forward()
+    (entry,) = _entries(cache)
+    files = sorted(os.listdir(cache / entry))
+    assert "plan.json" in files and "meta.json" in files and any(f.endswith(".ptx") for f in files)
+    _forget_loaded(monkeypatch)
+    hits = compile_cache.stats()["hits"]
+    again = _cuda_forward()
+    assert compile_cache.stats()["hits"] == hits + 1
+    assert again.to_json() == plan.to_json()
+
+
+def test_cpu_and_cuda_code_of_one_graph_are_two_entries(cache, fake_gpu):
+    _check()
+    _cuda_forward()
+    assert len(_entries(cache)) == 2
+
+
+def test_corrupted_cuda_image_is_rebuilt_with_a_warning(cache, monkeypatch, fake_gpu):
+    _cuda_forward()
+    (entry,) = _entries(cache)
+    ptx = next(p for p in (cache / entry).iterdir() if p.suffix == ".ptx")
+    ptx.write_bytes(ptx.read_bytes()[:-10])
+    _forget_loaded(monkeypatch)
+    with pytest.warns(compile_cache.CompileCacheWarning, match="does not match its checksum"):
+        _cuda_forward()
+    assert _entries(cache) == [entry]
+    from fusegrad.runtime.cuda import read_entry
+    read_entry(str(cache / entry))  # valid again
