@@ -458,16 +458,23 @@ def emit_pointwise(k: Kop, block_size: int) -> None:
                 scf.YieldOp([])
             gpu.TerminatorOp()
     else:
-        bx = min(block_size, max(32, 1 << (total - 1).bit_length()))
-        launch, bid, tid = _launch((_cdiv(total, bx), 1, 1), (bx, 1, 1))
-        with ir.InsertionPoint(launch.regions[0].blocks[0]):
-            flat = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
-            guard = scf.IfOp(_lt(flat, total))
-            with ir.InsertionPoint(guard.then_block):
-                ivs = _delinearize(flat, sizes) if sizes else []
-                _pointwise_body(k, ivs)
-                scf.YieldOp([])
-            gpu.TerminatorOp()
+        _thread_per_index(sizes, block_size, lambda ivs: _pointwise_body(k, ivs))
+
+
+def _thread_per_index(sizes: Sequence[int], block_size: int,
+                      body: Callable[[list], None]) -> None:
+    """A flat 1-D launch with one thread per row-major index of `sizes`, each running
+    `body(indices)` (at most `block_size` threads per block, fewer for small sizes)."""
+    total = _prod(sizes)
+    bx = min(block_size, max(32, 1 << (total - 1).bit_length()))
+    launch, bid, tid = _launch((_cdiv(total, bx), 1, 1), (bx, 1, 1))
+    with ir.InsertionPoint(launch.regions[0].blocks[0]):
+        flat = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
+        guard = scf.IfOp(_lt(flat, total))
+        with ir.InsertionPoint(guard.then_block):
+            body(_delinearize(flat, sizes) if sizes else [])
+            scf.YieldOp([])
+        gpu.TerminatorOp()
 
 
 def _const_index(v: ir.Value) -> Optional[int]:
@@ -523,8 +530,7 @@ def emit_scatter_add(loops: list[ir.Operation], store: ir.Operation, block_size:
     `memref.atomic_rmw addf`: iterations that hit one element run concurrently (the
     order of their float additions is not fixed, as in PyTorch's CUDA index_add_)."""
     trips = [_const_index(list(f.operands)[1]) for f in loops]
-    total = _prod(trips)
-    if total == 0:
+    if _prod(trips) == 0:
         return
     value = store.operands[0]
     add = value.owner.operation
@@ -534,25 +540,20 @@ def emit_scatter_add(loops: list[ir.Operation], store: ir.Operation, block_size:
                and x.owner.operation.operands[0] == buf)
     addend = add.operands[1] if add.operands[0] == old else add.operands[0]
     skip = {store, add, old.owner.operation}
-    bx = min(block_size, max(32, 1 << (total - 1).bit_length()))
-    launch, bid, tid = _launch((_cdiv(total, bx), 1, 1), (bx, 1, 1))
-    with ir.InsertionPoint(launch.regions[0].blocks[0]):
-        flat = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
-        guard = scf.IfOp(_lt(flat, total))
-        with ir.InsertionPoint(guard.then_block):
-            mapping = dict(zip([f.regions[0].blocks[0].arguments[0] for f in loops],
-                               _delinearize(flat, trips)))
-            for inner in loops[-1].regions[0].blocks[0].operations:
-                inner = inner.operation
-                if inner in skip or inner.name == "scf.yield":
-                    continue
-                clone = inner.clone()
-                _remap(clone, mapping)
-                mapping.update(zip(inner.results, clone.results))
-            memref.AtomicRMWOp(arith.AtomicRMWKind.addf, mapping.get(addend, addend), buf,
-                               [mapping.get(i, i) for i in idx])
-            scf.YieldOp([])
-        gpu.TerminatorOp()
+
+    def body(ivs: list) -> None:
+        mapping = dict(zip([f.regions[0].blocks[0].arguments[0] for f in loops], ivs))
+        for inner in loops[-1].regions[0].blocks[0].operations:
+            inner = inner.operation
+            if inner in skip or inner.name == "scf.yield":
+                continue
+            clone = inner.clone()
+            _remap(clone, mapping)
+            mapping.update(zip(inner.results, clone.results))
+        memref.AtomicRMWOp(arith.AtomicRMWKind.addf, mapping.get(addend, addend), buf,
+                           [mapping.get(i, i) for i in idx])
+
+    _thread_per_index(trips, block_size, body)
 
 
 def _pointwise_body(k: Kop, ivs: list) -> None:

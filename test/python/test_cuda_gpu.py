@@ -97,26 +97,17 @@ def test_hf_model_trains_on_cuda_like_eager(name):
     import warnings
 
     import fusegrad
-    from test_hf_models import MODELS as HF_MODELS
+    from test_hf_models import MODELS as HF_MODELS, train
 
     pytest.importorskip("transformers")
     torch.manual_seed(0)
     model, batch = HF_MODELS[name]()
     model, batch = model.cuda(), {k: v.cuda() for k, v in batch.items()}
     reference = copy.deepcopy(model)
-    compiled = fusegrad.compile(model)
-    runs = []
-    for m, fn in ((model, compiled), (reference, reference)):
-        opt, losses = torch.optim.AdamW(m.parameters(), lr=1e-3, eps=1e-4), []
-        for _ in range(5):
-            opt.zero_grad()
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", fusegrad.FusegradFallbackWarning)
-                loss = fn(**batch).loss
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        runs.append(losses)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fusegrad.FusegradFallbackWarning)
+        runs = [train(m, fn, batch, 5) for m, fn in ((model, fusegrad.compile(model)),
+                                                     (reference, reference))]
     torch.testing.assert_close(runs[0], runs[1], rtol=1e-3, atol=1e-4)
 
 

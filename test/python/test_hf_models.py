@@ -75,6 +75,20 @@ def _vit():
                    "labels": torch.tensor([1, 3])}
 
 
+def train(model, fn, batch: dict, steps: int) -> list[float]:
+    """The losses of `steps` AdamW steps of `model`, computing the loss with `fn`."""
+    # eps well above rounding noise: attention key biases have a true gradient of 0,
+    # and the default eps would turn their 1e-9 noise into lr-sized steps
+    opt, losses = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-4), []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = fn(**batch).loss
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 MODELS = {"gpt2": _gpt2, "llama": _llama, "bert": _bert, "mistral": _mistral, "t5": _t5,
           "vit": _vit}
 
@@ -85,18 +99,7 @@ def test_trains_like_eager(name):
     model, batch = MODELS[name]()
     reference = copy.deepcopy(model)
     compiled = fusegrad.compile(model, **OPTIONS)
-    runs = []
-    for m, fn in ((model, compiled), (reference, reference)):
-        # eps well above rounding noise: attention key biases have a true gradient of 0,
-        # and the default eps would turn their 1e-9 noise into lr-sized steps
-        opt, losses = torch.optim.AdamW(m.parameters(), lr=1e-3, eps=1e-4), []
-        for _ in range(20):
-            opt.zero_grad()
-            loss = fn(**batch).loss
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        runs.append(losses)
+    runs = [train(m, fn, batch, 20) for m, fn in ((model, compiled), (reference, reference))]
     torch.testing.assert_close(runs[0], runs[1], rtol=1e-4, atol=1e-5)
     for (name_p, p), q in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name_p}: {m}")
