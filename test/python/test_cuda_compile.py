@@ -85,62 +85,14 @@ def test_softmax_is_one_row_kernel_without_spills():
         assert "0 bytes spill stores" in report
 
 
-@pytest.fixture(scope="module")
-def model_graphs(tmp_path_factory):
-    """Fused fwd/bwd dg graphs of three small models, trained once on the CPU."""
+def _assemble_training_graphs(model, step, tmp_path) -> tuple[set, list]:
+    """Compile `model` as fusegrad.compile would (run by the reference interpreter), run
+    `step(compiled)` (forward and backward), and lower every fused training graph to
+    cubins for sm_80 and sm_90. Returns the plan steps' ops and the index sites."""
     import glob
 
     import fusegrad
-    d = str(tmp_path_factory.mktemp("dumps"))
-    torch.manual_seed(0)
-    models = {
-        "mlp": (torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
-                                    torch.nn.LayerNorm(64), torch.nn.Linear(64, 10)),
-                torch.randn(16, 32)),
-        "transformer_layer": (torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0,
-                                                               batch_first=True),
-                              torch.randn(2, 16, 64)),
-        "cnn": (torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
-                                    torch.nn.Flatten(), torch.nn.Linear(512, 10)),
-                torch.randn(2, 3, 8, 8)),
-    }
-    out = {}
-    for name, (model, x) in models.items():
-        fusegrad.compile(model, executor="reference",
-                         dump_dir=os.path.join(d, name))(x).square().sum().backward()
-        (path,) = glob.glob(os.path.join(d, name, "*.fused-wrt*.mlir"))
-        with open(path) as f:
-            out[name] = f.read()
-    return out
-
-
-@needs_ptxas
-@pytest.mark.parametrize("name", ["mlp", "transformer_layer", "cnn"])
-def test_model_training_graphs_assemble(model_graphs, name):
-    plan = _compile(model_graphs[name], "dg-verify", cubin=True)
-    assert set(plan.functions) == {"main", "main_fwd", "main_bwd"}
-    _check_images(plan)
-    ops = {s["op"] for f in plan.functions.values() for s in f.steps}
-    assert "launch" in ops and "matmul" in ops
-    if name == "cnn":
-        assert "conv2d" in ops
-
-
-@needs_ptxas
-@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "mistral", "t5", "vit"])
-def test_hf_model_training_graphs_assemble(tmp_path, name):
-    """The HF models of test_hf_models (embeddings, checked gathers, scatter-add
-    gradients, dropout, attention): every graph's kernels pass ptxas for sm_80 and sm_90."""
-    import glob
-
-    import fusegrad
-    from test_hf_models import MODELS as HF_MODELS
-
-    pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    model, batch = HF_MODELS[name]()
-    model.train()  # dropout on: its random keys must run in kernels too
-    fusegrad.compile(model, executor="reference", dump_dir=str(tmp_path))(**batch).loss.backward()
+    step(fusegrad.compile(model, executor="reference", dump_dir=str(tmp_path)))
     paths = sorted(glob.glob(str(tmp_path / "*.fused-wrt*.mlir")))
     assert paths
     ops, sites = set(), []
@@ -150,6 +102,36 @@ def test_hf_model_training_graphs_assemble(tmp_path, name):
         _check_images(plan)
         ops |= {s["op"] for f in plan.functions.values() for s in f.steps}
         sites += plan.index_sites
+    return ops, sites
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer", "transformer_norm_first"])
+def test_model_test_graphs_assemble(tmp_path, name):
+    """The models of test_models (BatchNorm, max-pool, both transformer layouts)."""
+    from test_models import make
+
+    model, _, x = make(name)
+    ops, _ = _assemble_training_graphs(model, lambda c: c(x).square().sum().backward(),
+                                       tmp_path)
+    assert "launch" in ops and "matmul" in ops
+    if name == "cnn":
+        assert "conv2d" in ops
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "mistral", "t5", "vit"])
+def test_hf_model_training_graphs_assemble(tmp_path, name):
+    """The HF models of test_hf_models (embeddings, checked gathers, scatter-add
+    gradients, dropout, attention)."""
+    pytest.importorskip("transformers")
+    from test_hf_models import MODELS as HF_MODELS
+
+    torch.manual_seed(0)
+    model, batch = HF_MODELS[name]()
+    model.train()  # dropout on: its random keys must run in kernels too
+    ops, sites = _assemble_training_graphs(model, lambda c: c(**batch).loss.backward(),
+                                           tmp_path)
     assert "launch" in ops and "matmul" in ops
     if name != "vit":
         assert "index_flag" in ops and sites
