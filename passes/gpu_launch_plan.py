@@ -28,8 +28,8 @@ from mlir import ir
 from mlir.dialects import gpu
 
 from ..dialects.types import TensorSpec
-from ..runtime.cuda import (Image, KernelModule, LaunchPlan, PlanError, PlanFunction,
-                            TensorSig)
+from ..runtime.cuda import (Constant, Image, KernelModule, LaunchPlan, PlanError,
+                            PlanFunction, TensorSig)
 from .gpu_kernels import OVERWRITE_ATTR, POINTWISE_BLOCK, ROW_BLOCK
 from .index_check import ERROR_GLOBAL, SITES_ATTR
 from .gpu_pipeline import (DEFAULT_CHIPS, GPU_BUFFERIZE_PIPELINE, GPU_LINALG_PIPELINE,
@@ -78,10 +78,35 @@ def _dense_pair(op: ir.Operation, name: str) -> list[int]:
     return [int(x) for x in attr]
 
 
+def _constant_globals(module: ir.Module) -> dict[str, ir.Operation]:
+    return {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
+            for op in module.body.operations if op.operation.name == "memref.global"
+            and "constant" in op.operation.attributes}
+
+
+def _constant(glob: ir.Operation, element: ir.Type) -> Constant:
+    """The data of a constant `memref.global`, as the buffer type `element` reads it."""
+    import numpy as np
+
+    name = ir.StringAttr(glob.attributes["sym_name"]).value
+    t = ir.MemRefType(ir.TypeAttr(glob.attributes["type"]).value)
+    dtype = _dtype(element)
+    array = np.array(ir.DenseElementsAttr(glob.attributes["initial_value"]))
+    want = {"f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
+            "i32": np.int32, "i64": np.int64, "i1": np.bool_}.get(dtype)
+    if want is None or array.dtype == object:
+        raise PlanError(f"memref.global @{name}: {dtype} constants cannot be uploaded yet")
+    data = np.broadcast_to(array, list(t.shape)).astype(want)
+    return Constant(list(t.shape), dtype, np.ascontiguousarray(data).tobytes())
+
+
 class _HostWalker:
-    def __init__(self, fn: ir.Operation, n_inputs: int) -> None:
+    def __init__(self, fn: ir.Operation, n_inputs: int,
+                 globals_: Optional[dict[str, ir.Operation]] = None) -> None:
         self.fn = fn
         self.n_inputs = n_inputs
+        self.globals = globals_ or {}
+        self.constants: dict[str, Constant] = {}
         self.names: dict = {}
         self.steps: list[dict] = []
         self.count = 0
@@ -122,10 +147,16 @@ class _HostWalker:
                                "shape": list(t.shape), "dtype": _dtype(t.element_type)})
         elif name == "memref.get_global":
             symbol = ir.FlatSymbolRefAttr(op.attributes["name"]).value
-            if symbol != ERROR_GLOBAL:
-                raise PlanError(f"memref.get_global @{symbol} at {op.location}: constant "
-                                "globals cannot be uploaded to the device yet")
-            self.steps.append({"op": "index_flag", "buf": self.fresh(op.results[0])})
+            if symbol == ERROR_GLOBAL:
+                self.steps.append({"op": "index_flag", "buf": self.fresh(op.results[0])})
+                return
+            if symbol not in self.globals:
+                raise PlanError(f"memref.get_global @{symbol} at {op.location}: only constant "
+                                "globals can be uploaded to the device")
+            element = ir.MemRefType(op.results[0].type).element_type
+            self.constants[symbol] = _constant(self.globals[symbol], element)
+            self.steps.append({"op": "constant", "buf": self.fresh(op.results[0]),
+                               "name": symbol})
         elif name == "memref.dealloc":
             self.steps.append({"op": "free", "buf": self.name(op.operands[0], op)})
         elif name in VIEWS:
@@ -238,6 +269,8 @@ def build_plan(module: ir.Module,
     lowering (outputs became trailing out-param arguments).
     """
     functions = {}
+    globals_ = _constant_globals(module)
+    constants: dict[str, Constant] = {}
     for op in module.body.operations:
         op = op.operation
         if op.name != "func.func" or not op.regions[0].blocks:
@@ -250,13 +283,15 @@ def build_plan(module: ir.Module,
         if nargs != len(ins) + len(outs):
             raise PlanError(f"@{name}: {nargs} arguments after lowering, expected "
                             f"{len(ins)} inputs + {len(outs)} out-params")
-        steps = _HostWalker(op, len(ins)).walk()
+        walker = _HostWalker(op, len(ins), globals_)
+        steps = walker.walk()
+        constants.update(walker.constants)
         functions[name] = PlanFunction(name, [TensorSig(list(s.shape), s.dtype) for s in ins],
                                        [TensorSig(list(s.shape), s.dtype) for s in outs], steps)
     attrs = module.operation.attributes
     sites = ([ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[SITES_ATTR])]
              if SITES_ATTR in attrs else [])
-    plan = LaunchPlan(functions, kernel_modules(module), sites)
+    plan = LaunchPlan(functions, kernel_modules(module), sites, constants)
     plan.validate()
     return plan
 
@@ -393,6 +428,8 @@ def format_plan(plan: LaunchPlan) -> str:
         imgs = ", ".join(f"{c}:" + "+".join(k for k in ("ptx", "cubin") if getattr(i, k))
                          for c, i in m.images.items())
         lines.append(f"module {m.name} kernels={','.join(m.kernels)} images={imgs}")
+    lines.extend(f"constant {n}: {'x'.join(map(str, c.shape)) or 'scalar'} {c.dtype}"
+                 for n, c in plan.constants.items())
     lines.extend(f"index site {k}: {site}" for k, site in enumerate(plan.index_sites, 1))
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ cubin) images per chip. Steps, as JSON objects:
 | `matmul` | a, b, c, overwrite | `torch.mm`/`torch.bmm` into c (cuBLAS), or `addmm_`/`baddbmm_` |
 | `conv2d` | x, w, y, stride, dilation, groups, overwrite | `torch.nn.functional.conv2d` (cuDNN) into y |
 | `index_flag` | buf | the program's index-error flag (one `int32` on the device) |
+| `constant` | buf, name | the plan's constant `name`, uploaded once per program |
 
 Gather-like kernels clamp an out-of-range index and store their site number
 (1-based into the plan's `index_sites`) in the index-error flag. A call that
@@ -52,7 +53,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 log = logging.getLogger("fusegrad.runtime.cuda")
 
 PLAN_FORMAT = "fusegrad-cuda-plan"
-PLAN_VERSION = 2  # 2: index_flag steps, index_sites
+PLAN_VERSION = 3  # 2: index_flag steps, index_sites; 3: constants
 STEP_FIELDS = {
     "alloc": ("buf", "shape", "dtype"),
     "free": ("buf",),
@@ -62,6 +63,7 @@ STEP_FIELDS = {
     "matmul": ("a", "b", "c", "overwrite"),
     "conv2d": ("x", "w", "y", "stride", "dilation", "groups", "overwrite"),
     "index_flag": ("buf",),
+    "constant": ("buf", "name"),
 }
 DTYPES = ("f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64")
 _SCALAR_CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "i16": ctypes.c_int16,
@@ -121,10 +123,23 @@ class PlanFunction:
 
 
 @dataclass
+class Constant:
+    """A constant buffer the kernels read (a dense literal of the program): row-major data."""
+
+    shape: list[int]
+    dtype: str
+    data: bytes
+
+    def to_json(self, name: str) -> dict:
+        return {"shape": list(self.shape), "dtype": self.dtype, "file": _constant_file(name)}
+
+
+@dataclass
 class LaunchPlan:
     functions: dict[str, PlanFunction]
     modules: dict[str, KernelModule]
     index_sites: list[str] = field(default_factory=list)  # "dg.gather at file:line", ...
+    constants: dict[str, Constant] = field(default_factory=dict)
 
     # ---- serialisation
     def to_json(self) -> dict:
@@ -142,6 +157,7 @@ class LaunchPlan:
                                             for c, img in m.images.items()}}
                         for m in self.modules.values()},
             "index_sites": list(self.index_sites),
+            "constants": {n: c.to_json(n) for n, c in self.constants.items()},
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -154,6 +170,9 @@ class LaunchPlan:
                     if data is not None:
                         with open(os.path.join(path, _image_file(m.name, chip, kind)), "wb") as f:
                             f.write(data)
+        for name, c in self.constants.items():
+            with open(os.path.join(path, _constant_file(name)), "wb") as f:
+                f.write(c.data)
         with open(os.path.join(path, "plan.json"), "w") as f:
             json.dump(self.to_json(), f, indent=1)
 
@@ -191,7 +210,9 @@ class LaunchPlan:
                 name, [TensorSig(list(s["shape"]), s["dtype"]) for s in f["inputs"]],
                 [TensorSig(list(s["shape"]), s["dtype"]) for s in f["outputs"]],
                 list(f["steps"]))
-        plan = cls(functions, modules, list(data["index_sites"]))
+        constants = {n: Constant(list(c["shape"]), c["dtype"], read(c["file"]))
+                     for n, c in data["constants"].items()}
+        plan = cls(functions, modules, list(data["index_sites"]), constants)
         plan.validate()
         return plan
 
@@ -219,7 +240,9 @@ class LaunchPlan:
                     live.discard(s["buf"])
                 if op == "index_flag" and not self.index_sites:
                     raise PlanError(f"{where}: an index flag, but the plan has no index sites")
-                if op in ("alloc", "view", "index_flag"):
+                if op == "constant" and s["name"] not in self.constants:
+                    raise PlanError(f"{where}: no constant {s['name']!r} in the plan")
+                if op in ("alloc", "view", "index_flag", "constant"):
                     if op == "alloc" and s["dtype"] not in DTYPES:
                         raise PlanError(f"{where}: unknown dtype {s['dtype']!r}")
                     live.add(s["buf"])
@@ -268,6 +291,10 @@ def read_entry(directory: str | os.PathLike) -> tuple[LaunchPlan, dict]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise PlanError(f"{directory}: {type(e).__name__}: {e}") from None
     return LaunchPlan.load(directory), meta
+
+
+def _constant_file(name: str) -> str:
+    return f"{name}.bin"
 
 
 def _image_file(module: str, chip: str, kind: str) -> str:
@@ -420,6 +447,7 @@ class CudaProgram:
         self.chip = chip or device_chip(self.device)
         self._modules: dict[str, Any] = {}
         self._functions: dict[tuple[str, str], Any] = {}
+        self._constants: dict[str, Any] = {}  # uploaded once, on first use
         self._flag: Any = None  # the index-error flag, once a call needs it
         self._flagged = {f.name for f in plan.functions.values()
                          if any(s["op"] == "index_flag" for s in f.steps)}
@@ -481,6 +509,16 @@ class CudaProgram:
             raise PlanError(f"no function @{name} in the plan (has "
                             f"{sorted(self.plan.functions)})")
         return CudaFunction(self, name)
+
+    def _constant(self, name: str) -> Any:
+        import torch
+        if name not in self._constants:
+            c = self.plan.constants[name]
+            dtype = _torch_dtype(c.dtype)
+            host = (torch.frombuffer(bytearray(c.data), dtype=dtype) if c.data
+                    else torch.empty(0, dtype=dtype))
+            self._constants[name] = host.reshape(c.shape).to(self.device)
+        return self._constants[name]
 
     # ---- index errors
     def _index_flag(self) -> Any:
@@ -584,6 +622,8 @@ class CudaProgram:
             _conv2d(env[s["x"]], env[s["w"]], env[s["y"]], s)
         elif op == "index_flag":
             env[s["buf"]] = self._index_flag()
+        elif op == "constant":
+            env[s["buf"]] = self._constant(s["name"])
         else:  # validate() rejects these
             raise PlanError(f"@{f.name} step {n}: unknown op {op!r}")
 

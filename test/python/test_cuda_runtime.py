@@ -176,3 +176,26 @@ def test_index_sites_survive_save_and_load(tmp_path):
     plan.index_sites = []
     with pytest.raises(PlanError, match="index flag, but the plan has no index sites"):
         plan.validate()
+
+
+def test_constants_are_uploaded_once_and_survive_save_and_load(tmp_path):
+    from fusegrad.runtime.cuda import Constant
+
+    plan = _plan([{"op": "constant", "buf": "t0", "name": "c"},
+                  {"op": "launch", "module": "m0", "kernel": "k", "grid": [1, 1, 1],
+                   "block": [32, 1, 1], "smem": 0, "args": [{"buf": "t0"}, {"buf": "arg2"}]}])
+    want = torch.tensor([[1.5, -2.0], [3.0, 4.25]])
+    plan.constants = {"c": Constant([2, 2], "f32", want.numpy().tobytes())}
+    plan.save(tmp_path)
+    loaded = LaunchPlan.load(tmp_path)
+    assert loaded.constants["c"].data == plan.constants["c"].data
+    prog, drv = _program(loaded)
+    x, w = torch.randn(4, 8), torch.randn(8, 2)
+    prog.run("f", x, w)
+    prog.run("f", x, w)
+    uploaded = prog._constants["c"]
+    torch.testing.assert_close(uploaded, want)
+    assert {launch["params"][0][1] for launch in drv.launches} == {uploaded.data_ptr()}
+    loaded.constants = {}
+    with pytest.raises(PlanError, match="no constant 'c' in the plan"):
+        loaded.validate()
