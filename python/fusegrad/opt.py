@@ -236,6 +236,8 @@ def process(ctx: ir.Context, chunk: Chunk, args: argparse.Namespace,
                     if args.print_ir_after_all:
                         pm.enable_ir_printing(print_after_all=True,
                                               enable_debug_info=args.mlir_print_debuginfo)
+                    if args.mlir_timing:
+                        pm.enable_timing()
                     pm.run(module.operation)
                     verify(module.operation)
             except ir.MLIRError as e:
@@ -275,6 +277,8 @@ def _arg_parser() -> argparse.ArgumentParser:
                    help=f"process each '{SPLIT_MARKER}'-separated chunk on its own")
     p.add_argument("--mlir-print-debuginfo", action="store_true",
                    help="print locations in the output IR")
+    p.add_argument("--mlir-timing", action="store_true",
+                   help="report the time each pass took (dg and upstream), on stderr")
     return p
 
 
