@@ -103,6 +103,13 @@ def llvm_ir(module: ir.Module) -> str:
         ctypes.CDLL(None).free(ctypes.c_void_p(text))
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 class ToolError(RuntimeError):
     """An LLVM tool or the linker failed (the message has its command and output)."""
 
@@ -127,7 +134,7 @@ def build_library(module: ir.Module, library: str, tools: Toolchain,
     wrappers = add_packed_entries(module.operation)
     text = llvm_ir(module)
     translated = time.perf_counter()
-    parts = min(jobs or len(os.sched_getaffinity(0)), len(text) // PART_MIN_BYTES)
+    parts = min(jobs or usable_cores(), len(text) // PART_MIN_BYTES)
     built = False
     try:
         if parts >= 2:
