@@ -247,7 +247,7 @@ def mlp_train(quick: bool) -> Case:
     return _train_case(build, x, y, torch.nn.functional.mse_loss, "sgd", shape)
 
 
-def cnn_train(quick: bool) -> Case:
+def _cnn(quick: bool):
     import torch
     nn = torch.nn
     batch, hw, c1, c2 = (4, 8, 4, 8) if quick else (32, 32, 32, 64)
@@ -259,11 +259,16 @@ def cnn_train(quick: bool) -> Case:
             nn.Conv2d(3, c1, 3, padding=1), nn.BatchNorm2d(c1), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(c1, c2, 3, padding=1), nn.BatchNorm2d(c2), nn.ReLU(), nn.MaxPool2d(2),
             nn.Flatten(), nn.Linear(c2 * (hw // 4) ** 2, 10))
-    return _train_case(build, x, y, torch.nn.functional.cross_entropy, "sgd",
-                       f"{batch}x3x{hw}x{hw}, conv {c1},{c2}")
+    return build, x, y, f"{batch}x3x{hw}x{hw}, conv {c1},{c2}"
 
 
-def transformer_train(quick: bool) -> Case:
+def cnn_train(quick: bool) -> Case:
+    import torch
+    build, x, y, shape = _cnn(quick)
+    return _train_case(build, x, y, torch.nn.functional.cross_entropy, "sgd", shape)
+
+
+def _transformer(quick: bool):
     import torch
     d, heads, ff, b, s = (32, 4, 64, 2, 16) if quick else (256, 4, 1024, 8, 128)
     torch.manual_seed(0)
@@ -271,8 +276,13 @@ def transformer_train(quick: bool) -> Case:
 
     def build():
         return torch.nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True)
-    return _train_case(build, x, y, torch.nn.functional.mse_loss, "sgd",
-                       f"d={d} heads={heads} ff={ff} on {b}x{s}x{d}")
+    return build, x, y, f"d={d} heads={heads} ff={ff} on {b}x{s}x{d}"
+
+
+def transformer_train(quick: bool) -> Case:
+    import torch
+    build, x, y, shape = _transformer(quick)
+    return _train_case(build, x, y, torch.nn.functional.mse_loss, "sgd", shape)
 
 
 def _hf(kind: str, quick: bool):

@@ -40,6 +40,7 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
 from .cpu_kernels import LoopOp, clone_body, parse as parse_loop_op
+from .conv_library import OUTLINED as CONV_GRAD
 from .index_check import TAKE_ERROR
 from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, row_conflict, row_local,
                       static_memref)
@@ -74,7 +75,7 @@ OVERWRITE_ATTR = "dg.gpu.overwrite"
 HOST_OPS = ("memref.alloc", "memref.dealloc", "memref.copy", "memref.expand_shape",
             "memref.collapse_shape", "memref.subview", "memref.cast",
             "memref.reinterpret_cast", "memref.get_global", "arith.constant", "func.return",
-            "gpu.launch", "gpu.launch_func") + CONTRACTIONS
+            "func.call", "gpu.launch", "gpu.launch_func") + CONTRACTIONS
 _PURE = VIEWS + ("memref.alloc", "arith.constant")
 
 _IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
@@ -964,6 +965,8 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
         if ir.StringAttr(fn.attributes["sym_name"]).value == TAKE_ERROR:
             fn.erase()  # the CUDA runtime reads and clears the index-error flag itself
             continue
+        if CONV_GRAD in fn.attributes:  # the plan calls the library for it (conv2d_grad);
+            continue                    # its body, the decomposition, stays host code
         body = fn.regions[0].blocks[0]
         if len(fn.regions[0].blocks) != 1:
             raise PassError("dg-gpu-kernels: functions must have one block", fn.location)

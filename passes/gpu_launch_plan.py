@@ -31,6 +31,7 @@ from ..dialects.types import TensorSpec
 from ..runtime.cuda import (Constant, Image, KernelModule, LaunchPlan, PlanError,
                             PlanFunction, TensorSig)
 from .gpu_kernels import OVERWRITE_ATTR, POINTWISE_BLOCK, ROW_BLOCK
+from .conv_library import OUTLINED as CONV_GRAD
 from .index_check import ERROR_GLOBAL, SITES_ATTR
 from .gpu_pipeline import (DEFAULT_CHIPS, GPU_BUFFERIZE_PIPELINE, GPU_LINALG_PIPELINE,
                            GPU_OUTLINE_PIPELINE, nvvm_pipeline)
@@ -107,6 +108,10 @@ class _HostWalker:
         self.n_inputs = n_inputs
         self.globals = globals_ or {}
         self.constants: dict[str, Constant] = {}
+        module = fn.parent
+        self.functions = {ir.StringAttr(o.operation.attributes["sym_name"]).value: o.operation
+                          for o in module.regions[0].blocks[0].operations
+                          if o.operation.name == "func.func"}
         self.names: dict = {}
         self.steps: list[dict] = []
         self.count = 0
@@ -177,6 +182,8 @@ class _HostWalker:
                                "dst": self.name(op.operands[1], op)})
         elif name == "gpu.launch_func":
             self.launch(op)
+        elif name == "func.call":
+            self.conv_grad(op)
         elif name in ("linalg.matmul", "linalg.batch_matmul"):
             a, b = list(op.opview.inputs)
             (c,) = list(op.opview.outputs)
@@ -196,6 +203,25 @@ class _HostWalker:
         else:
             raise PlanError(f"'{name}' at {op.location} cannot run on the CUDA host side "
                             "(the CUDA pipeline should have made it a kernel)")
+
+    def conv_grad(self, op: ir.Operation) -> None:
+        """A call of an outlined convolution gradient (dg-outline-conv-grads): one library
+        call, PyTorch's convolution_backward asked for that one gradient."""
+        callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+        fn = self.functions.get(callee)
+        if fn is None or CONV_GRAD not in fn.attributes or len(op.operands) != 3:
+            raise PlanError(f"func.call @{callee} at {op.location}: only convolution "
+                            "gradients are called from the CUDA host side")
+        tag = ir.DictAttr(fn.attributes[CONV_GRAD])
+        which = ir.StringAttr(tag["op"]).value  # conv2d_input_grad | conv2d_weight_grad
+        a, b, out = (self.name(v, op) for v in op.operands)
+        step = {"op": "conv2d_grad", "grad": a if which == "conv2d_input_grad" else b,
+                "input": None if which == "conv2d_input_grad" else a,
+                "weight": b if which == "conv2d_input_grad" else None, "out": out}
+        for k in ("stride", "padding", "dilation"):
+            step[k] = list(ir.DenseI64ArrayAttr(tag[k]))
+        step["groups"] = ir.IntegerAttr(tag["groups"]).value
+        self.steps.append(step)
 
     def launch(self, op: ir.Operation) -> None:
         v = op.opview

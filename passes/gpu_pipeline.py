@@ -2,7 +2,8 @@
 
 Stages (each a named pipeline usable in `fusegrad-opt -p`):
 
-- `dg-gpu-linalg`: dg -> linalg on tensors (shared with the CPU target).
+- `dg-gpu-linalg`: dg -> linalg on tensors (shared with the CPU target; convolution
+  gradients become calls of outlined functions, as there).
 - `dg-gpu-bufferize`: the CPU recipe (read-only arguments, one-shot
   bufferization with identity layouts, distinct result buffers, results ->
   out-params, deallocation): the host function's arguments are the caller's
@@ -33,7 +34,10 @@ log = logging.getLogger("fusegrad.passes.gpu_pipeline")
 
 DEFAULT_CHIPS = ("sm_80", "sm_90")
 
+# convolution gradients: calls of outlined functions, run by cuDNN through PyTorch
+# (`conv2d_grad` plan steps), as on the CPU
 GPU_LINALG_PIPELINE = ",".join([
+    "dg-outline-conv-grads",
     "dg-lower-to-linalg",
     "canonicalize",
     "cse",

@@ -21,6 +21,7 @@ cubin) images per chip. Steps, as JSON objects:
 | `launch` | module, kernel, grid, block, smem, args (`{"buf": name}` or `{"scalar": v, "type": "i64"}`) | `cuLaunchKernel` on the current stream |
 | `matmul` | a, b, c, overwrite | `torch.mm`/`torch.bmm` into c (cuBLAS), or `addmm_`/`baddbmm_` |
 | `conv2d` | x, w, y, stride, dilation, groups, overwrite | `torch.nn.functional.conv2d` (cuDNN) into y |
+| `conv2d_grad` | grad, input or weight (the other null), out, stride, padding, dilation, groups | `aten.convolution_backward` (cuDNN) for that one gradient, copied into out (the out buffer stands in for the operand only its shape is read of) |
 | `index_flag` | buf | the program's index-error flag (one `int32` on the device) |
 | `constant` | buf, name | the plan's constant `name`, uploaded once per program |
 
@@ -53,7 +54,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 log = logging.getLogger("fusegrad.runtime.cuda")
 
 PLAN_FORMAT = "fusegrad-cuda-plan"
-PLAN_VERSION = 3  # 2: index_flag steps, index_sites; 3: constants
+PLAN_VERSION = 4  # 2: index_flag steps, index_sites; 3: constants; 4: conv2d_grad
 STEP_FIELDS = {
     "alloc": ("buf", "shape", "dtype"),
     "free": ("buf",),
@@ -62,6 +63,8 @@ STEP_FIELDS = {
     "launch": ("module", "kernel", "grid", "block", "smem", "args"),
     "matmul": ("a", "b", "c", "overwrite"),
     "conv2d": ("x", "w", "y", "stride", "dilation", "groups", "overwrite"),
+    "conv2d_grad": ("grad", "input", "weight", "out", "stride", "padding", "dilation",
+                    "groups"),
     "index_flag": ("buf",),
     "constant": ("buf", "name"),
 }
@@ -232,6 +235,8 @@ class LaunchPlan:
                         "copy": [s.get("src"), s.get("dst")],
                         "matmul": [s.get("a"), s.get("b"), s.get("c")],
                         "conv2d": [s.get("x"), s.get("w"), s.get("y")],
+                        "conv2d_grad": [b for b in (s.get("grad"), s.get("input"),
+                                                    s.get("weight"), s.get("out")) if b],
                         "launch": [a["buf"] for a in s.get("args", []) if "buf" in a]}.get(op, [])
                 for b in used:
                     if b not in live:
@@ -620,6 +625,8 @@ class CudaProgram:
                 torch.bmm(a, b, out=c) if s["overwrite"] else c.baddbmm_(a, b)
         elif op == "conv2d":
             _conv2d(env[s["x"]], env[s["w"]], env[s["y"]], s)
+        elif op == "conv2d_grad":
+            _conv2d_grad(env, s)
         elif op == "index_flag":
             env[s["buf"]] = self._index_flag()
         elif op == "constant":
@@ -656,6 +663,18 @@ def _conv2d(x: Any, w: Any, y: Any, s: dict) -> None:
         y.copy_(r)
     else:
         y.add_(r)
+
+
+def _conv2d_grad(env: dict, s: dict) -> None:
+    import torch
+    out = env[s["out"]]
+    want_input = s["input"] is None
+    x = out if want_input else env[s["input"]]
+    w = env[s["weight"]] if want_input else out
+    grads = torch.ops.aten.convolution_backward(
+        env[s["grad"]], x, w, None, s["stride"], s["padding"], s["dilation"], False, [0, 0],
+        s["groups"], [want_input, not want_input, False])
+    out.copy_(grads[0] if want_input else grads[1])
 
 
 def _chip_number(chip: str) -> int:

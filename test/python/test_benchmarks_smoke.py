@@ -59,3 +59,21 @@ def test_fallback_and_errors_are_never_timings():
     crashed = suite.table_rows({"workload": "gpt2:fwd", "error": "timed out", "backends": {}},
                                ["eager"])
     assert len(crashed) == 1 and crashed[0].count("|") == len(cells[0]) + 1
+
+
+def test_cuda_train_build_then_run_on_cpu_artifacts(tmp_path):
+    """benchmarks/cuda_train.py end to end with CPU artifacts (its GPU half needs only the
+    target switched): the exported program trains like the torch.export reference."""
+    script = os.path.join(ROOT, "benchmarks", "cuda_train.py")
+    common = dict(capture_output=True, text=True, timeout=300, cwd=ROOT)
+    built = subprocess.run([sys.executable, script, "build", str(tmp_path), "--target", "cpu",
+                            "--quick", "--models", "mlp,cnn"], **common)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    ran = subprocess.run([sys.executable, script, "run", str(tmp_path), "--rounds", "3",
+                          "--no-inductor", "--models", "mlp,cnn"], **common)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    rows = [l for l in ran.stdout.splitlines() if l.startswith(("| mlp", "| cnn"))]
+    assert len(rows) == 4 and all(" | fusegrad | " in r or " | eager | " in r for r in rows)
+    bad = subprocess.run([sys.executable, script, "run", str(tmp_path), "--models", "nope"],
+                         **common)
+    assert bad.returncode == 2 and "unknown models ['nope']" in bad.stderr

@@ -199,3 +199,23 @@ def test_constants_are_uploaded_once_and_survive_save_and_load(tmp_path):
     loaded.constants = {}
     with pytest.raises(PlanError, match="no constant 'c' in the plan"):
         loaded.validate()
+
+
+def test_conv2d_grad_steps_match_autograd():
+    """The library steps run through torch on the plan's device (here the CPU)."""
+    x = torch.randn(2, 4, 9, 7, requires_grad=True)
+    w = torch.randn(6, 2, 3, 2, requires_grad=True)
+    y = torch.nn.functional.conv2d(x, w, stride=2, padding=1, groups=2)
+    g = torch.randn_like(y)
+    y.backward(g)
+    attrs = {"stride": [2, 2], "padding": [1, 1], "dilation": [1, 1], "groups": 2}
+    steps = [{"op": "conv2d_grad", "grad": "arg0", "input": None, "weight": "arg1",
+              "out": "arg3", **attrs},
+             {"op": "conv2d_grad", "grad": "arg0", "input": "arg2", "weight": None,
+              "out": "arg4", **attrs}]
+    sig = lambda t: TensorSig(list(t.shape), "f32")  # noqa: E731
+    f = PlanFunction("f", [sig(g), sig(w), sig(x)], [sig(x), sig(w)], steps)
+    prog, _ = _program(LaunchPlan({"f": f}, {}))
+    dx, dw = prog.run("f", g, w.detach(), x.detach())
+    torch.testing.assert_close(dx, x.grad)
+    torch.testing.assert_close(dw, w.grad)

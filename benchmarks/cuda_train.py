@@ -1,0 +1,197 @@
+"""Training steps of the suite's models on a GPU: fusegrad against eager and Inductor.
+
+Two halves, so the GPU machine needs neither MLIR nor transformers:
+
+    # here (MLIR, transformers, no GPU): export every model and its reference
+    .venv/bin/python benchmarks/cuda_train.py build .gpu_train
+    # on the GPU machine (torch + cuda-bindings; the checkout on PYTHONPATH)
+    PYTHONPATH=. python3 benchmarks/cuda_train.py run .gpu_train
+
+`build` writes, per model (the suite's `mlp:train`, `cnn:train`,
+`transformer_layer:train`, `gpt2:train`, `bert:train`, `llama:train` at the suite's
+sizes, the loss inside): `fusegrad/`, the model's training program from
+`fusegrad.export(..., target=TARGET)`; `reference.pt2`, the same model and loss
+from `torch.export` (eager and Inductor run it, so the GPU machine needs no model
+code); and `inputs.pt`. `run` loads all three backends on the artifact's device
+(`--target cpu` artifacts run on the CPU, which checks this script without a GPU),
+compares the first step's loss, then times SGD steps (loss, backward, update)
+interleaved in rounds, synchronizing the device around each, and prints the
+medians as a markdown table.
+
+Sizes at the suite's sizes (the weights are stored twice, once per half): cnn 4 MB,
+transformer_layer 13 MB, gpt2/bert/llama 24-26 MB each, mlp 197 MB. The device tool
+carries at most 64 MiB per call: carry the models over several calls, and the mlp
+folder split (`split -b 60M`, joined there with `cat`).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = ("mlp", "cnn", "transformer_layer", "gpt2", "bert", "llama")
+LR = 0.01
+
+
+# ---------------------------------------------------------------- build (here)
+
+def _loss_module(name: str, quick: bool) -> tuple[Any, tuple, str]:
+    """(module computing the scalar loss, its inputs, a description), from suite.py."""
+    import torch
+    sys.path.insert(0, HERE)
+    import suite
+
+    if name in ("gpt2", "bert", "llama"):
+        build, ids, shape = suite._hf(name, quick)
+        model = build()
+
+        class LanguageModelLoss(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.model = model
+
+            def forward(self, ids):
+                return self.model(input_ids=ids, labels=ids).loss
+        return LanguageModelLoss().train(), (ids,), shape
+    spec = {"mlp": (suite._mlp, torch.nn.functional.mse_loss),
+            "cnn": (suite._cnn, torch.nn.functional.cross_entropy),
+            "transformer_layer": (suite._transformer, torch.nn.functional.mse_loss)}
+    make, loss = spec[name]
+    build, x, y, shape = make(quick)
+    return suite._with_loss(build(), loss).train(), (x, y), shape
+
+
+def build(directory: str, models: list[str], target: str, quick: bool) -> None:
+    import torch
+
+    import fusegrad
+    for name in models:
+        out = os.path.join(directory, name)
+        os.makedirs(out, exist_ok=True)
+        module, inputs, shape = _loss_module(name, quick)
+        start = time.perf_counter()
+        fusegrad.export(copy.deepcopy(module), *inputs, path=os.path.join(out, "fusegrad"),
+                        target=target)
+        exported = time.perf_counter() - start
+        reference = torch.export.export(module, inputs, strict=False)
+        torch.export.save(reference, os.path.join(out, "reference.pt2"))
+        torch.save(list(inputs), os.path.join(out, "inputs.pt"))
+        with open(os.path.join(out, "info.json"), "w") as f:
+            json.dump({"shape": shape, "target": target, "export_s": exported}, f)
+        print(f"{name}: {shape}, exported for {target} in {exported:.1f} s", flush=True)
+
+
+# ---------------------------------------------------------------- run (on the device)
+
+def _sgd_step(loss_fn: Callable[[], Any], params: list) -> Any:
+    import torch
+    for p in params:
+        p.grad = None
+    loss = loss_fn()
+    loss.backward()
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.sub_(LR * p.grad)
+    return loss.detach()
+
+
+def _backends(out: str, device: Any, inductor: bool) -> dict[str, Callable[[], Any]]:
+    """name -> one training step, each on its own copy of the same initial weights."""
+    import torch
+
+    from fusegrad.runtime import load
+    inputs = [x.to(device) for x in torch.load(os.path.join(out, "inputs.pt"))]
+    eager = torch.export.load(os.path.join(out, "reference.pt2")).module().to(device)
+    program = load(os.path.join(out, "fusegrad"), device=device)
+    trainable = [p for p in program.parameters if p.requires_grad]
+    steps = {"eager": (eager, list(eager.parameters()))}
+    if inductor:
+        twin = copy.deepcopy(eager)
+        steps["inductor"] = (torch.compile(twin), list(twin.parameters()))
+    backends = {n: (lambda m=m, ps=ps: _sgd_step(lambda: m(*inputs), ps))
+                for n, (m, ps) in steps.items()}
+    backends["fusegrad"] = lambda: _sgd_step(lambda: program(*inputs), trainable)
+    return backends
+
+
+def _sync(device: Any) -> None:
+    import torch
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run(directory: str, models: list[str], rounds: int, inductor: bool) -> int:
+    import torch
+    rows = ["| model | backend | first step (s) | median step (ms) | vs eager | vs inductor "
+            "| first loss |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    status = 0
+    for name in models:
+        out = os.path.join(directory, name)
+        with open(os.path.join(out, "info.json")) as f:
+            info = json.load(f)
+        device = torch.device("cuda" if info["target"] == "cuda" else "cpu")
+        backends = _backends(out, device, inductor)
+        first, losses = {}, {}
+        for n, step in backends.items():
+            _sync(device)
+            start = time.perf_counter()
+            losses[n] = float(step())
+            _sync(device)
+            first[n] = time.perf_counter() - start
+        if abs(losses["fusegrad"] - losses["eager"]) > 1e-3 * max(1.0, abs(losses["eager"])):
+            print(f"{name}: first loss {losses['fusegrad']} differs from eager's "
+                  f"{losses['eager']}", file=sys.stderr)
+            status = 1
+        times: dict[str, list[float]] = {n: [] for n in backends}
+        names = list(backends)
+        for _ in range(rounds):
+            random.shuffle(names)
+            for n in names:
+                _sync(device)
+                start = time.perf_counter()
+                backends[n]()
+                _sync(device)
+                times[n].append(time.perf_counter() - start)
+        median = {n: statistics.median(t) * 1e3 for n, t in times.items()}
+        for n in backends:
+            vs_ind = f"{median['inductor'] / median[n]:.2f}x" if "inductor" in median else "—"
+            rows.append(f"| {name} ({info['shape']}) | {n} | {first[n]:.2f} | {median[n]:.3f} "
+                        f"| {median['eager'] / median[n]:.2f}x | {vs_ind} | {losses[n]:.5f} |")
+        print(f"{name}: " + ", ".join(f"{n} {median[n]:.3f} ms" for n in backends), flush=True)
+    print("\n".join(rows))
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=["build", "run"])
+    p.add_argument("dir")
+    p.add_argument("--models", default=",".join(MODELS),
+                   help=f"comma-separated, from {', '.join(MODELS)}")
+    p.add_argument("--target", default="cuda", choices=["cuda", "cpu"],
+                   help="build: what to export for (cpu: check this script without a GPU)")
+    p.add_argument("--quick", action="store_true", help="build: the suite's tiny sizes")
+    p.add_argument("--rounds", type=int, default=30, help="run: timed steps per backend")
+    p.add_argument("--no-inductor", action="store_true", help="run: eager and fusegrad only")
+    args = p.parse_args(argv)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown:
+        p.error(f"unknown models {unknown}; choose from {', '.join(MODELS)}")
+    if args.mode == "build":
+        build(args.dir, models, args.target, args.quick)
+        return 0
+    return run(args.dir, models, args.rounds, not args.no_inductor)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
