@@ -569,26 +569,21 @@ def emit_thread_per_output(k: Kop, block_size: int) -> None:
     par = [d for d, it in enumerate(k.iterators) if it == "parallel"]
     red = k.red_dims()
     par_sizes = [k.sizes[d] for d in par]
-    total = _prod(par_sizes)
-    if total == 0:
+    if _prod(par_sizes) == 0:
         return
-    bx = min(block_size, max(32, 1 << (total - 1).bit_length()))
-    launch, bid, tid = _launch((_cdiv(total, bx), 1, 1), (bx, 1, 1))
-    with ir.InsertionPoint(launch.regions[0].blocks[0]):
-        flat = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
-        guard = scf.IfOp(_lt(flat, total))
-        with ir.InsertionPoint(guard.then_block):
-            ivs: list = [None] * len(k.sizes)
-            for d, v in zip(par, _delinearize(flat, par_sizes) if par else []):
-                ivs[d] = v
-            em = Emitter(k, ivs)
-            outs, oacc = k.lop.outs, em.out_accesses()
-            inits = [em.load(b, a) for b, a in zip(outs, oacc)]
-            results = _serial_reduce(em, red, 0, inits)
-            for b, v, a in zip(outs, results, oacc):
-                em.store(v, b, a)
-            scf.YieldOp([])
-        gpu.TerminatorOp()
+
+    def body(par_ivs: list) -> None:
+        ivs: list = [None] * len(k.sizes)
+        for d, v in zip(par, par_ivs):
+            ivs[d] = v
+        em = Emitter(k, ivs)
+        outs, oacc = k.lop.outs, em.out_accesses()
+        inits = [em.load(b, a) for b, a in zip(outs, oacc)]
+        results = _serial_reduce(em, red, 0, inits)
+        for b, v, a in zip(outs, results, oacc):
+            em.store(v, b, a)
+
+    _thread_per_index(par_sizes, block_size, body)
 
 
 def _serial_reduce(em: Emitter, red: list, pos: int, accs: list) -> list:
