@@ -81,7 +81,6 @@ def _capi() -> ctypes.CDLL:
     return lib
 
 
-
 def _pointer(capsule: object, name: bytes) -> int:
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
