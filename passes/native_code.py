@@ -44,7 +44,14 @@ class Toolchain:
 
 
 def toolchain() -> Toolchain | None:
-    """LLVM's tools, or None (logged) when they or a C compiler to link are missing."""
+    """LLVM's tools, or None (logged) when they or a C compiler to link are missing, or
+    when `FUSEGRAD_CPU_CODEGEN=engine` asks for the ExecutionEngine."""
+    choice = os.environ.get("FUSEGRAD_CPU_CODEGEN", "auto")
+    if choice not in ("auto", "engine"):
+        raise ValueError(f"fusegrad: FUSEGRAD_CPU_CODEGEN={choice!r}: use 'auto' (LLVM's tools "
+                         "for big graphs, the default) or 'engine' (the ExecutionEngine only)")
+    if choice == "engine":
+        return None
     if cpu_library.find_linker() is None:
         log.info("no C compiler to link a library: compiling with the ExecutionEngine")
         return None

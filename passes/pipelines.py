@@ -215,7 +215,7 @@ def compile_cpu(module: ir.Module, library: str | None = None,
             if on_stage is not None:
                 on_stage(stage, module)
     t1 = time.perf_counter()
-    tools = None if os.environ.get("FUSEGRAD_CPU_CODEGEN") == "engine" else native_code.toolchain()
+    tools = native_code.toolchain()
     with tempfile.TemporaryDirectory(prefix="fusegrad-lib-") as tmp:
         target = library or os.path.join(tmp, cpu_library.LIBRARY)
         parts = None

@@ -72,6 +72,12 @@ def test_engine_is_forced_by_the_environment(small_parts, monkeypatch):
     _check(compiled)
 
 
+def test_unknown_codegen_choice_is_an_error(monkeypatch):
+    monkeypatch.setenv("FUSEGRAD_CPU_CODEGEN", "tool")
+    with pytest.raises(ValueError, match="FUSEGRAD_CPU_CODEGEN='tool': use 'auto'"):
+        native_code.toolchain()
+
+
 def test_a_failing_tool_falls_back_to_the_engine_with_a_warning(small_parts, monkeypatch,
                                                                 caplog):
     tools = native_code.toolchain()
