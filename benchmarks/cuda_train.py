@@ -50,16 +50,7 @@ def _loss_module(name: str, quick: bool) -> tuple[Any, tuple, str]:
 
     if name in ("gpt2", "bert", "llama"):
         build, ids, shape = suite._hf(name, quick)
-        model = build()
-
-        class LanguageModelLoss(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = model
-
-            def forward(self, ids):
-                return self.model(input_ids=ids, labels=ids).loss
-        return LanguageModelLoss().train(), (ids,), shape
+        return suite.language_model_loss(build()).train(), (ids,), shape
     spec = {"mlp": (suite._mlp, torch.nn.functional.mse_loss),
             "cnn": (suite._cnn, torch.nn.functional.cross_entropy),
             "transformer_layer": (suite._transformer, torch.nn.functional.mse_loss)}

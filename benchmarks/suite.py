@@ -178,6 +178,21 @@ def _with_loss(model, loss):
     return Wrapped()
 
 
+def language_model_loss(model):
+    """A HuggingFace language model as one module returning its loss on `ids` (the labels
+    are the inputs), what a training step compiles."""
+    import torch
+
+    class LanguageModelLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(input_ids=ids, labels=ids).loss
+    return LanguageModelLoss()
+
+
 def _train_case(build_model: Callable, x, y, loss, optimizer: str, shape: str) -> Case:
     """Training step: zero_grad, loss = compiled(model+loss)(x, y), backward, optimizer step
     (the optimizer runs eagerly for every backend)."""
