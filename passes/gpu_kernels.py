@@ -276,41 +276,42 @@ def _sink_views(launch: ir.Operation) -> None:
         visit(op.operation)
 
 
+def _nested(op: ir.Operation, name: str | None = None) -> list[ir.Operation]:
+    """`op` and the ops nested in it (those named `name`, if given)."""
+    found: list[ir.Operation] = []
+
+    def visit(o: ir.Operation) -> ir.WalkResult:
+        if name is None or o.name == name:
+            found.append(o)
+        return ir.WalkResult.ADVANCE
+    op.walk(visit)
+    return found
+
+
 def _free_after_last_use(block: ir.Block) -> None:
     """Move each host `memref.dealloc` after the last op using its buffer: a load sunk into
     a kernel (`_sink_views`) reads the buffer later than the host load did."""
     ops = [o.operation for o in block.operations]
-
-    def uses(op: ir.Operation, buf: ir.Value) -> bool:
-        if any(x == buf for x in op.operands):
-            return True
-        return any(uses(inner.operation, buf) for region in op.regions
-                   for b in region.blocks for inner in b.operations)
-
-    for i, op in enumerate(ops):
-        if op.name != "memref.dealloc":
-            continue
-        buf = op.operands[0]
-        last = next((o for o in reversed(ops[i + 1:]) if uses(o, buf)), None)
-        if last is not None:
-            op.move_after(last)
+    last: dict = {}  # value -> the last top-level op using it, itself or nested
+    for op in ops:
+        for inner in _nested(op):
+            for v in inner.operands:
+                last[v] = op
+    for op in ops:
+        if op.name == "memref.dealloc" and last.get(op.operands[0], op) != op:
+            op.move_after(last[op.operands[0]])
 
 
 def _expand_integer_abs(op: ir.Operation) -> None:
     """`math.absi` (T5's relative position buckets) as `maxsi(x, 0 - x)`: the NVVM
     lowering has no pattern for it."""
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in list(block.operations):
-                inner = inner.operation
-                _expand_integer_abs(inner)
-                if inner.name == "math.absi":
-                    x = inner.operands[0]
-                    with ir.InsertionPoint(inner), inner.location:
-                        zero = arith.ConstantOp(x.type, 0).result
-                        r = arith.maxsi(x, arith.subi(zero, x))
-                    inner.results[0].replace_all_uses_with(r)
-                    inner.erase()
+    for inner in _nested(op, "math.absi"):
+        x = inner.operands[0]
+        with ir.InsertionPoint(inner), inner.location:
+            zero = arith.ConstantOp(x.type, 0).result
+            r = arith.maxsi(x, arith.subi(zero, x))
+        inner.results[0].replace_all_uses_with(r)
+        inner.erase()
 
 
 def _erase_dead_scalars(block: ir.Block) -> None:
@@ -326,18 +327,7 @@ def _hoist_globals(launch: ir.Operation) -> None:
     gather sets, passes/index_check.py) before its launch: the kernel then takes the
     global's buffer as an argument, which the launch plan binds to device memory; the
     global itself stays on the host side."""
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    if inner.operation.name == "memref.get_global":
-                        found.append(inner.operation)
-                    visit(inner.operation)
-
-    visit(launch)
-    for op in found:
+    for op in _nested(launch, "memref.get_global"):
         op.move_before(launch)
 
 
@@ -517,13 +507,10 @@ def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Oper
 
 def _remap(op: ir.Operation, mapping: dict) -> None:
     """Replace `mapping`'s keys among the operands of `op` and of the ops nested in it."""
-    for i, v in enumerate(list(op.operands)):
-        if v in mapping:
-            op.operands[i] = mapping[v]
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                _remap(inner.operation, mapping)
+    for inner in _nested(op):
+        for i, v in enumerate(list(inner.operands)):
+            if v in mapping:
+                inner.operands[i] = mapping[v]
 
 
 def emit_scatter_add(loops: list[ir.Operation], store: ir.Operation, block_size: int) -> None:
