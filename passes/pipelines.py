@@ -20,7 +20,7 @@ from mlir.dialects import func
 from ..dialects.types import TensorSpec
 from . import (blas, collapse_dims, conv_library, cpu_kernels,  # noqa: F401
                function_boundary,
-               function_dedup, gomp, internal_linkage, loop_outlining,  # (register passes)
+               function_dedup, gomp, internal_linkage, kernel_params, loop_outlining,  # (register passes)
                math_approx, native_code, result_copies, strided_copy, widen_bool,
                workspace)
 from .cpu_kernels import ROW_TEMP_MAX_BYTES
@@ -94,6 +94,8 @@ def llvm_pipeline(ldexp: bool = False) -> str:
         "dg-noalias-kernel-args",
         "convert-cf-to-llvm",
         "reconcile-unrealized-casts",
+        "canonicalize",
+        "dg-prune-kernel-params",
         "dg-gomp-launchers",
         "dg-internal-kernels",
     ])

@@ -3,6 +3,7 @@
 // then allocated, aligned, offset, sizes, strides per memref); after LLVM lowering
 // dg-noalias-kernel-args marks them llvm.noalias, so LLVM vectorizes a loop over
 // many buffers without runtime alias checks. Two views of one buffer are not marked.
+// (dg-prune-kernel-params then leaves only the aligned pointers: LLVM-SAME below.)
 // RUN: fusegrad-opt %s -p 'dg-cpu-kernels' | filecheck %s
 // RUN: fusegrad-opt %s -p 'dg-cpu-kernels,dg-cpu-llvm' | filecheck %s --check-prefix=LLVM
 
@@ -12,8 +13,7 @@
 // CHECK-LABEL: func.func private @distinct_k0(
 // CHECK-SAME: dg.noalias_pointers = array<i64: 3, 10>
 // LLVM-LABEL: llvm.func internal @distinct_k0(
-// LLVM-SAME: %arg2: !llvm.ptr, %arg3: !llvm.ptr {llvm.noalias},
-// LLVM-SAME: %arg9: !llvm.ptr, %arg10: !llvm.ptr {llvm.noalias},
+// LLVM-SAME: %arg0: i64, %arg1: i64, %arg2: !llvm.ptr {llvm.noalias}, %arg3: !llvm.ptr {llvm.noalias})
 func.func @distinct(%x: memref<64x32xf32>, %y: memref<64x32xf32>) {
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
       ins(%x : memref<64x32xf32>) outs(%y : memref<64x32xf32>) {

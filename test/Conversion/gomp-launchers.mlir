@@ -5,7 +5,7 @@
 
 // CHECK-DAG: llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
 // CHECK-DAG: llvm.func @omp_get_thread_num() -> i32
-// CHECK-LABEL: llvm.func internal @rows_k0__parallel(%arg0: i64, %arg1: !llvm.ptr, %arg2: !llvm.ptr, %arg3: i64
+// CHECK-LABEL: llvm.func internal @rows_k0__parallel(%arg0: i64, %arg1: !llvm.ptr, %arg2: !llvm.ptr)
 // CHECK-SAME: passthrough = ["noinline"]
 // CHECK: llvm.alloca
 // CHECK: llvm.mlir.addressof @rows_k0__thread
