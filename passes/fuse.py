@@ -148,17 +148,24 @@ class _Grouping:
         self.succ = {i: {u for u in self.users[i] if u != RETURN and u != i}
                      for i in range(len(ops))}
         self.pred = {i: set(self.producers[i]) - {i} for i in range(len(ops))}
+        # a topological order of the group graph, kept by merges (Pearce-Kelly): a path
+        # u ~> v needs rank[u] < rank[v], which bounds the cycle checks' searches
+        # (unbounded, they were half of dg-fuse's time on HF BERT's training graph)
+        self.rank = list(range(len(ops)))
+        # per op: its results, each with the indices of the ops reading it (RETURN: not a
+        # dg op of this block)
+        self.readers = [[(r, frozenset(index.get(u.owner.operation, RETURN) for u in r.uses))
+                         for r in op.results] for op in ops]
 
     def _outputs(self, members: list[int]) -> list[ir.Value]:
-        inside = {self.ops[i] for i in members}
-        return [r for i in members for r in self.ops[i].results
-                if any(u.owner.operation not in inside for u in r.uses)]
+        inside = set(members)
+        return [r for i in members for r, readers in self.readers[i] if not readers <= inside]
 
     def _group_edges(self, g: int) -> set[int]:
         return self.succ[g]
 
     def _merge(self, a: int, b: int, union: list[int]) -> None:
-        """Group b joins group a."""
+        """Group b joins group a, which takes the later rank of the two."""
         for i in self.members[b]:
             self.group[i] = a
         self.members[a] = union
@@ -171,14 +178,40 @@ class _Grouping:
             self.pred[q].add(a)
         self.succ[a] = (self.succ[a] | self.succ.pop(b)) - {a, b}
         self.pred[a] = (self.pred[a] | self.pred.pop(b)) - {a, b}
+        self.rank[a] = max(self.rank[a], self.rank[b])
+        for s in list(self.succ[a]):  # successors of the earlier group may rank before
+            if self.rank[s] < self.rank[a]:
+                self._reorder(a, s)
+
+    def _reorder(self, x: int, y: int) -> None:
+        """Restore the order for an edge x -> y ranked backwards: what y reaches below x's
+        rank moves after what reaches x above y's rank, in the ranks they held."""
+        low, high = self.rank[y], self.rank[x]
+        forward = self._closure(y, self.succ, lambda g: self.rank[g] < high)
+        backward = self._closure(x, self.pred, lambda g: self.rank[g] > low)
+        moved = sorted(backward, key=self.rank.__getitem__) + \
+            sorted(forward, key=self.rank.__getitem__)
+        for g, r in zip(moved, sorted(self.rank[g] for g in moved)):
+            self.rank[g] = r
+
+    @staticmethod
+    def _closure(start: int, edges: dict[int, set[int]], within) -> set[int]:
+        seen, stack = {start}, [start]
+        while stack:
+            for h in edges[stack.pop()]:
+                if h not in seen and within(h):
+                    seen.add(h)
+                    stack.append(h)
+        return seen
 
     def _reaches(self, start: set[int], target: int, skip: int) -> bool:
+        bound = self.rank[target]
         stack, seen = list(start), set()
         while stack:
             g = stack.pop()
             if g == target:
                 return True
-            if g in seen or g == skip:
+            if g in seen or g == skip or self.rank[g] > bound:
                 continue
             seen.add(g)
             stack.extend(self._group_edges(g))

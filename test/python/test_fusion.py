@@ -170,3 +170,52 @@ def test_random_pointwise_functions():
             cm = compile_cpu(fused)
             compiled = cm.function("f")(*xs)
         torch.testing.assert_close(compiled[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+def test_cycle_checks_bounded_by_rank_match_unbounded():
+    """The cycle checks search only below the target's rank, which merges keep a
+    topological order of the region graph: random graphs of pointwise ops, reductions
+    and matmuls (which fuse with nothing, so regions can close cycles through them)
+    group exactly as with unbounded searches."""
+    from fusegrad.passes.fuse import _Grouping
+
+    class Unbounded(_Grouping):
+        def _reaches(self, start, target, skip):
+            stack, seen = list(start), set()
+            while stack:
+                g = stack.pop()
+                if g == target:
+                    return True
+                if g not in seen and g != skip:
+                    seen.add(g)
+                    stack.extend(self.succ[g])
+            return False
+
+    S = "tensor<8x8xf32>"
+    for seed in range(20):
+        g = torch.Generator().manual_seed(seed)
+        vals, lines = ["%x", "%y"], []
+        for k in range(40):
+            a, b = (vals[int(torch.randint(len(vals), (1,), generator=g))] for _ in range(2))
+            kind = int(torch.randint(4, (1,), generator=g))
+            if kind == 0:
+                lines.append(f'%t{k} = "dg.matmul"({a}, {b}) : ({S}, {S}) -> {S}')
+            elif kind == 1:
+                lines.append(f'%r{k} = "dg.reduce_sum"({a}) {{dims = array<i64: 1>}} : ({S}) -> tensor<8xf32>')
+                lines.append(f'%t{k} = "dg.broadcast_in_dim"(%r{k}) {{dims = array<i64: 0>}} '
+                             f': (tensor<8xf32>) -> {S}')
+            else:
+                lines.append(f'%t{k} = "dg.{["add", "mul"][kind - 2]}"({a}, {b}) : ({S}, {S}) -> {S}')
+            vals.append(f"%t{k}")
+        body = "\n  ".join(lines)
+        text = f"func.func @f(%x: {S}, %y: {S}) -> {S} {{\n  {body}\n  return %t39 : {S}\n}}"
+        with make_context(), ir.Location.unknown():
+            module = ir.Module.parse(text)
+            fn = next(functions(module.operation))
+            ops = [o.operation for o in fn.regions[0].blocks[0].operations
+                   if o.operation.name.startswith("dg.")]
+            bounded = _Grouping(ops, 64)
+            groups = bounded.run()
+            assert sorted(map(sorted, groups)) == sorted(map(sorted, Unbounded(ops, 64).run()))
+            for u, targets in bounded.succ.items():
+                assert all(bounded.rank[u] < bounded.rank[v] for v in targets), seed
