@@ -18,6 +18,15 @@ def compile_cache_dir(tmp_path_factory):
         yield path
 
 
+@pytest.fixture(autouse=True, scope="session")
+def verify_each_pass():
+    """Compiles verify the IR after every pass, not only after each pipeline: a pass
+    that makes invalid IR fails its test by name (subprocesses inherit it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FUSEGRAD_VERIFY_EACH", "1")
+        yield
+
+
 @pytest.fixture
 def no_fallback():
     """Fresh Dynamo state, and a graph falling back to eager is an error: a compiled

@@ -306,3 +306,26 @@ def test_missing_lower_rule_is_a_located_pass_error(monkeypatch):
           }""")
         with pytest.raises(Exception, match="dg.exp has no lowering rule"):
             run_pipeline(module, "dg-lower-to-linalg")
+
+
+@pytest.mark.parametrize("each", ["0", "1"])
+def test_invalid_ir_from_a_pass_is_an_error_either_way(monkeypatch, each):
+    """Verified after every pass or once after the pipeline, a pass that leaves invalid
+    IR (here: a return of the wrong type) fails run_pipeline with MLIR's diagnostic."""
+    from mlir.dialects import arith
+    from fusegrad.passes import run_pipeline
+    from fusegrad.passes.registry import PASSES, DgPass
+
+    def break_return(module: ir.Operation) -> None:
+        fn = module.regions[0].blocks[0].operations[0]
+        ret = fn.regions[0].blocks[0].operations[0]
+        with ir.InsertionPoint(ret):
+            wrong = arith.ConstantOp(ir.IntegerType.get_signless(64), 1)
+        ret.operation.operands[0] = wrong.result
+
+    monkeypatch.setitem(PASSES, "test-break-return", DgPass("test-break-return", break_return, ""))
+    monkeypatch.setenv("FUSEGRAD_VERIFY_EACH", each)
+    with make_context():
+        module = ir.Module.parse("func.func @f(%a: i32) -> i32 { return %a : i32 }")
+        with pytest.raises(ir.MLIRError, match="doesn't match function result type"):
+            run_pipeline(module, "test-break-return,canonicalize")
