@@ -44,8 +44,11 @@ def _references(module: ir.Operation) -> tuple[dict[str, list[ir.Operation]], se
     return calls, taken
 
 
-def _returns_void(fn: ir.Operation) -> bool:
-    return str(ir.TypeAttr(fn.attributes["function_type"]).value).startswith("!llvm.func<void (")
+def _plain_void(fn: ir.Operation) -> bool:
+    """Returns nothing and takes no varargs: its calls have no results to keep and its
+    parameters are its block arguments."""
+    text = str(ir.TypeAttr(fn.attributes["function_type"]).value)
+    return text.startswith("!llvm.func<void (") and "..." not in text
 
 
 def _drop_params(fn: ir.Operation, dropped: list[int]) -> None:
@@ -95,7 +98,7 @@ def _prune(name: str, functions: dict[str, ir.Operation],
     fn = functions[name]
     private = "sym_visibility" in fn.attributes and \
         ir.StringAttr(fn.attributes["sym_visibility"]).value == "private"
-    if not private or not fn.regions[0].blocks or name in taken or not _returns_void(fn):
+    if not private or not fn.regions[0].blocks or name in taken or not _plain_void(fn):
         return False
     launcher_name = name + PARALLEL_SUFFIX
     launcher = functions.get(launcher_name)
