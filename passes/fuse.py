@@ -138,31 +138,26 @@ class _Grouping:
         self.producers = [sorted({index[x.owner.operation] for x in op.operands
                                   if not isinstance(x.owner, ir.Block) and x.owner.operation in index})
                           for op in ops]
-        self.users = [sorted({index.get(u.owner.operation, RETURN) for r in op.results for u in r.uses})
-                      for op in ops]
+        # per op: its results, each with the indices of the ops reading it (RETURN: not a
+        # dg op of this block)
+        self.readers = [[(r, frozenset(index.get(u.owner.operation, RETURN) for u in r.uses))
+                         for r in op.results] for op in ops]
         self.group = list(range(len(ops)))  # op -> group id
         self.members = {i: [i] for i in range(len(ops))}
         # the group graph, kept up to date by merges: the cycle checks walk it thousands
         # of times (GPT-2's training graph), which recomputing edges from the ops made
         # the larger part of dg-fuse
-        self.succ = {i: {u for u in self.users[i] if u != RETURN and u != i}
-                     for i in range(len(ops))}
+        self.succ = {i: {u for _, readers in self.readers[i] for u in readers
+                         if u != RETURN and u != i} for i in range(len(ops))}
         self.pred = {i: set(self.producers[i]) - {i} for i in range(len(ops))}
         # a topological order of the group graph, kept by merges (Pearce-Kelly): a path
         # u ~> v needs rank[u] < rank[v], which bounds the cycle checks' searches
         # (unbounded, they were half of dg-fuse's time on HF BERT's training graph)
         self.rank = list(range(len(ops)))
-        # per op: its results, each with the indices of the ops reading it (RETURN: not a
-        # dg op of this block)
-        self.readers = [[(r, frozenset(index.get(u.owner.operation, RETURN) for u in r.uses))
-                         for r in op.results] for op in ops]
 
     def _outputs(self, members: list[int]) -> list[ir.Value]:
         inside = set(members)
         return [r for i in members for r, readers in self.readers[i] if not readers <= inside]
-
-    def _group_edges(self, g: int) -> set[int]:
-        return self.succ[g]
 
     def _merge(self, a: int, b: int, union: list[int]) -> None:
         """Group b joins group a, which takes the later rank of the two."""
@@ -214,13 +209,13 @@ class _Grouping:
             if g in seen or g == skip or self.rank[g] > bound:
                 continue
             seen.add(g)
-            stack.extend(self._group_edges(g))
+            stack.extend(self.succ[g])
         return False
 
     def _creates_cycle(self, a: int, b: int) -> bool:
         """True if some path leaves a (or b) through a third region and comes back to b (or a)."""
-        return (self._reaches(self._group_edges(a) - {b}, b, a) or
-                self._reaches(self._group_edges(b) - {a}, a, b))
+        return (self._reaches(self.succ[a] - {b}, b, a) or
+                self._reaches(self.succ[b] - {a}, a, b))
 
     def _exports_epilogue(self, union: list[int], outputs: list[ir.Value], plan: Plan) -> bool:
         """Does the union export a full-size value computed from its reduction? Such a

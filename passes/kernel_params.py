@@ -51,33 +51,15 @@ def _plain_void(fn: ir.Operation) -> bool:
     return text.startswith("!llvm.func<void (") and "..." not in text
 
 
-def _drop_params(fn: ir.Operation, dropped: list[int]) -> None:
-    """Remove parameters `dropped` from the type (and argument attributes) of `fn`."""
-    text = str(ir.TypeAttr(fn.attributes["function_type"]).value)
-    ret = text[len("!llvm.func<"):text.index(" (")]
-    params = [p.strip() for p in _param_types(text)]
-    kept = [p for i, p in enumerate(params) if i not in dropped]
+def _set_params(fn: ir.Operation, types: list[str], dropped: list[int]) -> None:
+    """Give `fn` (returning nothing) the parameter `types`, the ones at `dropped` gone
+    from its argument attributes too."""
     fn.attributes["function_type"] = ir.TypeAttr.get(
-        ir.Type.parse(f"!llvm.func<{ret} ({', '.join(kept)})>"))
+        ir.Type.parse(f"!llvm.func<void ({', '.join(types)})>"))
     if "arg_attrs" in fn.attributes:
         attrs = ir.ArrayAttr(fn.attributes["arg_attrs"])
         fn.attributes["arg_attrs"] = ir.ArrayAttr.get(
             [attrs[i] for i in range(len(attrs)) if i not in dropped])
-
-
-def _param_types(func_type: str) -> list[str]:
-    """The parameter types of a printed `!llvm.func<ret (params)>`, split at top-level commas."""
-    inner = func_type[func_type.index(" (") + 2:func_type.rindex(")")]
-    params, depth, cur = [], 0, ""
-    for ch in inner:
-        depth += ch in "(<[{"
-        depth -= ch in ")>]}"
-        if ch == "," and depth == 0:
-            params.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return params + [cur] if cur.strip() else params
 
 
 def _drop_operands(call: ir.Operation, dropped: set[int]) -> ir.Operation:
@@ -112,11 +94,12 @@ def _prune(name: str, functions: dict[str, ir.Operation],
         return False
     for i in reversed(dropped):
         block.erase_argument(i)
-    _drop_params(fn, dropped)
+    types = [str(a.type) for a in block.arguments]
+    _set_params(fn, types, dropped)
     calls[name] = [_drop_operands(c, set(dropped)) for c in calls.get(name, [])]
     if launcher is not None:  # its parameters: (rows, the kernel's after lo, hi)
         shifted = [i - 1 for i in dropped]
-        _drop_params(launcher, shifted)
+        _set_params(launcher, ["i64"] + types[2:], shifted)
         calls[launcher_name] = [_drop_operands(c, set(shifted))
                                 for c in calls.get(launcher_name, [])]
     return True

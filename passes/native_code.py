@@ -1,9 +1,9 @@
 """LLVM dialect -> shared library with LLVM's command-line tools, on all cores.
 
 The MLIR ExecutionEngine optimizes and generates code for a whole module on one
-thread, holding the GIL: the largest stage of a big graph's cold compile (HF GPT-2's
-training graph: 1.6 s, 0.95 s here on two cores). Here the module is translated to LLVM IR in process
-(MLIR's C API), split by `llvm-split` into one part per core when it is big enough
+thread, holding the GIL: the largest stage of a big graph's cold compile (HF
+GPT-2's training graph: 1.6 s, 0.95 s here on two cores). Here the module is
+translated to LLVM IR in process (MLIR's C API), split by `llvm-split` into one part per core when it is big enough
 to pay for the processes, and each part runs `opt -O2` then `llc -O2` (the
 ExecutionEngine's levels) for this host's CPU in its own process; the system C
 compiler links the objects into the library the runtime loads (`runtime.cpu_library`),
