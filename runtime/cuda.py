@@ -48,6 +48,7 @@ import ctypes
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
@@ -356,6 +357,7 @@ class CudaBindingsDriver:
             raise CudaError(f"cuda-bindings is not installed ({e}): "
                             "pip install 'fusegrad[cuda]'") from None
         self._d = driver
+        self._thread = threading.local()  # which threads have the context current
         try:
             self._call("cuInit", driver.cuInit(0))
         except DriverError:
@@ -382,14 +384,21 @@ class CudaBindingsDriver:
     def _ensure_context(self, device_index: int) -> None:
         """Make the device's primary context (the one PyTorch uses) current here."""
         d = self._d
-        ctx = self._call("cuCtxGetCurrent", d.cuCtxGetCurrent())
-        if ctx is not None and int(ctx) != 0:
-            return
         dev = self._call("cuDeviceGet", d.cuDeviceGet(device_index))
-        ctx = self._call("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(dev))
-        self._call("cuCtxSetCurrent", d.cuCtxSetCurrent(ctx))
+        self._ctx = self._call("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(dev))
+        self._make_current()
+
+    def _make_current(self) -> None:
+        """The context is current per thread, and autograd runs backward passes on its own
+        thread per device: without this, their first driver call fails with
+        CUDA_ERROR_INVALID_CONTEXT."""
+        if getattr(self._thread, "current", False):
+            return
+        self._call("cuCtxSetCurrent", self._d.cuCtxSetCurrent(self._ctx))
+        self._thread.current = True
 
     def load_module(self, image: bytes, kind: str) -> Any:
+        self._make_current()
         if kind == "ptx" and not image.endswith(b"\0"):
             image = image + b"\0"
         return self._call("cuModuleLoadData", self._d.cuModuleLoadData(image))
@@ -400,6 +409,7 @@ class CudaBindingsDriver:
 
     def launch(self, function: Any, grid: Sequence[int], block: Sequence[int], smem: int,
                stream: int, params: Sequence[tuple[str, Any]]) -> None:
+        self._make_current()
         storage = [ctypes.c_void_p(v) if t == "ptr" else _SCALAR_CTYPES[t](v)
                    for t, v in params]
         array = (ctypes.c_void_p * max(1, len(storage)))(
@@ -409,6 +419,7 @@ class CudaBindingsDriver:
             ctypes.addressof(array) if storage else 0, 0))
 
     def unload_module(self, module: Any) -> None:
+        self._make_current()
         self._call("cuModuleUnload", self._d.cuModuleUnload(module))
 
 
@@ -442,10 +453,11 @@ class CudaProgram:
         import torch
         plan.validate()
         self.plan = plan
-        self.device = torch.device(device if device is not None else
-                                   f"cuda:{torch.cuda.current_device()}")
+        self.device = torch.device(device if device is not None else "cuda")
         if driver is None:
             torch.cuda.init()
+            if self.device.index is None:  # tensors name their device's index: cuda:N
+                self.device = torch.device("cuda", torch.cuda.current_device())
             driver = CudaBindingsDriver(self.device.index or 0)
         self.driver = driver
         self._stream = stream or (lambda: torch.cuda.current_stream(self.device).cuda_stream)

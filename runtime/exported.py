@@ -158,6 +158,12 @@ class ExportedProgram:
                                 "again with it requiring grad")
         return self.training
 
+    def _on_device(self, x: torch.Tensor) -> bool:
+        """`cuda` without an index is the current device (a tensor's device has its index)."""
+        if self.device.type == "cuda" and self.device.index is None:
+            return x.device.type == "cuda" and x.device.index == torch.cuda.current_device()
+        return x.device == self.device
+
     def _check(self, inputs: Sequence[Any]) -> None:
         if len(inputs) != len(self.inputs):
             raise ArtifactError(f"{self.path} takes {len(self.inputs)} inputs, got {len(inputs)}")
@@ -165,7 +171,7 @@ class ExportedProgram:
             if not isinstance(x, torch.Tensor):
                 raise ArtifactError(f"{self.path}: input #{i} is a {type(x).__name__}, "
                                     f"expected a {shape} {dtype} tensor on {self.device}")
-            if tuple(x.shape) != shape or x.dtype != dtype or x.device != self.device:
+            if tuple(x.shape) != shape or x.dtype != dtype or not self._on_device(x):
                 raise ArtifactError(
                     f"{self.path}: input #{i} is {tuple(x.shape)} {x.dtype} on {x.device}, "
                     f"expected {shape} {dtype} on {self.device} (as exported)")

@@ -11,6 +11,7 @@ remembered here and rebuilt around the flat tensor outputs.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -106,6 +107,16 @@ class _FlatOutputs(torch.nn.Module):
         return tuple(x for x in leaves if isinstance(x, torch.Tensor))
 
 
+def _attention_as_math(example_inputs: Sequence[torch.Tensor]) -> Any:
+    """On CUDA, scaled_dot_product_attention dispatches to fused kernels (efficient, flash,
+    cuDNN attention) that have no decomposition; its math form is matmuls and a softmax,
+    which every target compiles and fuses. (On the CPU the fused kernel decomposes.)"""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    if any(x.device.type == "cuda" for x in example_inputs):
+        return sdpa_kernel([SDPBackend.MATH])
+    return contextlib.nullcontext()
+
+
 def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> Captured:
     """Trace `fn(*example_inputs)` to a functional core-ATen graph (see `Captured`).
 
@@ -122,7 +133,7 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> C
         mark_stop_gradients(fn)
     wrapper = _FlatOutputs(fn)
     try:
-        with torch.no_grad(), fx_traceback.preserve_node_meta():
+        with torch.no_grad(), fx_traceback.preserve_node_meta(), _attention_as_math(example_inputs):
             gm, sig = aot_export_module(wrapper, list(example_inputs), trace_joint=False,
                                         decompositions=DECOMPOSITIONS)
     except Exception as e:  # tracing failures come in many types; report them as one

@@ -32,7 +32,13 @@ from typing import Callable
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
-from torch._decomp.decompositions import _softmax_unbacked_safe_amax
+try:
+    from torch._decomp.decompositions import _softmax_unbacked_safe_amax
+except ImportError:  # torch < 2.12 (the CUDA machines' torch 2.11): static shapes only
+    def _softmax_unbacked_safe_amax(x: torch.Tensor, dim: int) -> torch.Tensor:
+        if x.numel() == 0:  # amax has no identity; any value of the right shape will do
+            return x.sum(dim, keepdim=True)
+        return torch.amax(x, dim, keepdim=True)
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from . import stop_gradient  # noqa: F401  (registers torch.ops.fusegrad.stop_gradient)

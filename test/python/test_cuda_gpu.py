@@ -27,6 +27,8 @@ from fusegrad.passes.gpu_launch_plan import compile_cuda  # noqa: E402
 from fusegrad.passes.registry import run_pipeline  # noqa: E402
 from fusegrad.runtime.cuda import CudaProgram  # noqa: E402
 
+import test_opinfo as opinfo  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location(
     "cuda_kernels_bench", os.path.join(REPO, "benchmarks", "cuda_kernels.py"))
@@ -124,3 +126,32 @@ def test_out_of_range_embedding_index_raises_on_a_later_call():
         with pytest.raises(OutOfRangeIndex, match="index out of range"):
             compiled(torch.tensor([1, 2], device="cuda"))
         compiled(torch.tensor([1, 2], device="cuda"))  # reported once
+
+
+# ------------------------------------------------ OpInfo samples and gradients on CUDA
+
+def _cuda_functions(module: ir.Module):
+    """test_opinfo's compile step for the CUDA target: name -> function of CUDA tensors."""
+    import functools
+
+    from compile_options import OPTIONS
+    if OPTIONS["fusion"]:
+        run_pipeline(module, "dg-fuse")
+    program = CudaProgram(compile_cuda(module))
+
+    def run(name, *tensors):
+        return program.run(name, *[t.to("cuda") for t in tensors])
+    return lambda name: functools.partial(run, name)
+
+
+@pytest.mark.parametrize("claim", opinfo.DETERMINISTIC, ids=lambda c: c.key)
+def test_opinfo_float32_on_cuda(claim):
+    op = opinfo.OPINFOS[claim.key]
+    opinfo.check_op(claim, torch.float32, opinfo.samples_of(op, torch.float32, "cuda"),
+                    compile=_cuda_functions)
+
+
+@pytest.mark.parametrize("claim", opinfo.GRAD_CLAIMS, ids=lambda c: c.key)
+@pytest.mark.usefixtures("no_fallback")
+def test_compiled_gradients_on_cuda(claim):
+    opinfo.check_gradients(claim, "cuda")

@@ -44,11 +44,11 @@ OPINFOS = {o.name + ("." + o.variant_test_name if o.variant_test_name else ""): 
 EXECUTOR = "compile_cpu + dg-fuse" if OPTIONS["fusion"] else "compile_cpu"
 
 
-def compile_module(module: ir.Module):
-    """What `fusegrad.compile` does to a forward graph: fuse, lower, JIT."""
+def compile_module(module: ir.Module) -> Callable[[str], Callable]:
+    """What `fusegrad.compile` does to a forward graph (fuse, lower, JIT): name -> function."""
     if OPTIONS["fusion"]:
         run_pipeline(module, "dg-fuse")
-    return compile_cpu(module)
+    return compile_cpu(module).function
 
 
 @dataclass
@@ -78,13 +78,13 @@ def make_case(op, sample) -> Case:
     return Case(fn, tensors, expected)
 
 
-def samples_of(op, dtype: torch.dtype) -> list:
-    samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+def samples_of(op, dtype: torch.dtype, device: str = "cpu") -> list:
+    samples = list(op.sample_inputs(device, dtype, requires_grad=False))
     step = max(1, -(-len(samples) // MAX_SAMPLES))
     return samples[::step]
 
 
-def run_cases(cases: list[Case]) -> list[list[torch.Tensor]]:
+def run_cases(cases: list[Case], compile: Callable = compile_module) -> list[list[torch.Tensor]]:
     """Import every case as @s<i> of one module, execute each on its inputs."""
     with make_context():
         module = None
@@ -95,11 +95,12 @@ def run_cases(cases: list[Case]) -> list[list[torch.Tensor]]:
             else:
                 module.body.append(m.body.operations[0].operation.clone())
         ins = [[*c.captured.lifted, *c.tensors] for c in cases]
-        cm = compile_module(module)
-        return [cm.function(f"s{i}")(*x) for i, x in enumerate(ins)]
+        function = compile(module)
+        return [function(f"s{i}")(*x) for i, x in enumerate(ins)]
 
 
-def check_op(claim: Claim, dtype: torch.dtype, samples: list) -> int:
+def check_op(claim: Claim, dtype: torch.dtype, samples: list,
+             compile: Callable = compile_module) -> int:
     op = OPINFOS[claim.key]
     cases = []
     for sample in samples:
@@ -124,7 +125,7 @@ def check_op(claim: Claim, dtype: torch.dtype, samples: list) -> int:
     atol, rtol = DEFAULT_TOL[dtype]
     if dtype == torch.float32 and claim.atol is not None:
         atol, rtol = claim.atol, claim.rtol
-    for i, (case, outs) in enumerate(zip(cases, run_cases(cases))):
+    for i, (case, outs) in enumerate(zip(cases, run_cases(cases, compile))):
         got = case.captured.rebuild(outs[case.captured.num_mutations:])
         torch.testing.assert_close(got, case.expected, atol=atol, rtol=rtol, equal_nan=True,
                                    msg=lambda m: f"{claim.key} sample {i} ({dtype}): {m}")
@@ -156,7 +157,7 @@ def _run_stochastic(fn: Callable, x: torch.Tensor, seed: int) -> torch.Tensor:
         module = import_graph(c.gm, name="s0")
         func_op = module.body.operations[0]
         assert ir.IntegerAttr(func_op.attributes[SEED_ATTR]).value == len(c.lifted) + 1
-        (out,) = compile_module(module).function("s0")(*c.lifted, x, torch.tensor(seed))
+        (out,) = compile_module(module)("s0")(*c.lifted, x, torch.tensor(seed))
     return out
 
 
@@ -184,10 +185,10 @@ def test_bernoulli_statistics():
 GRAD_CLAIMS = [c for c in DETERMINISTIC if OPINFOS[c.key].supports_autograd]
 
 
-def _first_grad_sample(claim: Claim, dtype: torch.dtype) -> Case | None:
+def _first_grad_sample(claim: Claim, dtype: torch.dtype, device: str) -> Case | None:
     """The first sample with a float input requiring grad and a non-empty float output."""
     op = OPINFOS[claim.key]
-    for sample in op.sample_inputs("cpu", dtype, requires_grad=True):
+    for sample in op.sample_inputs(device, dtype, requires_grad=True):
         if claim.unsupported and claim.unsupported(sample):
             continue
         case = make_case(op, sample)
@@ -221,14 +222,12 @@ def _check_float32_grads(claim: Claim, case: Case) -> None:
                                    msg=lambda m: f"{claim.key} float32 grad: {m}")
 
 
-@pytest.mark.parametrize("claim", GRAD_CLAIMS, ids=lambda c: c.key)
-@pytest.mark.usefixtures("no_fallback")
-def test_compiled_gradients(claim: Claim):
+def check_gradients(claim: Claim, device: str) -> None:
     """float32 gradients vs eager; gradcheck and gradgradcheck in float64."""
     import fusegrad
     op = OPINFOS[claim.key]
-    case32 = _first_grad_sample(claim, torch.float32)
-    case64 = _first_grad_sample(claim, torch.float64)
+    case32 = _first_grad_sample(claim, torch.float32, device)
+    case64 = _first_grad_sample(claim, torch.float64, device)
     if case32 is None and case64 is None:
         pytest.skip(f"{claim.key}: OpInfo has no sample with a differentiable float output")
     if case32 is not None:
@@ -240,4 +239,10 @@ def test_compiled_gradients(claim: Claim):
         assert torch.autograd.gradcheck(compiled, inputs)
         if op.supports_gradgrad:
             assert torch.autograd.gradgradcheck(compiled, inputs)
+
+
+@pytest.mark.parametrize("claim", GRAD_CLAIMS, ids=lambda c: c.key)
+@pytest.mark.usefixtures("no_fallback")
+def test_compiled_gradients(claim: Claim):
+    check_gradients(claim, "cpu")
     STATS["grad_ops"] = STATS.get("grad_ops", 0) + 1
