@@ -1,27 +1,22 @@
 """Training steps of the suite's models on a GPU: fusegrad against eager and Inductor.
 
-Two halves, so the GPU machine needs neither MLIR nor transformers:
-
-    # here (MLIR, transformers, no GPU): export every model and its reference
-    .venv/bin/python benchmarks/cuda_train.py build .gpu_train
-    # on the GPU machine (torch + cuda-bindings; the checkout on PYTHONPATH)
-    PYTHONPATH=. python3 benchmarks/cuda_train.py run .gpu_train
+    .venv/bin/python benchmarks/cuda_train.py build DIR    # needs MLIR (no GPU)
+    python benchmarks/cuda_train.py run DIR                 # needs a GPU
 
 `build` writes, per model (the suite's `mlp:train`, `cnn:train`,
 `transformer_layer:train`, `gpt2:train`, `bert:train`, `llama:train` at the suite's
 sizes, the loss inside): `fusegrad/`, the model's training program from
-`fusegrad.export(..., target=TARGET)`; `reference.pt2`, the same model and loss
-from `torch.export` (eager and Inductor run it, so the GPU machine needs no model
-code); and `inputs.pt`. `run` loads all three backends on the artifact's device
-(`--target cpu` artifacts run on the CPU, which checks this script without a GPU),
-compares the first step's loss, then times SGD steps (loss, backward, update)
-interleaved in rounds, synchronizing the device around each, and prints the
-medians as a markdown table.
+`fusegrad.export(..., target=TARGET)`; `reference.pt`, the model's initial
+state; and `inputs.pt`. `run` rebuilds each model from `suite.py` (so it needs
+transformers, not MLIR), loads that state for eager and Inductor, loads the
+artifact twice (plain launches, and replayed from CUDA graphs), compares the
+first step's loss, then times SGD steps (loss, backward, update) interleaved in
+rounds, synchronizing the device around each, and prints the medians as a
+markdown table. `--target cpu` artifacts run on the CPU, which checks this
+script without a GPU.
 
-Sizes at the suite's sizes (the weights are stored twice, once per half): cnn 4 MB,
-transformer_layer 13 MB, gpt2/bert/llama 24-26 MB each, mlp 197 MB. The device tool
-carries at most 64 MiB per call: carry the models over several calls, and the mlp
-folder split (`split -b 60M`, joined there with `cat`).
+On a GPU machine without MLIR, build here and carry DIR: at the suite's sizes
+the mlp folder holds 190 MB of weights, the others 4-26 MB.
 """
 from __future__ import annotations
 
@@ -104,15 +99,19 @@ def _backends(out: str, device: Any, inductor: bool) -> dict[str, Callable[[], A
     eager = _loss_module(os.path.basename(out), info["quick"])[0]
     eager.load_state_dict(torch.load(os.path.join(out, "reference.pt")))
     eager = eager.to(device)
-    program = load(os.path.join(out, "fusegrad"), device=device)
-    trainable = [p for p in program.parameters if p.requires_grad]
+    programs = {"fusegrad": load(os.path.join(out, "fusegrad"), device=device)}
+    if device.type == "cuda":
+        programs["fusegrad+graphs"] = load(os.path.join(out, "fusegrad"), device=device,
+                                           cuda_graphs=True)
     steps = {"eager": (eager, list(eager.parameters()))}
     if inductor:
         twin = copy.deepcopy(eager)
         steps["inductor"] = (torch.compile(twin), list(twin.parameters()))
     backends = {n: (lambda m=m, ps=ps: _sgd_step(lambda: m(*inputs), ps))
                 for n, (m, ps) in steps.items()}
-    backends["fusegrad"] = lambda: _sgd_step(lambda: program(*inputs), trainable)
+    for n, program in programs.items():
+        trainable = [p for p in program.parameters if p.requires_grad]
+        backends[n] = (lambda pr=program, ps=trainable: _sgd_step(lambda: pr(*inputs), ps))
     return backends
 
 

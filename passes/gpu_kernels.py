@@ -19,9 +19,14 @@ emitted from a template, so the mapping to blocks and threads is explicit:
   shuffles plus a small shared array after `convert-gpu-to-nvvm`); per-row
   values (the max, the sum) stay in registers and reach global memory only
   if something outside the kernel reads them. Never one thread per row.
-- **Other reductions** (over leading dims, e.g. a bias gradient, or with a
-  non-float combiner): one thread per output element, the reduction loops
-  serial in registers: the threads of a warp read consecutive columns.
+- **Other reductions** (over leading or middle dims: a bias gradient, a batch
+  norm's per-channel sums): with float combiners and fewer than
+  `THREAD_PER_OUTPUT_MIN` outputs, one block per output element, its threads
+  striding over the flattened reduced dims, then `gpu.all_reduce`; otherwise
+  (many outputs, or a non-float combiner) one thread per output element, the
+  reduction loops serial in registers (the threads of a warp read consecutive
+  columns). One thread per output on a few outputs leaves the GPU idle: a
+  batch norm's 64 channel sums over 32K elements each took milliseconds.
 - **Contractions** (`linalg.matmul`, `linalg.batch_matmul`, convolutions)
   stay on the host: the launch plan calls PyTorch (cuBLAS/cuDNN) for them. A
   zero fill directly feeding a matmul is dropped and the matmul marked
@@ -65,6 +70,9 @@ FULL_REDUCE_MAX_BLOCKS = 1024
 POINTWISE_2D_MIN = 128
 # reductions shorter than this run one thread per output instead of one block
 ROW_REDUCE_MIN = 32
+# other reductions: from this many outputs, one thread per output fills the GPU
+# (132 SMs x 512 threads), below it one block per output
+THREAD_PER_OUTPUT_MIN = 1 << 16
 MAX_GRID_Y = 65535
 MAX_GRID_X = (1 << 31) - 1
 
@@ -151,6 +159,13 @@ class Kop:
         """Every dim reduced (a loss), float combiners: one block reduces it."""
         return (len(self.red_dims()) == len(self.sizes) > 0
                 and self.combiners() is not None and _prod(self.sizes) >= ROW_REDUCE_MIN)
+
+    def block_reducible(self) -> bool:
+        """Few outputs, each a long float reduction: one block per output (see module doc)."""
+        par = [n for n, it in zip(self.sizes, self.iterators) if it == "parallel"]
+        red = [self.sizes[d] for d in self.red_dims()]
+        return (bool(red) and self.combiners() is not None and _prod(red) >= ROW_REDUCE_MIN
+                and _prod(par) < THREAD_PER_OUTPUT_MIN)
 
     def buffers(self):
         return self.lop.buffers()
@@ -573,6 +588,48 @@ def emit_thread_per_output(k: Kop, block_size: int) -> None:
     _thread_per_index(par_sizes, block_size, body)
 
 
+def emit_block_per_output(k: Kop, row_block: int) -> None:
+    """A reduction with one block per output element: its threads stride over the
+    flattened reduced dims (row-major, so consecutive threads read consecutive
+    addresses when the innermost reduced dim is contiguous), then `gpu.all_reduce`."""
+    par = [d for d, it in enumerate(k.iterators) if it == "parallel"]
+    red = k.red_dims()
+    par_sizes = [k.sizes[d] for d in par]
+    red_sizes = [k.sizes[d] for d in red]
+    outputs, total = _prod(par_sizes), _prod(red_sizes)
+    if outputs == 0:
+        return
+    combiners = k.combiners()
+    ftypes = [ir.MemRefType(b.type).element_type for b in k.lop.outs]
+    bx = row_threads(total, row_block)
+    launch, bid, tid = _launch((outputs, 1, 1), (bx, 1, 1))
+    with ir.InsertionPoint(launch.regions[0].blocks[0]):
+        par_ivs = _delinearize(bid[0], par_sizes)
+
+        def ivs_at(red_ivs: list) -> list:
+            ivs: list = [None] * len(k.sizes)
+            for d, v in zip(par + red, par_ivs + red_ivs):
+                ivs[d] = v
+            return ivs
+
+        def step(i: ir.Value, accs: list) -> list:
+            results = Emitter(k, ivs_at(_delinearize(i, red_sizes))).compute(accs)
+            _mark_reassoc(results)
+            return results
+
+        parts = strided_loop(tid[0], total, bx,
+                             [_identity(c, ft) for c, ft in zip(combiners, ftypes)], step,
+                             combiners, UNROLL)
+        sums = [_all_reduce(p, c) for p, c in zip(parts, combiners)]
+        first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
+        with ir.InsertionPoint(first.then_block):
+            em = Emitter(k, ivs_at([None] * len(red)))
+            for v, c, buf, acc in zip(sums, combiners, k.lop.outs, em.out_accesses()):
+                em.store(_combine(c, em.load(buf, acc), v), buf, acc)
+            scf.YieldOp([])
+        gpu.TerminatorOp()
+
+
 def _serial_reduce(em: Emitter, red: list, pos: int, accs: list) -> list:
     if pos == len(red):
         return em.compute(accs)
@@ -856,6 +913,7 @@ def _host_scalar(op: ir.Operation) -> bool:
 
 def _plan_block(block: ir.Block) -> list:
     """Kernels for a function body, in order: ('row', RowKernel) | ('pw', Kop) | ('tpo', Kop)
+    | ('bpo', Kop)
     | ('full', Kop) | ('scatter', (loops, store))."""
     kernels: list = []
     current: list[Kop] = []
@@ -889,6 +947,8 @@ def _plan_block(block: ir.Block) -> list:
                 kernels.append(("pw", k))
             elif k.full_reducible():
                 kernels.append(("full", k))
+            elif k.block_reducible():
+                kernels.append(("bpo", k))
             else:
                 kernels.append(("tpo", k))
             continue
@@ -969,6 +1029,8 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                     emit_pointwise(k, block_size)
                 elif kind == "full":
                     emit_full_reduce(k, row_block)
+                elif kind == "bpo":
+                    emit_block_per_output(k, row_block)
                 else:
                     emit_thread_per_output(k, block_size)
             for m in members:

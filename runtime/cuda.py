@@ -324,6 +324,16 @@ class Driver(Protocol):
     def unload_module(self, module: Any) -> None: ...
 
 
+def _cu_launch_kernel() -> Callable[..., int]:
+    """libcuda's `cuLaunchKernel` as a ctypes function (handles and the stream as ints)."""
+    f = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    u = ctypes.c_uint
+    f.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
+                  ctypes.c_void_p]
+    f.restype = ctypes.c_int
+    return f
+
+
 def driver_available() -> tuple[bool, str]:
     """(True, "") when libcuda loads, cuda-bindings imports and a device answers.
 
@@ -357,7 +367,8 @@ class CudaBindingsDriver:
             raise CudaError(f"cuda-bindings is not installed ({e}): "
                             "pip install 'fusegrad[cuda]'") from None
         self._d = driver
-        self._thread = threading.local()  # which threads have the context current
+        self._thread = threading.local()  # per thread: context made current, launch params
+        self._launch_kernel = _cu_launch_kernel()
         try:
             self._call("cuInit", driver.cuInit(0))
         except DriverError:
@@ -409,14 +420,25 @@ class CudaBindingsDriver:
 
     def launch(self, function: Any, grid: Sequence[int], block: Sequence[int], smem: int,
                stream: int, params: Sequence[tuple[str, Any]]) -> None:
+        """`cuLaunchKernel` called through ctypes with a parameter block kept per kernel
+        and thread: cuda-bindings' wrapper and fresh ctypes objects per launch cost tens
+        of microseconds, more than a small kernel runs."""
         self._make_current()
-        storage = [ctypes.c_void_p(v) if t == "ptr" else _SCALAR_CTYPES[t](v)
-                   for t, v in params]
-        array = (ctypes.c_void_p * max(1, len(storage)))(
-            *[ctypes.addressof(s) for s in storage])
-        self._call("cuLaunchKernel", self._d.cuLaunchKernel(
-            function, *grid, *block, smem, self._d.CUstream(stream),
-            ctypes.addressof(array) if storage else 0, 0))
+        handle = int(function)
+        blocks = self._thread.__dict__.setdefault("params", {})
+        slots = blocks.get(handle)
+        if slots is None:
+            storage = [ctypes.c_void_p() if t == "ptr" else _SCALAR_CTYPES[t]() for t, _ in params]
+            array = (ctypes.c_void_p * max(1, len(storage)))(
+                *[ctypes.addressof(x) for x in storage])
+            slots = blocks[handle] = (storage, array)
+        storage, array = slots
+        for x, (_, v) in zip(storage, params):
+            x.value = v
+        err = self._launch_kernel(handle, grid[0], grid[1], grid[2], block[0], block[1],
+                                  block[2], smem, stream, array, None)
+        if err:
+            self._call("cuLaunchKernel", self._d.CUresult(err))
 
     def unload_module(self, module: Any) -> None:
         self._make_current()
@@ -445,14 +467,17 @@ class CudaProgram:
     `driver`, `device`, `stream` and `chip` default to the real driver, the
     current CUDA device, PyTorch's current stream and the device's compute
     capability; tests pass a fake driver, `device="cpu"`, `stream=lambda: 0`.
+    With `graphs`, `function()` replays each function from a CUDA graph after its
+    first call (`runtime/cuda_graphs.py`).
     """
 
     def __init__(self, plan: LaunchPlan, driver: Optional[Driver] = None,
                  device: Any = None, stream: Optional[Callable[[], int]] = None,
-                 chip: Optional[str] = None) -> None:
+                 chip: Optional[str] = None, graphs: bool = False) -> None:
         import torch
         plan.validate()
         self.plan = plan
+        self.graphs = graphs
         self.device = torch.device(device if device is not None else "cuda")
         if driver is None:
             torch.cuda.init()
@@ -464,6 +489,7 @@ class CudaProgram:
         self.chip = chip or device_chip(self.device)
         self._modules: dict[str, Any] = {}
         self._functions: dict[tuple[str, str], Any] = {}
+        self._launches: dict[tuple[str, int], tuple[Any, list]] = {}
         self._constants: dict[str, Any] = {}  # uploaded once, on first use
         self._flag: Any = None  # the index-error flag, once a call needs it
         self._flagged = {f.name for f in plan.functions.values()
@@ -518,13 +544,17 @@ class CudaProgram:
                 log.warning("unloading kernel module %s: %s", name, e)
         self._modules.clear()
         self._functions.clear()
+        self._launches.clear()
 
     # ---- calls
-    def function(self, name: str) -> "CudaFunction":
+    def function(self, name: str) -> Any:
         """A callable running function `name` on torch tensors, returning its outputs."""
         if name not in self.plan.functions:
             raise PlanError(f"no function @{name} in the plan (has "
                             f"{sorted(self.plan.functions)})")
+        if self.graphs:
+            from .cuda_graphs import GraphedFunction
+            return GraphedFunction(self, name)
         return CudaFunction(self, name)
 
     def _constant(self, name: str) -> Any:
@@ -577,13 +607,12 @@ class CudaProgram:
         self._pending = None
         self._raise_if_flagged(host)
 
-    def run(self, name: str, *inputs: Any) -> list:
+    def check_inputs(self, name: str, inputs: Sequence[Any]) -> None:
+        """Raise PlanError unless `inputs` fit @name's signature on this device."""
         import torch
-        self.check_index_errors(wait=False)
         f = self.plan.functions[name]
         if len(inputs) != len(f.inputs):
             raise PlanError(f"@{name} takes {len(f.inputs)} inputs, got {len(inputs)}")
-        env: dict[str, Any] = {}
         for i, (x, sig) in enumerate(zip(inputs, f.inputs)):
             want = _torch_dtype(sig.dtype)
             if not isinstance(x, torch.Tensor):
@@ -591,6 +620,17 @@ class CudaProgram:
             if list(x.shape) != list(sig.shape) or x.dtype != want or x.device != self.device:
                 raise PlanError(f"@{name} input {i}: expected {tuple(sig.shape)} {want} on "
                                 f"{self.device}, got {tuple(x.shape)} {x.dtype} on {x.device}")
+
+    def run(self, name: str, *inputs: Any, capturing: bool = False) -> list:
+        """Run @name; `capturing`: inside a CUDA-graph capture, where the index-error
+        flag is neither polled nor copied back (`after_call` does it after a replay)."""
+        import torch
+        if not capturing:
+            self.check_index_errors(wait=False)
+        self.check_inputs(name, inputs)
+        f = self.plan.functions[name]
+        env: dict[str, Any] = {}
+        for i, x in enumerate(inputs):
             env[f"arg{i}"] = x if x.is_contiguous() else x.contiguous()
         outputs = []
         for j, sig in enumerate(f.outputs):
@@ -600,24 +640,37 @@ class CudaProgram:
         stream = self._stream()
         for n, s in enumerate(f.steps):
             self._step(f, n, s, env, stream)
+        if not capturing:
+            self.after_call(name)
+        return outputs
+
+    def after_call(self, name: str) -> None:
+        """After a call of @name: start copying the index-error flag back if it uses it."""
         if name in self._flagged:
             self._copy_flag_back()
-        return outputs
+
+    def _launch_args(self, f: PlanFunction, n: int, s: dict) -> tuple[Any, list]:
+        """A launch step's function and its arguments as (`ptr`, buffer) or (type, value),
+        looked up once per step."""
+        key = (f.name, n)
+        if key not in self._launches:
+            fn = self._function(s["module"], s["kernel"], f"@{f.name} step {n}")
+            self._launches[key] = (fn, [("ptr", a["buf"]) if "buf" in a
+                                        else (a["type"], a["scalar"]) for a in s["args"]])
+        return self._launches[key]
 
     def _step(self, f: PlanFunction, n: int, s: dict, env: dict, stream: int) -> None:
         import torch
         op = s["op"]
         if op == "launch":
-            where = f"@{f.name} step {n}"
-            fn = self._function(s["module"], s["kernel"], where)
-            params = [("ptr", env[a["buf"]].data_ptr()) if "buf" in a
-                      else (a["type"], a["scalar"]) for a in s["args"]]
+            fn, args = self._launch_args(f, n, s)
+            params = [("ptr", env[v].data_ptr()) if t == "ptr" else (t, v) for t, v in args]
             try:
                 self.driver.launch(fn, s["grid"], s["block"], s["smem"], stream, params)
             except DriverError as e:
                 raise CudaError(f"{e.call} failed for kernel {s['kernel']!r} (module "
                                 f"{s['module']!r}, grid {s['grid']}, block {s['block']}) at "
-                                f"{where}: {e.code}") from None
+                                f"@{f.name} step {n}: {e.code}") from None
         elif op == "alloc":
             env[s["buf"]] = torch.empty(s["shape"], dtype=_torch_dtype(s["dtype"]),
                                         device=self.device)

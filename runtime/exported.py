@@ -53,14 +53,16 @@ def signature_json(x: torch.Tensor) -> dict[str, Any]:
 
 
 def load(path: str | os.PathLike, *, device: Any = None, driver: Any = None,
-         stream: Optional[Callable[[], int]] = None, chip: Optional[str] = None
-         ) -> "ExportedProgram":
+         stream: Optional[Callable[[], int]] = None, chip: Optional[str] = None,
+         cuda_graphs: bool = False) -> "ExportedProgram":
     """Load the artifact folder `path` (see the module docstring).
 
     CUDA artifacts run on `device` (default: the current CUDA device); `driver`,
-    `stream` and `chip` go to `runtime.cuda.CudaProgram` (tests pass a fake driver).
+    `stream` and `chip` go to `runtime.cuda.CudaProgram` (tests pass a fake driver);
+    `cuda_graphs` replays each function from a CUDA graph after its first call.
     """
-    return ExportedProgram(path, device=device, driver=driver, stream=stream, chip=chip)
+    return ExportedProgram(path, device=device, driver=driver, stream=stream, chip=chip,
+                           cuda_graphs=cuda_graphs)
 
 
 class ExportedProgram:
@@ -70,7 +72,8 @@ class ExportedProgram:
     those exported as requiring grad require grad again, and receive `.grad`."""
 
     def __init__(self, path: str | os.PathLike, *, device: Any = None, driver: Any = None,
-                 stream: Optional[Callable[[], int]] = None, chip: Optional[str] = None) -> None:
+                 stream: Optional[Callable[[], int]] = None, chip: Optional[str] = None,
+                 cuda_graphs: bool = False) -> None:
         self.path = os.path.abspath(os.fspath(path))
         meta = self._metadata()
         self.target: str = meta["target"]
@@ -80,7 +83,8 @@ class ExportedProgram:
             self.device = torch.device("cpu")
         else:
             self.device = torch.device(device if device is not None else "cuda")
-        self._cuda = {"driver": driver, "stream": stream, "chip": chip, "device": self.device}
+        self._cuda = {"driver": driver, "stream": stream, "chip": chip, "device": self.device,
+                      "graphs": cuda_graphs}
         self.inputs = [(tuple(s["shape"]), TORCH_DTYPES[s["dtype"]]) for s in meta["inputs"]]
         saved = torch.load(os.path.join(self.path, PARAMETERS), weights_only=True)
         self.parameters: list[torch.Tensor] = []

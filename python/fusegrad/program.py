@@ -51,6 +51,10 @@ class CompileOptions:
     `target`: "cpu" or "cuda", or None to compile for the device the graph's
     tensors are on (`devices.select_target`). `executor="cpu"` runs the code
     compiled for the target; "reference" runs the dg interpreter instead.
+
+    `cuda_graphs`: on CUDA, replay each compiled forward and backward from a CUDA
+    graph after its first call (`runtime/cuda_graphs.py`): for small batches,
+    where launching kernels from Python costs more than running them.
     """
 
     fusion: bool = True
@@ -59,6 +63,7 @@ class CompileOptions:
     dump_dir: str | None = field(default_factory=lambda: os.environ.get("FUSEGRAD_DUMP") or None)
     double_backward: bool = True
     target: str | None = None
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         from .devices import TARGETS
@@ -225,7 +230,7 @@ class Program:
             return plan, meta
 
         plan, meta = compiled(self._text(), derivation, self.options, build)
-        program = CudaProgram(plan)
+        program = CudaProgram(plan, graphs=self.options.cuda_graphs)
         return [program.function(n) for n in names], meta
 
     def forward(self) -> Executable:

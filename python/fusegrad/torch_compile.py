@@ -13,7 +13,7 @@ from .program import CompileOptions
 def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool = True,
             executor: str = "cpu", dynamic: bool | None = None, fullgraph: bool = False,
             dump_dir: str | None = None, double_backward: bool = True,
-            target: str | None = None) -> Callable[..., Any]:
+            target: str | None = None, cuda_graphs: bool = False) -> Callable[..., Any]:
     """Compile an nn.Module or function of tensors with fusegrad.
 
     Works like `torch.compile(model_or_fn, backend="fusegrad")`: Dynamo captures
@@ -25,6 +25,8 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     Graphs compile for the device their tensors are on (CPU or CUDA); `target`
     ("cpu" or "cuda") insists on one, and tensors elsewhere raise
     `devices.DeviceError` naming the tensor, as do tensors on several devices.
+    `cuda_graphs=True` replays CUDA code from CUDA graphs after a function's first
+    call: for small batches, whose steps are bound by launching kernels.
     `dynamic` goes to Dynamo as in torch.compile: a graph Dynamo makes
     dynamic (from the start with True, after a shape change with None) is
     compiled once per concrete shape by fusegrad itself, so new shapes never
@@ -34,6 +36,7 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     """
     options = CompileOptions(fusion=fusion, remat=remat, executor=executor,
                              double_backward=double_backward, target=target,
+                             cuda_graphs=cuda_graphs,
                              **({"dump_dir": dump_dir} if dump_dir is not None else {}))
     backend = functools.partial(fusegrad_backend, **vars(options))
     return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)

@@ -1,5 +1,6 @@
 // Reductions: over the contiguous dim one block per row (gpu.all_reduce, never
-// one thread per row); over rows one thread per output column (coalesced);
+// one thread per row); over rows one block per output column while there are
+// fewer than 65536 columns, one thread per column (coalesced, serial) beyond;
 // over everything (a loss) two stages when large: per-block partials into a
 // temporary, then one block combining them.
 // RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
@@ -14,8 +15,13 @@
 // IR: memref.store {{.*}}, %arg1[
 // IR-LABEL: func.func @colsum
 // IR: gpu.launch
+// IR: gpu.launch blocks({{.*}}) in ({{.*}} = %c1000{{[_0-9]*}},
+// IR: scf.for %{{.*}} = %{{.*}} to %c128{{.*}} step %c32
+// IR: gpu.all_reduce add
+// IR-LABEL: func.func @colsum_wide
 // IR: gpu.launch
-// IR: scf.for %{{.*}} = %c0{{.*}} to %c128
+// IR: gpu.launch
+// IR: scf.for %{{.*}} = %c0{{.*}} to %c4
 // IR-NOT: gpu.all_reduce
 // IR-LABEL: func.func @total
 // IR: %[[P:.*]] = memref.alloc() : memref<128xf32>
@@ -31,7 +37,10 @@
 // CHECK-NEXT: launch rowsum_kernel::rowsum_kernel grid=[128, 1, 1] block=[128, 1, 1] smem=0 (arg0, arg1)
 // CHECK: func @colsum (128x1000 f32) -> (1000 f32)
 // CHECK-NEXT: launch colsum_kernel::colsum_kernel grid=[4, 1, 1] block=[256, 1, 1] smem=0 (arg1)
-// CHECK-NEXT: launch colsum_kernel_0::colsum_kernel grid=[4, 1, 1] block=[256, 1, 1] smem=0 (arg1, arg0)
+// CHECK-NEXT: launch colsum_kernel_0::colsum_kernel grid=[1000, 1, 1] block=[32, 1, 1] smem=0 (arg0, arg1)
+// CHECK: func @colsum_wide (4x65536 f32) -> (65536 f32)
+// CHECK-NEXT: launch colsum_wide_kernel::colsum_wide_kernel grid=[256, 1, 1] block=[256, 1, 1] smem=0 (arg1)
+// CHECK-NEXT: launch colsum_wide_kernel{{.*}}::colsum_wide_kernel grid=[256, 1, 1] block=[256, 1, 1] smem=0 (arg1, arg0)
 // CHECK: func @total (1024x1024 f32) -> (scalar f32)
 // CHECK-NEXT: launch total_kernel::total_kernel grid=[1, 1, 1] block=[32, 1, 1] smem=0 (arg1)
 // CHECK-NEXT: alloc buf="t0" shape=[128] dtype="f32"
@@ -49,6 +58,10 @@ func.func @rowsum(%x: tensor<128x1000xf32>) -> tensor<128xf32> {
 func.func @colsum(%x: tensor<128x1000xf32>) -> tensor<1000xf32> {
   %0 = "dg.reduce_sum"(%x) {dims = array<i64: 0>} : (tensor<128x1000xf32>) -> tensor<1000xf32>
   return %0 : tensor<1000xf32>
+}
+func.func @colsum_wide(%x: tensor<4x65536xf32>) -> tensor<65536xf32> {
+  %0 = "dg.reduce_sum"(%x) {dims = array<i64: 0>} : (tensor<4x65536xf32>) -> tensor<65536xf32>
+  return %0 : tensor<65536xf32>
 }
 func.func @total(%x: tensor<1024x1024xf32>) -> tensor<f32> {
   %0 = "dg.reduce_sum"(%x) {dims = array<i64: 0, 1>} : (tensor<1024x1024xf32>) -> tensor<f32>

@@ -80,6 +80,46 @@ def test_compiled_model_trains_on_cuda():
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
 
 
+def test_cuda_graphs_train_like_eager():
+    """cuda_graphs=True: the second call captures, later calls replay; each call's
+    inputs are its own, outputs are fresh tensors, and SGD steps match eager."""
+    import copy
+
+    import fusegrad
+    model = _mlp_on_cuda()
+    ref = copy.deepcopy(model)
+    compiled = fusegrad.compile(model, cuda_graphs=True)
+    kept = []
+    for _ in range(4):
+        x = torch.randn(16, 32, device="cuda")
+        outs = [compiled(x), ref(x)]
+        kept.append([o.detach() for o in outs])
+        losses = [o.square().mean() for o in outs]
+        for m, loss in zip((model, ref), losses):
+            loss.backward()
+            with torch.no_grad():
+                for p in m.parameters():
+                    p -= 0.1 * p.grad
+                    p.grad = None
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5)
+    for got, want in kept:  # earlier outputs are not overwritten by later replays
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_exported_artifact_replays_cuda_graphs(tmp_path):
+    import fusegrad
+    from fusegrad.runtime import load
+    model = _mlp_on_cuda()
+    x = torch.randn(16, 32, device="cuda")
+    path = fusegrad.export(model.cpu(), x.cpu(), path=tmp_path / "mlp", target="cuda")
+    loaded = load(path, cuda_graphs=True)
+    model.cuda()
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(16, 32, device="cuda")
+            torch.testing.assert_close(loaded(x), model(x), rtol=1e-4, atol=1e-4)
+
+
 def test_exported_artifact_runs_on_cuda(tmp_path):
     import fusegrad
     from fusegrad.runtime import load
@@ -91,10 +131,11 @@ def test_exported_artifact_runs_on_cuda(tmp_path):
         torch.testing.assert_close(loaded(x), model.cuda()(x), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "t5"])
-def test_hf_model_trains_on_cuda_like_eager(name):
+@pytest.mark.parametrize("name,graphs", [("gpt2", False), ("llama", False), ("bert", False),
+                                         ("t5", False), ("gpt2", True)])
+def test_hf_model_trains_on_cuda_like_eager(name, graphs):
     """Embeddings (checked gathers), their atomic scatter-add gradients, attention and the
-    loss on the GPU: five AdamW steps match eager CUDA."""
+    loss on the GPU: five AdamW steps match eager CUDA (also replayed from CUDA graphs)."""
     import copy
     import warnings
 
@@ -108,17 +149,19 @@ def test_hf_model_trains_on_cuda_like_eager(name):
     reference = copy.deepcopy(model)
     with warnings.catch_warnings():
         warnings.simplefilter("error", fusegrad.FusegradFallbackWarning)
-        runs = [train(m, fn, batch, 5) for m, fn in ((model, fusegrad.compile(model)),
+        runs = [train(m, fn, batch, 5) for m, fn in ((model, fusegrad.compile(
+                    model, cuda_graphs=graphs)),
                                                      (reference, reference))]
     torch.testing.assert_close(runs[0], runs[1], rtol=1e-3, atol=1e-4)
 
 
-def test_out_of_range_embedding_index_raises_on_a_later_call():
+@pytest.mark.parametrize("graphs", [False, True])
+def test_out_of_range_embedding_index_raises_on_a_later_call(graphs):
     import fusegrad
     from fusegrad.runtime.cpu import OutOfRangeIndex
 
     emb = torch.nn.Embedding(10, 4).cuda()
-    compiled = fusegrad.compile(emb)
+    compiled = fusegrad.compile(emb, cuda_graphs=graphs)
     with torch.no_grad():
         compiled(torch.tensor([1, 2], device="cuda"))
         compiled(torch.tensor([3, 12], device="cuda"))  # out of range: clamped, flagged
