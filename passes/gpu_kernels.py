@@ -13,7 +13,9 @@ emitted from a template, so the mapping to blocks and threads is explicit:
 - **Row kernels** (a run of ops parallel over the same rows, at least one of
   them a reduction over trailing dims with a float combiner, touching shared
   buffers only row by row; softmax's max, sum and normalisation, a layer
-  norm): one block per row, up to `row_block` threads (about 8 elements
+  norm): one block per row, a row being every leading parallel dim the
+  group's writes stay within (batch x tokens for a layer norm over
+  (batch, tokens, hidden)), up to `row_block` threads (about 8 elements
   each). Each reduction is a
   thread-strided partial (coalesced) followed by `gpu.all_reduce` (warp
   shuffles plus a small shared array after `convert-gpu-to-nvvm`); per-row
@@ -408,7 +410,7 @@ def strided_loop(start: ir.Value, total: int, step: int, inits: list,
 class Emitter:
     """Emits one op's body for given loop ivs inside a kernel.
 
-    `forwarded` maps row buffers (rank 1, indexed by the row) to the SSA value
+    `forwarded` maps row buffers (shaped like the rows, indexed by the row) to the SSA value
     this kernel holds for them; loads from them use the value instead.
     """
 
@@ -725,12 +727,49 @@ def _mark_reassoc(results: Sequence[ir.Value]) -> None:
 class RowKernel:
     members: list[Kop]
     temps: list = field(default_factory=list)  # allocs used only here, kept in registers
-    forwardable: set = field(default_factory=set)  # rank-1 row buffers held as values
+    forwardable: set = field(default_factory=set)  # row buffers held as values
+    row_dims: int = 1  # leading loop dims indexing a row (`_row_dims`)
 
 
-def _forwardable(group: list[Kop]) -> set:
-    """Buffers of shape [rows] that every member indexes by the row only."""
-    rows = group[0].sizes[0]
+def _row_dims(group: list[Kop]) -> int:
+    """How many leading loop dims make a row: dim 0, and more while every member loops
+    over them in parallel with the same sizes and touches what the group writes only
+    within its own row. A layer norm over (batch, tokens, hidden) then runs batch x
+    tokens blocks, not batch blocks each looping over the tokens; operands the group
+    only reads may be indexed any way (a transposed input, a broadcast position table)."""
+    written = {buffer_root(b) for m in group for b, _, w in m.buffers() if w}
+    k = 1
+    while all(len(m.sizes) > k for m in group):
+        lead = tuple(range(k + 1))
+        if any(m.sizes[:k + 1] != group[0].sizes[:k + 1] or
+               any(it != "parallel" for it in m.iterators[:k + 1]) for m in group):
+            break
+        if any(buffer_root(b) in written and (tuple(acc[:k + 1]) != lead or
+                                              not _keeps_leading(b, k + 1))
+               for m in group for b, acc, _ in m.buffers()):
+            break
+        k += 1
+    return k
+
+
+def _keeps_leading(v: ir.Value, k: int) -> bool:
+    """Is `v` its buffer, or a view of it that merges no dims before dim k?"""
+    while not isinstance(v.owner, ir.Block) and v.owner.operation.name in VIEWS:
+        view = v.owner.operation
+        if view.name != "memref.collapse_shape":
+            return False
+        groups = [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)]
+                  for g in ir.ArrayAttr(view.attributes["reassociation"])]
+        if groups[:k] != [[d] for d in range(k)]:
+            return False
+        v = view.operands[0]
+    return True
+
+
+def _forwardable(group: list[Kop], row_dims: int) -> set:
+    """Buffers shaped like the rows that every member indexes by the row only."""
+    rows = group[0].sizes[:row_dims]
+    lead = tuple(range(row_dims))
     accs: dict = {}
     for m in group:
         for b, acc, _ in m.buffers():
@@ -738,9 +777,9 @@ def _forwardable(group: list[Kop]) -> set:
     out = set()
     for b, acc_list in accs.items():
         t = b.type
-        if not (isinstance(t, ir.MemRefType) and t.rank == 1 and t.shape[0] == rows):
+        if not (isinstance(t, ir.MemRefType) and list(t.shape) == list(rows)):
             continue
-        if all(a == (0,) for a in acc_list):
+        if all(a == lead for a in acc_list):
             out.add(b)
     return out
 
@@ -765,16 +804,16 @@ def row_threads(inner: int, row_block: int) -> int:
 
 def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
     """One block per row: thread-strided loops, gpu.all_reduce for reductions."""
-    group = rk.members
-    rows = group[0].sizes[0]
+    group, k = rk.members, rk.row_dims
+    rows = _prod(group[0].sizes[:k])
     if rows == 0:
         return
-    inner_max = max(_prod(m.sizes[1:]) for m in group)
+    inner_max = max(_prod(m.sizes[k:]) for m in group)
     bx = row_threads(inner_max, row_block)
     launch, bid, tid = _launch((rows, 1, 1), (bx, 1, 1))
     body = launch.regions[0].blocks[0]
     with ir.InsertionPoint(body):
-        row, t = bid[0], tid[0]
+        row, t = _delinearize(bid[0], group[0].sizes[:k]), tid[0]
         forwarded: dict = {}
         dirty: list = []  # forwarded buffers whose value must reach memory
         # roots written / read through memory since the last barrier: a member that
@@ -806,22 +845,23 @@ def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
             first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, t, _idx(0)))
             with ir.InsertionPoint(first.then_block):
                 for b in stores:
-                    memref.StoreOp(forwarded[b], b, [row])
+                    memref.StoreOp(forwarded[b], b, row)
                 scf.YieldOp([])
         gpu.TerminatorOp()
 
 
-def _row_member(m: Kop, row: ir.Value, t: ir.Value, bx: int, forwarded: dict,
+def _row_member(m: Kop, row: list, t: ir.Value, bx: int, forwarded: dict,
                 forwardable: set) -> None:
-    n = len(m.sizes)
+    """Member `m` of a row kernel for the row with loop indices `row` (its leading dims)."""
+    n, k = len(m.sizes), len(row)
     red = m.red_dims()
     outs = m.lop.outs
     if not red:
-        inner = m.sizes[1:]
+        inner = m.sizes[k:]
         total = _prod(inner)
         if total == 1:
             # per-row scalar work: every thread computes it (uniform value)
-            ivs = [row] + [_idx(0)] * (n - 1)
+            ivs = row + [_idx(0)] * (n - k)
             em = Emitter(m, ivs, forwarded)
             results = em.compute([None] * len(outs))
             for b, v, a in zip(outs, results, em.out_accesses()):
@@ -836,15 +876,15 @@ def _row_member(m: Kop, row: ir.Value, t: ir.Value, bx: int, forwarded: dict,
         if any(b in forwardable for b in outs):
             raise PassError("dg-gpu-kernels: internal: row value written per element",
                             m.op.location)
-        def pw(k: ir.Value, accs: list) -> list:
-            _pointwise_body_fwd(m, [row] + _delinearize(k, inner), forwarded)
+        def pw(i: ir.Value, accs: list) -> list:
+            _pointwise_body_fwd(m, row + _delinearize(i, inner), forwarded)
             return []
 
         strided_loop(t, total, bx, [], pw, [], UNROLL)
         return
-    # reduction over trailing dims red; parallel inner dims 1..red[0] serial (uniform)
-    ivs: list = [row] + [None] * (n - 1)
-    _reduce_into(m, 1, ivs, t, bx, forwarded, forwardable, m.combiners())
+    # reduction over trailing dims red; parallel inner dims k..red[0] serial (uniform)
+    ivs: list = row + [None] * (n - k)
+    _reduce_into(m, k, ivs, t, bx, forwarded, forwardable, m.combiners())
 
 
 def _pointwise_body_fwd(m: Kop, ivs: list, forwarded: dict) -> None:
@@ -922,8 +962,9 @@ def _plan_block(block: ir.Block) -> list:
         nonlocal current
         if current:
             if any(not m.is_pointwise() for m in current):
-                fw = _forwardable(current)
-                kernels.append(("row", RowKernel(current, _temps(current, fw), fw)))
+                k = _row_dims(current)
+                fw = _forwardable(current, k)
+                kernels.append(("row", RowKernel(current, _temps(current, fw), fw, k)))
             else:
                 kernels.extend(("pw", m) for m in current)
         current = []

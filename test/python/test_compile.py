@@ -230,6 +230,14 @@ def test_tensors_on_several_devices_raise_naming_them():
         compiled(f)(torch.randn(3), torch.randn(3, device="meta"))
 
 
+def test_tensors_created_on_another_device_raise_naming_the_op():
+    def f(x):
+        return x.sin(), torch.zeros_like(x, device="meta")
+    with pytest.raises(DeviceError, match=r"several devices \(L_x_ on cpu, the result of "
+                                          r"aten.full_like.default on meta\)"):
+        compiled(f)(torch.randn(3))
+
+
 def test_target_must_match_the_tensors():
     with pytest.raises(DeviceError, match=r"target='cuda', but L_x_ is on cpu; move the model "
                                           r"and its inputs to cuda"):
