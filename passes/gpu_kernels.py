@@ -1007,6 +1007,45 @@ def _plan_block(block: ir.Block) -> list:
     return kernels
 
 
+def _view_transposed_operands(block: ir.Block) -> None:
+    """A transpose whose result only feeds contractions (a linear layer's weight, the
+    `x^T @ dy` of its weight gradient) becomes a strided view of its input: the library
+    call reads it transposed (cuBLAS's transpose flags), and no kernel copies it."""
+    for op in [o.operation for o in block.operations]:
+        if op.name != "linalg.transpose":
+            continue
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        src, dst = op.operands
+        n = len(perm)
+        if n < 2 or perm != list(range(n - 2)) + [n - 1, n - 2] or \
+                isinstance(dst.owner, ir.Block) or dst.owner.operation.name != "memref.alloc":
+            continue
+        users = [u.owner.operation for u in dst.uses if u.owner.operation != op]
+        if not all(u.name in ("linalg.matmul", "linalg.batch_matmul", "memref.dealloc")
+                   for u in users) or not any(u.name != "memref.dealloc" for u in users) or \
+                any(u.name != "memref.dealloc" and dst in list(u.opview.outputs) for u in users):
+            continue
+        src_type = ir.MemRefType(src.type)
+        strides, offset = src_type.get_strides_and_offset()
+        strides = [strides[p] for p in perm]
+        shape = list(ir.MemRefType(dst.type).shape)
+        view_type = ir.MemRefType.get(shape, src_type.element_type,
+                                      ir.StridedLayoutAttr.get(offset, strides))
+        with ir.InsertionPoint(op), op.location:
+            view = memref.ReinterpretCastOp(view_type, src, [], [], [], [offset], shape,
+                                            strides).result
+        for u in users:
+            if u.name == "memref.dealloc":
+                u.erase()
+            else:
+                for i, v in enumerate(list(u.operands)):
+                    if v == dst:
+                        u.operands[i] = view
+        alloc = dst.owner.operation
+        op.erase()
+        alloc.erase()
+
+
 def _drop_matmul_zero_fills(block: ir.Block) -> None:
     """fill(0) -> C immediately followed by matmul(.., C): the library call overwrites C."""
     ops = [o.operation for o in block.operations]
@@ -1053,6 +1092,7 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
         body = fn.regions[0].blocks[0]
         if len(fn.regions[0].blocks) != 1:
             raise PassError("dg-gpu-kernels: functions must have one block", fn.location)
+        _view_transposed_operands(body)
         _drop_matmul_zero_fills(body)
         for kind, k in _plan_block(body):
             if kind == "scatter":

@@ -21,6 +21,7 @@ import warnings
 from typing import Any, Callable, Sequence
 
 import torch
+from torch.utils import _pytree as pytree
 
 from .autograd_function import run_program
 from .capture import Captured, capture
@@ -146,7 +147,13 @@ def _named(gm: Callable[..., Any], captured: Captured,
                     if isinstance(gm, torch.fx.GraphModule) else [])
     user = len(inputs) - len(names)
     names += placeholders if len(placeholders) == user else [f"input #{i}" for i in range(user)]
-    return list(zip(names, inputs))
+    # outputs the graph makes on a device of their own (`zeros_like(x, device="cpu")`):
+    # the compiled program returns every tensor on its target
+    (out,) = [n for n in captured.gm.graph.nodes if n.op == "output"]
+    made = [(f"the result of {a.target}", a.meta["val"]) for a in pytree.tree_leaves(out.args)
+            if isinstance(a, torch.fx.Node) and a.op == "call_function"
+            and isinstance(a.meta.get("val"), torch.Tensor)]
+    return list(zip(names, inputs)) + made
 
 
 def _is_symbolic(x: Any) -> bool:
