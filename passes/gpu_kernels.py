@@ -1023,7 +1023,8 @@ def _view_transposed_operands(block: ir.Block) -> None:
         users = [u.owner.operation for u in dst.uses if u.owner.operation != op]
         if not all(u.name in ("linalg.matmul", "linalg.batch_matmul", "memref.dealloc")
                    for u in users) or not any(u.name != "memref.dealloc" for u in users) or \
-                any(u.name != "memref.dealloc" and dst in list(u.opview.outputs) for u in users):
+                any(u.name != "memref.dealloc" and dst in list(u.opview.outputs) for u in users) \
+                or not _unchanged_until(src, op, [u for u in users if u.name != "memref.dealloc"]):
             continue
         src_type = ir.MemRefType(src.type)
         strides, offset = src_type.get_strides_and_offset()
@@ -1044,6 +1045,28 @@ def _view_transposed_operands(block: ir.Block) -> None:
         alloc = dst.owner.operation
         op.erase()
         alloc.erase()
+
+
+def _unchanged_until(buf: ir.Value, start: ir.Operation, readers: list) -> bool:
+    """Does `buf`'s buffer keep its contents from `start` to the last of `readers` (same
+    block)? Only ops that merely read it may come between: no write, no view (it may be
+    written through), no dealloc (its memory may be reused)."""
+    root = buffer_root(buf)
+    ops = [o.operation for o in start.block.operations]
+    first = ops.index(start)
+    last = max(ops.index(r) for r in readers)
+    for o in ops[first + 1:last]:
+        touching = [v for v in o.operands if buffer_root(v) == root]
+        if not touching:
+            continue
+        if not o.name.startswith("linalg."):
+            return False
+        view = o.opview
+        outs = (list(view.outputs) if hasattr(view, "outputs") else
+                list(o.operands)[1:] if o.name == "linalg.transpose" else None)
+        if outs is None or any(v in outs for v in touching):
+            return False
+    return True
 
 
 def _drop_matmul_zero_fills(block: ir.Block) -> None:

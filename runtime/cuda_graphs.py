@@ -8,8 +8,11 @@ call.
 Semantics stay those of a plain call:
 - the first call runs plainly (it loads the kernel modules and lets cuBLAS and
   cuDNN set up, which must not happen during a capture); the second captures;
-- the graph reads its own copies of the inputs: every call copies the inputs in
-  (one multi-tensor copy), so callers may free or reuse their tensors;
+- inputs that were at the same address in the two calls before a capture
+  (parameters, buffers) are read in place: the graph holds them, and a call
+  passing one at another address captures again, copying that input from then
+  on; other inputs (a batch) are copied into the graph's own tensors on every
+  call (one multi-tensor copy), so callers may free or reuse them;
 - outputs are returned as fresh copies, so a later replay never overwrites a
   tensor the caller holds (forward residuals saved for a backward included);
 - inside someone else's capture (`torch.cuda.graph` around a compiled model) it
@@ -17,7 +20,7 @@ Semantics stay those of a plain call:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -29,27 +32,37 @@ class GraphedFunction:
 
     def __init__(self, program: Any, name: str) -> None:
         self.program, self.name = program, name
-        self.calls = 0
         self.graph: Any = None
-        self.inputs: list = []  # the graph's copies of the inputs
+        self.inputs: list = []  # what the graph reads: callers' tensors, or its own copies
+        self.copied: set[int] = set()  # inputs copied in on every call
         self.outputs: list = []  # the graph's outputs (overwritten by each replay)
+        self.last: Optional[list[int]] = None  # the input addresses of the previous call
 
     def __call__(self, *inputs: Any) -> list:
-        self.calls += 1
-        if self.calls == 1 or torch.cuda.is_current_stream_capturing():
+        addresses = [x.data_ptr() for x in inputs]
+        if self.last is None or torch.cuda.is_current_stream_capturing():
+            self.last = addresses
             return self.program.run(self.name, *inputs)
         self.program.check_index_errors(wait=False)
         self.program.check_inputs(self.name, inputs)
-        if self.graph is None:
+        moved = {i for i, (a, x) in enumerate(zip(addresses, self.inputs))
+                 if i not in self.copied and a != x.data_ptr()}
+        if self.graph is None or moved:
+            self.copied |= moved | {i for i, (a, b) in enumerate(zip(addresses, self.last))
+                                    if a != b}
             self._capture(inputs)
-        else:
-            torch._foreach_copy_(self.inputs, list(inputs))
+        elif self.copied:
+            order = sorted(self.copied)
+            torch._foreach_copy_([self.inputs[i] for i in order], [inputs[i] for i in order])
+        self.last = addresses
         self.graph.replay()
         self.program.after_call(self.name)
         return [o.clone() for o in self.outputs]
 
     def _capture(self, inputs: tuple) -> None:
-        self.inputs = [x.detach().clone(memory_format=torch.contiguous_format) for x in inputs]
+        self.graph = None
+        self.inputs = [x.detach().clone(memory_format=torch.contiguous_format)
+                       if i in self.copied else x.detach() for i, x in enumerate(inputs)]
         graph = torch.cuda.CUDAGraph()
         # thread_local: the backward is captured on autograd's thread while the main
         # thread may go on issuing work

@@ -82,7 +82,8 @@ def test_compiled_model_trains_on_cuda():
 
 def test_cuda_graphs_train_like_eager():
     """cuda_graphs=True: the second call captures, later calls replay; each call's
-    inputs are its own, outputs are fresh tensors, and SGD steps match eager."""
+    inputs are its own, outputs are fresh tensors, and SGD steps match eager, also
+    after the parameters move to new memory (a capture again)."""
     import copy
 
     import fusegrad
@@ -90,7 +91,10 @@ def test_cuda_graphs_train_like_eager():
     ref = copy.deepcopy(model)
     compiled = fusegrad.compile(model, cuda_graphs=True)
     kept = []
-    for _ in range(4):
+    for step in range(5):
+        if step == 3:
+            for p in model.parameters():
+                p.data = p.data.clone()
         x = torch.randn(16, 32, device="cuda")
         outs = [compiled(x), ref(x)]
         kept.append([o.detach() for o in outs])

@@ -79,10 +79,12 @@ def make_case(op, sample) -> Case:
 
 
 def samples_of(op, dtype: torch.dtype, device: str = "cpu") -> list:
-    """Up to MAX_SAMPLES samples on `device`, less those creating a tensor on another
-    device (`fusegrad.compile` refuses them: test_compile's DeviceError tests)."""
+    """Up to MAX_SAMPLES samples on `device`, less those making their result on another
+    device (`fusegrad.compile` refuses them: test_compile's DeviceError tests; a
+    factory without tensor inputs or a device makes a CPU tensor)."""
     samples = [s for s in op.sample_inputs(device, dtype, requires_grad=False)
-               if torch.device(s.kwargs.get("device", device)).type == device]
+               if device == "cpu" or torch.device(s.kwargs.get("device", "cpu")).type == device
+               or (s.kwargs.get("device") is None and isinstance(s.input, torch.Tensor))]
     step = max(1, -(-len(samples) // MAX_SAMPLES))
     return samples[::step]
 
