@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/cuda_train.py build DIR    # needs MLIR (no GPU)
     python benchmarks/cuda_train.py run DIR                 # needs a GPU
+    python benchmarks/cuda_train.py profile DIR             # where a step's time goes
 
 `build` writes, per model (the suite's `mlp:train`, `cnn:train`,
 `transformer_layer:train`, `gpt2:train`, `bert:train`, `llama:train` at the suite's
@@ -163,10 +164,48 @@ def run(directory: str, models: list[str], rounds: int, inductor: bool) -> int:
     return status
 
 
+def profile(directory: str, models: list[str]) -> None:
+    """Where a step's time goes: host time to issue it, kernels per step, GPU busy time
+    (torch.profiler's CUDA activity, which sees the runtime's driver-API launches too),
+    and the kernels taking most of it."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    for name in models:
+        device = torch.device("cuda")
+        for backend, step in _backends(os.path.join(directory, name), device, False).items():
+            for _ in range(3):
+                step()
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(10):
+                step()
+            issued = (time.perf_counter() - start) / 10
+            _sync(device)
+            wall = (time.perf_counter() - start) / 10
+            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    step()
+                _sync(device)
+            events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+            kernels = [e for e in events if not e.name.startswith(("Memcpy", "Memset"))]
+            busy = sum(e.device_time for e in events) / 5 / 1e3
+            print(f"{name} / {backend}: {wall * 1e3:.3f} ms per step, issued in "
+                  f"{issued * 1e3:.3f} ms, {len(kernels) / 5:.0f} kernels, GPU busy "
+                  f"{busy:.3f} ms")
+            by_name: dict[str, list] = {}
+            for e in events:
+                n = by_name.setdefault(e.name[:70], [0, 0.0])
+                n[0] += 1
+                n[1] += e.device_time
+            for k, (count, t) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:8]:
+                print(f"    {t / 5 / 1e3:8.3f} ms  {count / 5:5.1f}x  {k}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["build", "run"])
+    p.add_argument("mode", choices=["build", "run", "profile"])
     p.add_argument("dir")
     p.add_argument("--models", default=",".join(MODELS),
                    help=f"comma-separated, from {', '.join(MODELS)}")
@@ -182,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown models {unknown}; choose from {', '.join(MODELS)}")
     if args.mode == "build":
         build(args.dir, models, args.target, args.quick)
+        return 0
+    if args.mode == "profile":
+        profile(args.dir, models)
         return 0
     return run(args.dir, models, args.rounds, not args.no_inductor)
 

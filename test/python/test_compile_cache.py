@@ -337,8 +337,8 @@ def fake_gpu(monkeypatch):
     from fusegrad.runtime import cuda
 
     real = cuda.CudaProgram
-    monkeypatch.setattr(cuda, "CudaProgram", lambda plan: real(
-        plan, driver=FakeDriver(), device="cpu", stream=lambda: 0, chip="sm_90"))
+    monkeypatch.setattr(cuda, "CudaProgram", lambda plan, graphs=False: real(
+        plan, driver=FakeDriver(), device="cpu", stream=lambda: 0, chip="sm_90", graphs=graphs))
 
 
 def _cuda_forward(fn=_f, shape=(3, 4)):
