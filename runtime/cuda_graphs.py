@@ -39,12 +39,13 @@ class GraphedFunction:
         self.last: Optional[list[int]] = None  # the input addresses of the previous call
 
     def __call__(self, *inputs: Any) -> list:
-        addresses = [x.data_ptr() for x in inputs]
         if self.last is None or torch.cuda.is_current_stream_capturing():
-            self.last = addresses
-            return self.program.run(self.name, *inputs)
+            outputs = self.program.run(self.name, *inputs)  # checks the inputs
+            self.last = [x.data_ptr() for x in inputs]
+            return outputs
         self.program.check_index_errors(wait=False)
         self.program.check_inputs(self.name, inputs)
+        addresses = [x.data_ptr() for x in inputs]
         moved = {i for i, (a, x) in enumerate(zip(addresses, self.inputs))
                  if i not in self.copied and a != x.data_ptr()}
         if self.graph is None or moved:
