@@ -1011,9 +1011,8 @@ def _view_transposed_operands(block: ir.Block) -> None:
     """A transpose whose result only feeds contractions (a linear layer's weight, the
     `x^T @ dy` of its weight gradient) becomes a strided view of its input: the library
     call reads it transposed (cuBLAS's transpose flags), and no kernel copies it."""
-    for op in [o.operation for o in block.operations]:
-        if op.name != "linalg.transpose":
-            continue
+    # collected first: rewriting one erases its alloc and deallocs from the block
+    for op in [o.operation for o in block.operations if o.operation.name == "linalg.transpose"]:
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
         src, dst = op.operands
         n = len(perm)
