@@ -68,15 +68,18 @@ _PURE = VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
 _LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose", "linalg.copy", "memref.copy")
 
 
-def _accesses(maps: Sequence[ir.AffineMap]) -> Optional[list[Access]]:
+def _accesses(maps: Sequence[ir.AffineMap], n_ins: int,
+               affine_ins: bool = False) -> Optional[list[Access]]:
     out = []
-    for m in maps:
+    for k, m in enumerate(maps):
         acc = []
         for e in m.results:
             if isinstance(e, ir.AffineDimExpr):
                 acc.append(e.position)
             elif isinstance(e, ir.AffineConstantExpr) and e.value == 0:
                 acc.append(None)
+            elif affine_ins and k < n_ins:
+                acc.append(e)
             else:
                 return None
         out.append(tuple(acc))
@@ -198,9 +201,12 @@ def _captured(block: ir.Block, root_op: ir.Operation, regions: bool) -> Optional
     return out
 
 
-def parse(op: ir.Operation, regions: bool = False) -> Optional[LoopOp]:
+def parse(op: ir.Operation, regions: bool = False,
+          affine_ins: bool = False) -> Optional[LoopOp]:
     """The op as a LoopOp, or None. `regions`: also generics whose body holds regions
-    that read nothing of the body (see `_captured`)."""
+    that read nothing of the body (see `_captured`). `affine_ins`: also generics reading
+    inputs through other affine expressions (a flip's `n - 1 - d`), kept in the access
+    as the `ir.AffineExpr` (the GPU kernels evaluate them; outputs stay plain)."""
     if op.name == "linalg.fill":
         view = op.opview
         (value,), (buf,) = list(view.inputs), list(view.outputs)
@@ -239,17 +245,17 @@ def parse(op: ir.Operation, regions: bool = False) -> Optional[LoopOp]:
     if len(g.regions[0].blocks) != 1:
         return None
     maps = [ir.AffineMapAttr(a).value for a in g.indexing_maps]
-    accesses = _accesses(maps)
+    ins, outs = list(g.inputs), list(g.outputs)
+    accesses = _accesses(maps, len(ins), affine_ins)
     if accesses is None:
         return None
-    ins, outs = list(g.inputs), list(g.outputs)
     n = maps[0].n_dims
     sizes: list = [None] * n
     for v, acc in zip((*ins, *outs), accesses):
         if not static_memref(v.type):
             return None
         for d, s in zip(acc, v.type.shape):
-            if d is not None:
+            if isinstance(d, int):
                 sizes[d] = s
     if any(s is None for s in sizes):
         return None

@@ -107,6 +107,11 @@ class Kop:
     copy: bool = False  # body is `yield in0` (linalg.copy, linalg.transpose)
 
     @property
+    def affine(self) -> bool:
+        """Reads an input through an affine expression other than a dim (a flip)."""
+        return any(isinstance(d, ir.AffineExpr) for acc in self.lop.accesses for d in acc)
+
+    @property
     def op(self) -> ir.Operation:
         return self.lop.op
 
@@ -176,7 +181,7 @@ class Kop:
 def parse(op: ir.Operation) -> Optional[Kop]:
     """The op as a Kop, or None when it is not a loop nest this pass can emit."""
     if op.name in ("linalg.generic", "linalg.fill"):
-        lop = parse_loop_op(op, regions=True)
+        lop = parse_loop_op(op, regions=True, affine_ins=True)
         return Kop(lop) if lop is not None else None
     if op.name in ("memref.copy", "linalg.transpose"):
         lop = parse_loop_op(op)  # strided copies stay host copies (torch)
@@ -407,6 +412,21 @@ def strided_loop(start: ir.Value, total: int, step: int, inits: list,
     return list(loop.results)
 
 
+def _affine_index(e: ir.AffineExpr, ivs: list) -> ir.Value:
+    """`e` (an input's affine index expression) evaluated at loop indices `ivs`."""
+    if isinstance(e, ir.AffineDimExpr):
+        return ivs[e.position]
+    if isinstance(e, ir.AffineConstantExpr):
+        return _idx(e.value)
+    for kind, combine in ((ir.AffineAddExpr, arith.addi), (ir.AffineMulExpr, arith.muli),
+                          (ir.AffineModExpr, arith.remsi),
+                          (ir.AffineFloorDivExpr, arith.floordivsi),
+                          (ir.AffineCeilDivExpr, arith.ceildivsi)):
+        if isinstance(e, kind):
+            return combine(_affine_index(e.lhs, ivs), _affine_index(e.rhs, ivs))
+    raise PassError(f"dg-gpu-kernels: unsupported affine index {e}")
+
+
 class Emitter:
     """Emits one op's body for given loop ivs inside a kernel.
 
@@ -421,7 +441,8 @@ class Emitter:
         self.zero = _idx(0)
 
     def index(self, acc: Access) -> list:
-        return [self.zero if d is None else self.ivs[d] for d in acc]
+        return [self.zero if d is None else self.ivs[d] if isinstance(d, int)
+                else _affine_index(d, self.ivs) for d in acc]
 
     def load(self, buf: ir.Value, acc: Access) -> ir.Value:
         if buf in self.forwarded:
@@ -559,6 +580,29 @@ def emit_scatter_add(loops: list[ir.Operation], store: ir.Operation, block_size:
                            [mapping.get(i, i) for i in idx])
 
     _thread_per_index(trips, block_size, body)
+
+
+# ops a single-thread kernel may hold: scalar code the canonicalizer left without loops
+# (a scatter-add into a 0-d tensor, whose one-trip loop was folded away)
+_SERIAL = ("memref.load", "memref.store", "memref.get_global", "scf.if", "scf.yield")
+
+
+def _serial_op(op: ir.Operation) -> bool:
+    return all(o.name in _SERIAL or o.name.startswith(("arith.", "math."))
+               for o in _nested(op))
+
+
+def emit_serial(ops: list[ir.Operation]) -> None:
+    """`ops`, straight-line scalar code reading and writing device buffers, as one kernel
+    of one thread (it has no loop to spread over threads)."""
+    launch, _, _ = _launch((1, 1, 1), (1, 1, 1))
+    mapping: dict = {}
+    with ir.InsertionPoint(launch.regions[0].blocks[0]):
+        for op in ops:
+            clone = op.clone()
+            _remap(clone, mapping)
+            mapping.update(zip(op.results, clone.results))
+        gpu.TerminatorOp()
 
 
 def _pointwise_body(k: Kop, ivs: list) -> None:
@@ -940,7 +984,7 @@ def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dic
 # ---------------------------------------------------------------- the pass
 
 def _row_eligible(k: Kop) -> bool:
-    if not k.sizes or k.iterators[0] != "parallel":
+    if not k.sizes or k.iterators[0] != "parallel" or k.affine:
         return False
     return k.is_pointwise() or k.row_reducible()
 
@@ -954,9 +998,30 @@ def _host_scalar(op: ir.Operation) -> bool:
 def _plan_block(block: ir.Block) -> list:
     """Kernels for a function body, in order: ('row', RowKernel) | ('pw', Kop) | ('tpo', Kop)
     | ('bpo', Kop)
-    | ('full', Kop) | ('scatter', (loops, store))."""
+    | ('full', Kop) | ('scatter', (loops, store)) | ('serial', ops)."""
     kernels: list = []
     current: list[Kop] = []
+    serial: list[ir.Operation] = []  # a single-thread kernel's ops (`emit_serial`)
+    computed: set = set()  # their results
+
+    def close_serial() -> None:
+        nonlocal serial
+        if serial:
+            inside = set()
+            for op in serial:
+                inside.update(_nested(op))
+            for op in serial:
+                for r in op.results:
+                    for use in r.uses:
+                        if use.owner.operation not in inside:
+                            raise PassError(
+                                f"dg-gpu-kernels: '{op.name}' computes on the CUDA host side "
+                                "a value that later host code uses (only allocations, views, "
+                                "copies, kernels and library contractions run there)",
+                                op.location)
+            kernels.append(("serial", serial))
+        serial = []
+        computed.clear()
 
     def close() -> None:
         nonlocal current
@@ -971,13 +1036,21 @@ def _plan_block(block: ir.Block) -> list:
 
     for op in block.operations:
         op = op.operation
+        if serial and op.name not in HOST_OPS and _serial_op(op):
+            # host scalars independent of the kernel's values stay (kernels recompute them)
+            if not _host_scalar(op) or any(v in computed for o in _nested(op)
+                                           for v in o.operands):
+                serial.append(op)
+                computed.update(op.results)
+            continue
+        close_serial()
         k = parse(op) if op.name == "memref.copy" else None
         if k is not None or (op.name.startswith("linalg.") and op.name not in CONTRACTIONS):
             k = k or parse(op)
             if k is None:
                 raise PassError(f"dg-gpu-kernels: cannot map '{op.name}' to a GPU kernel "
-                                "(needs static shapes, projected-permutation indexing maps "
-                                "and a body without regions)", op.location)
+                                "(needs static shapes, affine indexing maps with plain "
+                                "output maps, and a body without regions)", op.location)
             if _row_eligible(k):
                 if current and (current[0].sizes[0] != k.sizes[0] or row_conflict(current, k)):
                     close()
@@ -999,10 +1072,15 @@ def _plan_block(block: ir.Block) -> list:
         if nest is not None:
             kernels.append(("scatter", nest))
             continue
+        if op.name not in HOST_OPS and not _host_scalar(op) and _serial_op(op):
+            serial.append(op)
+            computed.update(op.results)
+            continue
         if op.name not in HOST_OPS and not _host_scalar(op):
             raise PassError(f"dg-gpu-kernels: '{op.name}' cannot run on the CUDA host side "
                             "(only allocations, views, copies, kernels and library "
                             "contractions can)", op.location)
+    close_serial()
     close()
     return kernels
 
@@ -1117,6 +1195,12 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
         _view_transposed_operands(body)
         _drop_matmul_zero_fills(body)
         for kind, k in _plan_block(body):
+            if kind == "serial":
+                with ir.InsertionPoint(k[0]), k[0].location:
+                    emit_serial(k)
+                for op in reversed(k):
+                    op.erase()
+                continue
             if kind == "scatter":
                 loops, store = k
                 with ir.InsertionPoint(loops[0]), loops[0].location:

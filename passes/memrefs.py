@@ -12,7 +12,9 @@ from mlir import ir
 VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
          "memref.reinterpret_cast")
 
-Access = tuple  # per buffer dim: the loop dim indexing it, or None for the constant index 0
+# per buffer dim: the loop dim indexing it, None for the constant index 0, or (GPU kernels'
+# inputs only, `cpu_kernels.parse(affine_ins=True)`) another affine expression of the dims
+Access = tuple
 
 
 def buffer_root(v: ir.Value) -> ir.Value:
