@@ -151,8 +151,18 @@ CASES: dict[str, tuple[str, str, dict, str]] = {
     "rowsum_big": (rowsum_text(8192, 8192), "dg-fuse", {}, "rowsum"),
     "rowsum_big_rb256": (rowsum_text(8192, 8192), "dg-fuse", {"row_block": 256}, "rowsum"),
     "sum_big": (total_text(8192, 8192), "dg-fuse", {}, "total"),
+    "sum_big_u1": (total_text(8192, 8192), "dg-fuse", {"full_unroll": 1}, "total"),
+    "sum_big_u4": (total_text(8192, 8192), "dg-fuse", {"full_unroll": 4}, "total"),
     "softmax_wide": (softmax_text(512, 32768), "dg-fuse", {}, "softmax"),
     "softmax_narrow": (softmax_text(65536, 1024), "dg-fuse", {}, "softmax"),
+    # rows kept in registers (the default) against read again per pass
+    "softmax_big_nocache": (softmax_text(8192, 8192), "dg-fuse", {"row_cache": 0}, "softmax"),
+    "softmax_wide_nocache": (softmax_text(512, 32768), "dg-fuse", {"row_cache": 0}, "softmax"),
+    "softmax_wide_cache16": (softmax_text(512, 32768), "dg-fuse", {"row_cache": 16}, "softmax"),
+    "softmax_narrow_nocache": (softmax_text(65536, 1024), "dg-fuse", {"row_cache": 0},
+                               "softmax"),
+    "ln_big": (ln_text(8192, 8192), "dg-fuse", {}, "ln"),
+    "ln_big_nocache": (ln_text(8192, 8192), "dg-fuse", {"row_cache": 0}, "ln"),
 }
 
 
@@ -290,7 +300,7 @@ def _inputs(sigs: list, gen: Any) -> list:
 
 
 def _big(name: str) -> bool:
-    return "_big" in name or name.endswith(("_wide", "_narrow"))
+    return any(tag in name for tag in ("_big", "_wide", "_narrow"))
 
 
 def _median_ms(fn: Callable[[], Any], warmup: int = 5, iters: int = 20) -> float:

@@ -65,9 +65,17 @@ ROW_ELEMS_PER_THREAD = 8
 # already unrolls these loops fully when the trip count is small (tid < maxntid);
 # 4 measured no faster for row sums and slower for softmax (H100, docs/CUDA.md)
 UNROLL = 1
+# row kernels whose threads each take at most this many elements of a row keep them in
+# registers: the loops are unrolled, and a later pass over the row (softmax's sum and
+# normalisation after its max, a layer norm's variance and output after its mean) reuses
+# the values the first pass loaded instead of reading the row again; 0 turns it off
+ROW_CACHE = 32
 # full reductions (to one value): one block up to this many elements, else two stages
 FULL_REDUCE_ONE_BLOCK = 1 << 16
 FULL_REDUCE_MAX_BLOCKS = 1024
+# copies per iteration of a full reduction's grid-strided loop: a row sum's short loops
+# are unrolled by LLVM (eight loads in flight per thread), a full sum's long ones are not
+FULL_REDUCE_UNROLL = 8
 # innermost-dim size from which pointwise kernels use a 2-D grid
 POINTWISE_2D_MIN = 128
 # reductions shorter than this run one thread per output instead of one block
@@ -434,10 +442,12 @@ class Emitter:
     this kernel holds for them; loads from them use the value instead.
     """
 
-    def __init__(self, k: Kop, ivs: list, forwarded: Optional[dict] = None) -> None:
+    def __init__(self, k: Kop, ivs: list, forwarded: Optional[dict] = None,
+                 cache: Optional["RowCache"] = None) -> None:
         self.k = k
         self.ivs = ivs
         self.forwarded = forwarded if forwarded is not None else {}
+        self.cache = cache
         self.zero = _idx(0)
 
     def index(self, acc: Access) -> list:
@@ -447,9 +457,21 @@ class Emitter:
     def load(self, buf: ir.Value, acc: Access) -> ir.Value:
         if buf in self.forwarded:
             return self.forwarded[buf]
-        return memref.LoadOp(buf, self.index(acc)).result
+        key = self.cache.key(self.k, buf, acc) if self.cache else None
+        if key is not None and key in self.cache.values:
+            return self.cache.values[key]
+        v = memref.LoadOp(buf, self.index(acc)).result
+        if key is not None:
+            self.cache.values[key] = v
+        return v
 
     def store(self, v: ir.Value, buf: ir.Value, acc: Access) -> None:
+        if self.cache is not None and self.cache.valid is not None:
+            guard = scf.IfOp(self.cache.valid)  # the clamped tail of an unrolled row loop
+            with ir.InsertionPoint(guard.then_block):
+                memref.StoreOp(v, buf, self.index(acc))
+                scf.YieldOp([])
+            return
         memref.StoreOp(v, buf, self.index(acc))
 
     def out_accesses(self) -> list:
@@ -687,7 +709,7 @@ def _serial_reduce(em: Emitter, red: list, pos: int, accs: list) -> list:
     return list(loop.results)
 
 
-def emit_full_reduce(k: Kop, block_size: int) -> None:
+def emit_full_reduce(k: Kop, block_size: int, unroll: int = FULL_REDUCE_UNROLL) -> None:
     """A reduction of every dim to one value (a loss).
 
     Up to FULL_REDUCE_ONE_BLOCK elements: one block, thread-strided, `gpu.all_reduce`.
@@ -720,7 +742,7 @@ def emit_full_reduce(k: Kop, block_size: int) -> None:
 
         parts = strided_loop(start, total, nblocks * block_size,
                              [_identity(c, ft) for c, ft in zip(combiners, ftypes)], red,
-                             combiners, UNROLL)
+                             combiners, unroll)
         sums = [_all_reduce(p, c) for p, c in zip(parts, combiners)]
         first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
         with ir.InsertionPoint(first.then_block):
@@ -765,6 +787,63 @@ def _mark_reassoc(results: Sequence[ir.Value]) -> None:
         if not isinstance(v.owner, ir.Block) and v.owner.operation.name in _IDENTITY:
             v.owner.operation.attributes["fastmath"] = ir.Attribute.parse(
                 "#arith.fastmath<reassoc>")
+
+
+class RowCache:
+    """The values a row kernel's threads loaded, by element, while its loops are unrolled
+    (`ROW_CACHE`): the unrolled step `slot` of a loop over a member's trailing dims
+    `sizes` reads the same element in every member with those dims, in the same thread.
+    Only buffers the kernel never writes are cached, so no value goes stale."""
+
+    def __init__(self, written_roots: set) -> None:
+        self.written = written_roots
+        self.values: dict = {}
+        self.slot: Optional[tuple] = None  # (trailing sizes, unrolled step) being emitted
+        self.valid: Optional[ir.Value] = None  # in the last step: is this thread's index real
+
+    def key(self, k: Kop, buf: ir.Value, acc: Access) -> Optional[tuple]:
+        if self.slot is None or buffer_root(buf) in self.written:
+            return None
+        return (buf, acc, self.slot)
+
+
+def _row_loop(t: ir.Value, total: int, step: int, inits: list, sizes: tuple,
+              body: Callable[[ir.Value, list], list], combiners: Sequence[str],
+              cache: Optional[RowCache]) -> list:
+    """A row kernel's thread-strided loop: `strided_loop`, or with a `cache`, unrolled
+    (at most ROW_CACHE steps) into straight-line code whose loads the cache shares. The
+    last step, when `total` is not a multiple of `step`, reads a clamped index; its
+    stores are guarded and its reduction values dropped."""
+    if cache is None:
+        return strided_loop(t, total, step, inits, body, combiners, UNROLL)
+    accs = list(inits)
+    for j in range(_cdiv(total, step)):
+        k = arith.addi(t, _idx(j * step)) if j else t
+        cache.valid = _lt(k, total) if (j + 1) * step > total else None
+        if cache.valid is not None:
+            k = arith.minui(k, _idx(total - 1))
+        cache.slot = (sizes, j)
+        new = body(k, accs)
+        if cache.valid is not None:
+            new = [arith.select(cache.valid, n, a) for n, a in zip(new, accs)]
+        accs = new
+    cache.slot, cache.valid = None, None
+    return accs
+
+
+def _row_cache(rk: "RowKernel", bx: int, limit: int) -> Optional[RowCache]:
+    """A cache for the kernel when every loop over a row is short enough to unroll (and
+    no reduction member loops serially over parallel dims inside the row)."""
+    if limit <= 0:
+        return None
+    k = rk.row_dims
+    for m in rk.members:
+        if _cdiv(_prod(m.sizes[k:]), bx) > limit:
+            return None
+        if m.red_dims() and m.red_dims()[0] != k:
+            return None
+    written = {buffer_root(b) for m in rk.members for b, _, w in m.buffers() if w}
+    return RowCache(written)
 
 
 @dataclass
@@ -846,7 +925,7 @@ def row_threads(inner: int, row_block: int) -> int:
     return min(row_block, max(32, 1 << (want - 1).bit_length()))
 
 
-def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
+def emit_row_kernel(rk: RowKernel, row_block: int, row_cache: int = ROW_CACHE) -> None:
     """One block per row: thread-strided loops, gpu.all_reduce for reductions."""
     group, k = rk.members, rk.row_dims
     rows = _prod(group[0].sizes[:k])
@@ -854,6 +933,7 @@ def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
         return
     inner_max = max(_prod(m.sizes[k:]) for m in group)
     bx = row_threads(inner_max, row_block)
+    cache = _row_cache(rk, bx, row_cache)
     launch, bid, tid = _launch((rows, 1, 1), (bx, 1, 1))
     body = launch.regions[0].blocks[0]
     with ir.InsertionPoint(body):
@@ -872,7 +952,7 @@ def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
                     gpu.BarrierOp()
                     written.clear()
                     read.clear()
-                _row_member(m, row, t, bx, forwarded, rk.forwardable)
+                _row_member(m, row, t, bx, forwarded, rk.forwardable, cache)
                 read |= reads
                 for b, _, w in m.buffers():
                     if w:
@@ -895,7 +975,7 @@ def emit_row_kernel(rk: RowKernel, row_block: int) -> None:
 
 
 def _row_member(m: Kop, row: list, t: ir.Value, bx: int, forwarded: dict,
-                forwardable: set) -> None:
+                forwardable: set, cache: Optional[RowCache]) -> None:
     """Member `m` of a row kernel for the row with loop indices `row` (its leading dims)."""
     n, k = len(m.sizes), len(row)
     red = m.red_dims()
@@ -921,25 +1001,26 @@ def _row_member(m: Kop, row: list, t: ir.Value, bx: int, forwarded: dict,
             raise PassError("dg-gpu-kernels: internal: row value written per element",
                             m.op.location)
         def pw(i: ir.Value, accs: list) -> list:
-            _pointwise_body_fwd(m, row + _delinearize(i, inner), forwarded)
+            _pointwise_body_fwd(m, row + _delinearize(i, inner), forwarded, cache)
             return []
 
-        strided_loop(t, total, bx, [], pw, [], UNROLL)
+        _row_loop(t, total, bx, [], tuple(inner), pw, [], cache)
         return
     # reduction over trailing dims red; parallel inner dims k..red[0] serial (uniform)
     ivs: list = row + [None] * (n - k)
-    _reduce_into(m, k, ivs, t, bx, forwarded, forwardable, m.combiners())
+    _reduce_into(m, k, ivs, t, bx, forwarded, forwardable, m.combiners(), cache)
 
 
-def _pointwise_body_fwd(m: Kop, ivs: list, forwarded: dict) -> None:
-    em = Emitter(m, ivs, forwarded)
+def _pointwise_body_fwd(m: Kop, ivs: list, forwarded: dict,
+                        cache: Optional[RowCache] = None) -> None:
+    em = Emitter(m, ivs, forwarded, cache)
     for buf, v, acc in zip(m.lop.outs, em.compute([None] * len(m.lop.outs)),
                            em.out_accesses()):
         em.store(v, buf, acc)
 
 
 def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dict,
-                 forwardable: set, combiners: list) -> None:
+                 forwardable: set, combiners: list, cache: Optional[RowCache] = None) -> None:
     """Parallel dims d..first_red serial (uniform over the block), then the trailing
     reduction dims thread-strided, `gpu.all_reduce`, combined into the output."""
     first_red = m.red_dims()[0]
@@ -953,7 +1034,7 @@ def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dic
     red_sizes = m.sizes[first_red:]
     total = _prod(red_sizes)
     outs = m.lop.outs
-    em = Emitter(m, ivs, forwarded)
+    em = Emitter(m, ivs, forwarded, cache)
     ftypes = [ir.MemRefType(b.type).element_type for b in outs]
 
     def red(k: ir.Value, accs: list) -> list:
@@ -963,8 +1044,8 @@ def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dic
         _mark_reassoc(results)
         return results
 
-    partials = strided_loop(t, total, bx, [_identity(c, ft) for c, ft in zip(combiners, ftypes)],
-                            red, combiners, UNROLL)
+    partials = _row_loop(t, total, bx, [_identity(c, ft) for c, ft in zip(combiners, ftypes)],
+                         tuple(red_sizes), red, combiners, cache)
     for dd in range(first_red, len(m.sizes)):
         ivs[dd] = None
     for i, (b, c, partial) in enumerate(zip(outs, combiners, partials)):
@@ -1175,9 +1256,11 @@ def _functions(module: ir.Operation) -> list[ir.Operation]:
                "linalg on static memrefs -> gpu.launch kernels: pointwise (thread per "
                "element), row kernels (block per row, gpu.all_reduce), other reductions "
                "(thread per output); contractions stay host library calls",
-               block_size=POINTWISE_BLOCK, row_block=ROW_BLOCK)
+               block_size=POINTWISE_BLOCK, row_block=ROW_BLOCK, row_cache=ROW_CACHE,
+               full_unroll=FULL_REDUCE_UNROLL)
 def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
-                row_block: int = ROW_BLOCK) -> None:
+                row_block: int = ROW_BLOCK, row_cache: int = ROW_CACHE,
+                full_unroll: int = FULL_REDUCE_UNROLL) -> None:
     for b in (block_size, row_block):
         if b < 32 or b > 1024 or b & (b - 1):
             raise PassError(f"dg-gpu-kernels: block sizes must be powers of two in "
@@ -1211,11 +1294,11 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
             last = members[-1].op
             with ir.InsertionPoint(last), last.location:
                 if kind == "row":
-                    emit_row_kernel(k, row_block)
+                    emit_row_kernel(k, row_block, row_cache)
                 elif kind == "pw":
                     emit_pointwise(k, block_size)
                 elif kind == "full":
-                    emit_full_reduce(k, row_block)
+                    emit_full_reduce(k, row_block, full_unroll)
                 elif kind == "bpo":
                     emit_block_per_output(k, row_block)
                 else:

@@ -30,7 +30,8 @@ from mlir.dialects import gpu
 from ..dialects.types import TensorSpec
 from ..runtime.cuda import (Constant, Image, KernelModule, LaunchPlan, PlanError,
                             PlanFunction, TensorSig)
-from .gpu_kernels import OVERWRITE_ATTR, POINTWISE_BLOCK, ROW_BLOCK
+from .gpu_kernels import (FULL_REDUCE_UNROLL, OVERWRITE_ATTR, POINTWISE_BLOCK, ROW_BLOCK,
+                          ROW_CACHE)
 from .conv_library import OUTLINED as CONV_GRAD
 from .index_check import ERROR_GLOBAL, SITES_ATTR
 from .gpu_pipeline import (DEFAULT_CHIPS, GPU_BUFFERIZE_PIPELINE, GPU_LINALG_PIPELINE,
@@ -400,17 +401,20 @@ def assemble(plan: LaunchPlan, ptxas_path: Optional[str] = None,
 # ---------------------------------------------------------------- compile
 
 def cuda_pipeline(chips: Sequence[str] = DEFAULT_CHIPS, block_size: int = POINTWISE_BLOCK,
-                  row_block: int = ROW_BLOCK) -> str:
-    """The `dg-lower-to-cuda` pipeline for other chips or block sizes."""
+                  row_block: int = ROW_BLOCK, row_cache: int = ROW_CACHE,
+                  full_unroll: int = FULL_REDUCE_UNROLL) -> str:
+    """The `dg-lower-to-cuda` pipeline for other chips or kernel options."""
     return ",".join([GPU_LINALG_PIPELINE, GPU_BUFFERIZE_PIPELINE,
-                     f"dg-gpu-kernels{{block-size={block_size} row-block={row_block}}}",
+                     f"dg-gpu-kernels{{block-size={block_size} row-block={row_block} "
+                     f"row-cache={row_cache} full-unroll={full_unroll}}}",
                      "dg-widen-bool-memrefs",
                      GPU_OUTLINE_PIPELINE, nvvm_pipeline(chips)])
 
 
 def compile_cuda(module: ir.Module, chips: Sequence[str] = DEFAULT_CHIPS,
                  cubin: Optional[bool] = None, block_size: int = POINTWISE_BLOCK,
-                 row_block: int = ROW_BLOCK) -> LaunchPlan:
+                 row_block: int = ROW_BLOCK, row_cache: int = ROW_CACHE,
+                 full_unroll: int = FULL_REDUCE_UNROLL) -> LaunchPlan:
     """Lower `module` (dg on tensors, fused or not) in place and return its launch plan.
 
     `cubin`: assemble cubins with ptxas (True: required; None: when ptxas is
@@ -419,7 +423,8 @@ def compile_cuda(module: ir.Module, chips: Sequence[str] = DEFAULT_CHIPS,
     t0 = time.perf_counter()
     with module.context:
         entries = entry_signatures(module)
-        run_pipeline(module, cuda_pipeline(chips, block_size, row_block))
+        run_pipeline(module, cuda_pipeline(chips, block_size, row_block, row_cache,
+                                           full_unroll))
         plan = build_plan(module, entries)
     t1 = time.perf_counter()
     if cubin or (cubin is None and find_ptxas() is not None):
@@ -473,6 +478,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--cubin", action="store_true", help="assemble cubins with ptxas")
     p.add_argument("--row-block", type=int, default=ROW_BLOCK)
     p.add_argument("--block-size", type=int, default=POINTWISE_BLOCK)
+    p.add_argument("--row-cache", type=int, default=ROW_CACHE,
+                   help="row elements per thread kept in registers (0: off)")
     p.add_argument("-o", "--output", default=None, help="write the artifact folder here")
     args = p.parse_args(argv)
     with make_context():
@@ -482,7 +489,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if args.pre:
                 run_pipeline(module, args.pre)
             plan = compile_cuda(module, args.chips.split(","), cubin=args.cubin,
-                                block_size=args.block_size, row_block=args.row_block)
+                                block_size=args.block_size, row_block=args.row_block,
+                                row_cache=args.row_cache)
         except (PlanError, PtxasError, ir.MLIRError, OSError, ValueError) as e:
             print(f"{args.file}: error: {e}", file=sys.stderr)
             return 1
