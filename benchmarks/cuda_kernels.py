@@ -151,18 +151,17 @@ CASES: dict[str, tuple[str, str, dict, str]] = {
     "rowsum_big": (rowsum_text(8192, 8192), "dg-fuse", {}, "rowsum"),
     "rowsum_big_rb256": (rowsum_text(8192, 8192), "dg-fuse", {"row_block": 256}, "rowsum"),
     "sum_big": (total_text(8192, 8192), "dg-fuse", {}, "total"),
-    "sum_big_u1": (total_text(8192, 8192), "dg-fuse", {"full_unroll": 1}, "total"),
     "sum_big_u4": (total_text(8192, 8192), "dg-fuse", {"full_unroll": 4}, "total"),
+    "sum_big_u8": (total_text(8192, 8192), "dg-fuse", {"full_unroll": 8}, "total"),
     "softmax_wide": (softmax_text(512, 32768), "dg-fuse", {}, "softmax"),
     "softmax_narrow": (softmax_text(65536, 1024), "dg-fuse", {}, "softmax"),
-    # rows kept in registers (the default) against read again per pass
-    "softmax_big_nocache": (softmax_text(8192, 8192), "dg-fuse", {"row_cache": 0}, "softmax"),
-    "softmax_wide_nocache": (softmax_text(512, 32768), "dg-fuse", {"row_cache": 0}, "softmax"),
-    "softmax_wide_cache16": (softmax_text(512, 32768), "dg-fuse", {"row_cache": 16}, "softmax"),
-    "softmax_narrow_nocache": (softmax_text(65536, 1024), "dg-fuse", {"row_cache": 0},
-                               "softmax"),
+    # rows kept in registers (gpu_kernels.ROW_CACHE) against read again per pass
+    "softmax_big_cache": (softmax_text(8192, 8192), "dg-fuse", {"row_cache": 32}, "softmax"),
+    "softmax_wide_cache": (softmax_text(512, 32768), "dg-fuse", {"row_cache": 32}, "softmax"),
+    "softmax_narrow_cache": (softmax_text(65536, 1024), "dg-fuse", {"row_cache": 32},
+                             "softmax"),
     "ln_big": (ln_text(8192, 8192), "dg-fuse", {}, "ln"),
-    "ln_big_nocache": (ln_text(8192, 8192), "dg-fuse", {"row_cache": 0}, "ln"),
+    "ln_big_cache": (ln_text(8192, 8192), "dg-fuse", {"row_cache": 32}, "ln"),
 }
 
 

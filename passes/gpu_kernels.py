@@ -65,17 +65,20 @@ ROW_ELEMS_PER_THREAD = 8
 # already unrolls these loops fully when the trip count is small (tid < maxntid);
 # 4 measured no faster for row sums and slower for softmax (H100, docs/CUDA.md)
 UNROLL = 1
-# row kernels whose threads each take at most this many elements of a row keep them in
+# row kernels whose threads each take at most `row-cache` elements of a row keep them in
 # registers: the loops are unrolled, and a later pass over the row (softmax's sum and
 # normalisation after its max, a layer norm's variance and output after its mean) reuses
-# the values the first pass loaded instead of reading the row again; 0 turns it off
-ROW_CACHE = 32
+# the values the first pass loaded instead of reading the row again. Off (0) by default
+# until measured on a GPU: it halves the blocks a wide softmax keeps per SM (64
+# registers per thread at 32 elements); `benchmarks/cuda_kernels.py` times both
+ROW_CACHE = 0
 # full reductions (to one value): one block up to this many elements, else two stages
 FULL_REDUCE_ONE_BLOCK = 1 << 16
 FULL_REDUCE_MAX_BLOCKS = 1024
 # copies per iteration of a full reduction's grid-strided loop: a row sum's short loops
-# are unrolled by LLVM (eight loads in flight per thread), a full sum's long ones are not
-FULL_REDUCE_UNROLL = 8
+# are unrolled by LLVM (eight loads in flight per thread), a full sum's long ones are
+# not; 1 (the measured default) until `benchmarks/cuda_kernels.py`'s variants are timed
+FULL_REDUCE_UNROLL = 1
 # innermost-dim size from which pointwise kernels use a 2-D grid
 POINTWISE_2D_MIN = 128
 # reductions shorter than this run one thread per output instead of one block
