@@ -116,6 +116,10 @@ class Kop:
 
     lop: LoopOp
     copy: bool = False  # body is `yield in0` (linalg.copy, linalg.transpose)
+    # a reduction's outputs whose fill was folded into it: buffer -> the fill's constant,
+    # read instead of the buffer's initial value (`_fold_fills`), and the erased fills
+    inits: dict = field(default_factory=dict)
+    folded: list = field(default_factory=list)
 
     @property
     def affine(self) -> bool:
@@ -649,7 +653,7 @@ def emit_thread_per_output(k: Kop, block_size: int) -> None:
         ivs: list = [None] * len(k.sizes)
         for d, v in zip(par, par_ivs):
             ivs[d] = v
-        em = Emitter(k, ivs)
+        em = Emitter(k, ivs, dict(k.inits))
         outs, oacc = k.lop.outs, em.out_accesses()
         inits = [em.load(b, a) for b, a in zip(outs, oacc)]
         results = _serial_reduce(em, red, 0, inits)
@@ -694,7 +698,7 @@ def emit_block_per_output(k: Kop, row_block: int) -> None:
         sums = [_all_reduce(p, c) for p, c in zip(parts, combiners)]
         first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
         with ir.InsertionPoint(first.then_block):
-            em = Emitter(k, ivs_at([None] * len(red)))
+            em = Emitter(k, ivs_at([None] * len(red)), dict(k.inits))
             for v, c, buf, acc in zip(sums, combiners, k.lop.outs, em.out_accesses()):
                 em.store(_combine(c, em.load(buf, acc), v), buf, acc)
             scf.YieldOp([])
@@ -725,7 +729,7 @@ def emit_full_reduce(k: Kop, block_size: int, unroll: int = FULL_REDUCE_UNROLL) 
         launch, bid, tid = _launch((1, 1, 1), (block_size, 1, 1))
         with ir.InsertionPoint(launch.regions[0].blocks[0]):
             ivs: list = [None] * len(k.sizes)
-            _reduce_into(k, 0, ivs, tid[0], block_size, {}, set(), combiners)
+            _reduce_into(k, 0, ivs, tid[0], block_size, dict(k.inits), set(), combiners)
             gpu.TerminatorOp()
         return
     nblocks = min(_cdiv(total, block_size * ROW_ELEMS_PER_THREAD), FULL_REDUCE_MAX_BLOCKS)
@@ -762,7 +766,7 @@ def emit_full_reduce(k: Kop, block_size: int, unroll: int = FULL_REDUCE_UNROLL) 
         with ir.InsertionPoint(loop.body):
             scf.YieldOp([_combine(c, acc, memref.LoadOp(buf, [loop.induction_variable]).result)
                          for c, acc, buf in zip(combiners, loop.inner_iter_args, partials)])
-        em = Emitter(k, [None] * len(k.sizes))
+        em = Emitter(k, [None] * len(k.sizes), dict(k.inits))
         sums = [_all_reduce(p, c) for p, c in zip(loop.results, combiners)]
         first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
         with ir.InsertionPoint(first.then_block):
@@ -1118,6 +1122,7 @@ def _plan_block(block: ir.Block) -> list:
                 kernels.extend(("pw", m) for m in current)
         current = []
 
+    position = {op.operation: i for i, op in enumerate(block.operations)}
     for op in block.operations:
         op = op.operation
         if serial and op.name not in HOST_OPS and _serial_op(op):
@@ -1143,7 +1148,9 @@ def _plan_block(block: ir.Block) -> list:
             close()
             if k.is_pointwise():
                 kernels.append(("pw", k))
-            elif k.full_reducible():
+                continue
+            _fold_fills(k, kernels, position)
+            if k.full_reducible():
                 kernels.append(("full", k))
             elif k.block_reducible():
                 kernels.append(("bpo", k))
@@ -1167,6 +1174,28 @@ def _plan_block(block: ir.Block) -> list:
     close_serial()
     close()
     return kernels
+
+
+def _fold_fills(k: Kop, kernels: list, position: dict) -> None:
+    """A reduction whose every output element one thread writes once (thread per output,
+    block per output, full) starts from the constant of a fill of its output buffer
+    just before it, instead of a fill kernel and a load: the last planned kernels, while
+    they are such fills, each the op right before the next (`position`: op -> index in
+    the block)."""
+    nxt = k.op
+    while kernels and kernels[-1][0] == "pw":
+        fill = kernels[-1][1]
+        value = fill.lop.fill
+        buf = fill.lop.outs[0] if fill.lop.outs else None
+        if value is None or buf not in k.lop.outs or buf in k.inits or \
+                isinstance(value.owner, ir.Block) or \
+                value.owner.operation.name != "arith.constant" or \
+                position.get(fill.op, -2) + 1 != position[nxt]:
+            return
+        k.inits[buf] = value
+        k.folded.append(fill.op)
+        kernels.pop()
+        nxt = fill.op
 
 
 def _view_transposed_operands(block: ir.Block) -> None:
@@ -1308,6 +1337,8 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                     emit_thread_per_output(k, block_size)
             for m in members:
                 m.op.erase()
+                for fill in m.folded:
+                    fill.erase()
             if kind == "row":
                 for tmp in k.temps:
                     for u in list(tmp.uses):

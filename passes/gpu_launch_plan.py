@@ -37,7 +37,7 @@ from .index_check import ERROR_GLOBAL, SITES_ATTR
 from .gpu_pipeline import (DEFAULT_CHIPS, GPU_BUFFERIZE_PIPELINE, GPU_LINALG_PIPELINE,
                            GPU_OUTLINE_PIPELINE, nvvm_pipeline)
 from .memrefs import VIEWS
-from .pipelines import entry_signatures as cpu_entry_signatures
+from .pipelines import entry_signatures as cpu_entry_signatures, forward_arguments
 from .registry import run_pipeline
 
 log = logging.getLogger("fusegrad.passes.gpu_launch_plan")
@@ -289,12 +289,15 @@ def kernel_modules(module: ir.Module) -> dict[str, KernelModule]:
 
 
 def build_plan(module: ir.Module,
-               entries: dict[str, tuple[list[TensorSpec], list[TensorSpec]]]) -> LaunchPlan:
+               entries: dict[str, tuple[list[TensorSpec], list[TensorSpec]]],
+               forwarded: Optional[dict[str, dict[int, int]]] = None) -> LaunchPlan:
     """The launch plan of a module lowered by the CUDA pipeline.
 
     `entries`: public function -> (input specs, output specs), read before
-    lowering (outputs became trailing out-param arguments).
+    lowering (the outputs it computes became trailing out-param arguments);
+    `forwarded`: per function, the outputs that are inputs (`forward_arguments`).
     """
+    forwarded = forwarded or {}
     functions = {}
     globals_ = _constant_globals(module)
     constants: dict[str, Constant] = {}
@@ -306,15 +309,17 @@ def build_plan(module: ir.Module,
         if name not in entries:
             continue
         ins, outs = entries[name]
+        aliases = forwarded.get(name, {})
         nargs = len(op.regions[0].blocks[0].arguments)
-        if nargs != len(ins) + len(outs):
+        if nargs != len(ins) + len(outs) - len(aliases):
             raise PlanError(f"@{name}: {nargs} arguments after lowering, expected "
-                            f"{len(ins)} inputs + {len(outs)} out-params")
+                            f"{len(ins)} inputs + {len(outs) - len(aliases)} out-params")
         walker = _HostWalker(op, len(ins), globals_)
         steps = walker.walk()
         constants.update(walker.constants)
         functions[name] = PlanFunction(name, [TensorSig(list(s.shape), s.dtype) for s in ins],
-                                       [TensorSig(list(s.shape), s.dtype) for s in outs], steps)
+                                       [TensorSig(list(s.shape), s.dtype) for s in outs], steps,
+                                       dict(aliases))
     attrs = module.operation.attributes
     sites = ([ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[SITES_ATTR])]
              if SITES_ATTR in attrs else [])
@@ -423,9 +428,10 @@ def compile_cuda(module: ir.Module, chips: Sequence[str] = DEFAULT_CHIPS,
     t0 = time.perf_counter()
     with module.context:
         entries = entry_signatures(module)
+        forwarded = forward_arguments(module, entries)
         run_pipeline(module, cuda_pipeline(chips, block_size, row_block, row_cache,
                                            full_unroll))
-        plan = build_plan(module, entries)
+        plan = build_plan(module, entries, forwarded)
     t1 = time.perf_counter()
     if cubin or (cubin is None and find_ptxas() is not None):
         assemble(plan)
@@ -454,6 +460,7 @@ def format_plan(plan: LaunchPlan) -> str:
         sig = lambda ts: ", ".join(f"{'x'.join(map(str, t.shape)) or 'scalar'} {t.dtype}"
                                    for t in ts)
         lines.append(f"func @{f.name} ({sig(f.inputs)}) -> ({sig(f.outputs)})")
+        lines.extend(f"  result {j} is arg{i}" for j, i in sorted(f.forwarded.items()))
         lines.extend(f"  {format_step(s)}" for s in f.steps)
     for m in plan.modules.values():
         imgs = ", ".join(f"{c}:" + "+".join(k for k in ("ptx", "cubin") if getattr(i, k))

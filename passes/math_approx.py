@@ -162,16 +162,18 @@ def _log1p(f: _F, x):
 
 
 def _tanh(f: _F, x):
-    xc = f.clamp(x, -9.0, 9.0)  # |tanh| rounds to 1 beyond
+    # |tanh| rounds to 1 beyond 9; the clamp keeps a NaN (arith.minimumf/maximumf
+    # propagate it), and so does expm1
+    xc = f.clamp(x, -9.0, 9.0)
     e = _expm1(f, arith.addf(xc, xc))
-    return f.keep_nan(x, arith.divf(e, arith.addf(e, f.const(2.0))))
+    return arith.divf(e, arith.addf(e, f.const(2.0)))
 
 
 def _erf(f: _F, x):
-    xc = f.clamp(x, -4.0, 4.0)
+    xc = f.clamp(x, -4.0, 4.0)  # keeps a NaN, which the arithmetic below keeps too
     x2 = arith.mulf(xc, xc)
     ratio = arith.divf(f.horner(x2, ERF_ALPHA), f.horner(x2, ERF_BETA))
-    return f.keep_nan(x, arith.mulf(xc, ratio))  # one rounding for denormal x
+    return arith.mulf(xc, ratio)  # one rounding for denormal x
 
 
 def _sincos(f: _F, x, cosine: bool):

@@ -42,6 +42,7 @@ LINALG_PIPELINE = ",".join([
 # in place, not copied there); temporaries are freed.
 BUFFERIZE_PIPELINE = ",".join([
     "dg-readonly-arguments",
+    "dg-split-shared-fills",
     "eliminate-empty-tensors",
     "one-shot-bufferize{bufferize-function-boundaries=1 "
     "function-boundary-type-conversion=identity-layout-map}",
@@ -166,7 +167,7 @@ def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[Tensor
     return entries
 
 
-def _forward_arguments(module: ir.Module, names) -> dict[str, dict[int, int]]:
+def forward_arguments(module: ir.Module, names) -> dict[str, dict[int, int]]:
     """Drop results that are just arguments (a forward returning an input it saves for
     the backward) from the entries: the runtime hands the argument back instead of
     copying it into a fresh buffer. Returns, per entry, result index -> argument index."""
@@ -210,7 +211,7 @@ def compile_cpu(module: ir.Module, library: str | None = None,
     t0 = time.perf_counter()
     with module.context:
         entries = _entries(module)
-        forwarded = _forward_arguments(module, entries)
+        forwarded = forward_arguments(module, entries)
         for stage, pipeline in (("linalg", LINALG_PIPELINE), ("bufferized", BUFFERIZE_PIPELINE),
                                 ("llvm", host_llvm_pipeline())):
             run_pipeline(module, pipeline)

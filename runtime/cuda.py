@@ -8,7 +8,8 @@ cuda-bindings are installed.
 A **launch plan** (`LaunchPlan`) is what `fusegrad.passes.gpu_launch_plan`
 reads off the host function after the CUDA pipeline: per public function, its
 input/output signatures and a list of steps over named buffers (`arg<i>`:
-the function's arguments, inputs then outputs; `t<i>`: temporaries), plus one
+the function's arguments, inputs then the outputs it computes; `t<i>`:
+temporaries), plus one
 kernel module per `gpu.binary` with PTX (and, where `ptxas` was available,
 cubin) images per chip. Steps, as JSON objects:
 
@@ -55,7 +56,8 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 log = logging.getLogger("fusegrad.runtime.cuda")
 
 PLAN_FORMAT = "fusegrad-cuda-plan"
-PLAN_VERSION = 4  # 2: index_flag steps, index_sites; 3: constants; 4: conv2d_grad
+# 2: index_flag steps, index_sites; 3: constants; 4: conv2d_grad; 5: forwarded results
+PLAN_VERSION = 5
 STEP_FIELDS = {
     "alloc": ("buf", "shape", "dtype"),
     "free": ("buf",),
@@ -124,6 +126,14 @@ class PlanFunction:
     inputs: list[TensorSig]
     outputs: list[TensorSig]
     steps: list[dict]
+    # outputs that are inputs (a forward saving a parameter for its backward): output
+    # index -> input index, handed back as they are; the others are out-params, in order
+    forwarded: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def computed(self) -> list[int]:
+        """The outputs the function writes (its out-params, in order)."""
+        return [j for j in range(len(self.outputs)) if j not in self.forwarded]
 
 
 @dataclass
@@ -152,6 +162,7 @@ class LaunchPlan:
             "format": PLAN_FORMAT, "version": PLAN_VERSION,
             "functions": {f.name: {"inputs": [s.to_json() for s in f.inputs],
                                    "outputs": [s.to_json() for s in f.outputs],
+                                   "forwarded": {str(j): i for j, i in f.forwarded.items()},
                                    "steps": f.steps}
                           for f in self.functions.values()},
             "modules": {m.name: {"kernels": m.kernels,
@@ -213,7 +224,7 @@ class LaunchPlan:
             functions[name] = PlanFunction(
                 name, [TensorSig(list(s["shape"]), s["dtype"]) for s in f["inputs"]],
                 [TensorSig(list(s["shape"]), s["dtype"]) for s in f["outputs"]],
-                list(f["steps"]))
+                list(f["steps"]), {int(j): int(i) for j, i in f["forwarded"].items()})
         constants = {n: Constant(list(c["shape"]), c["dtype"], read(c["file"]))
                      for n, c in data["constants"].items()}
         plan = cls(functions, modules, list(data["index_sites"]), constants)
@@ -223,7 +234,11 @@ class LaunchPlan:
     def validate(self) -> None:
         """Every step well-formed, every buffer defined before use, every kernel known."""
         for f in self.functions.values():
-            live = {f"arg{i}" for i in range(len(f.inputs) + len(f.outputs))}
+            for j, i in f.forwarded.items():
+                if not (0 <= j < len(f.outputs) and 0 <= i < len(f.inputs)) or \
+                        f.outputs[j] != f.inputs[i]:
+                    raise PlanError(f"@{f.name}: output {j} cannot be input {i}")
+            live = {f"arg{i}" for i in range(len(f.inputs) + len(f.computed))}
             for n, s in enumerate(f.steps):
                 where = f"@{f.name} step {n} ({s.get('op')})"
                 op = s.get("op")
@@ -634,8 +649,11 @@ class CudaProgram:
             env[f"arg{i}"] = x if x.is_contiguous() else x.contiguous()
         outputs = []
         for j, sig in enumerate(f.outputs):
+            if j in f.forwarded:
+                outputs.append(inputs[f.forwarded[j]])
+                continue
             out = torch.empty(sig.shape, dtype=_torch_dtype(sig.dtype), device=self.device)
-            env[f"arg{len(f.inputs) + j}"] = out
+            env[f"arg{len(env)}"] = out
             outputs.append(out)
         stream = self._stream()
         for n, s in enumerate(f.steps):
@@ -701,13 +719,12 @@ class CudaProgram:
 
 
 class CudaFunction:
-    """One function of a `CudaProgram`, called on tensors. Its outputs are always
-    fresh tensors (the runtime allocates them), never its arguments."""
-
-    returns_arguments = False
+    """One function of a `CudaProgram`, called on tensors. Its outputs are fresh tensors
+    (the runtime allocates them), except those the plan forwards from its inputs."""
 
     def __init__(self, program: CudaProgram, name: str) -> None:
         self.program, self.name = program, name
+        self.returns_arguments = bool(program.plan.functions[name].forwarded)
 
     def __call__(self, *inputs: Any) -> list:
         return self.program.run(self.name, *inputs)

@@ -14,7 +14,8 @@ Semantics stay those of a plain call:
   on; other inputs (a batch) are copied into the graph's own tensors on every
   call (one multi-tensor copy), so callers may free or reuse them;
 - outputs are returned as fresh copies, so a later replay never overwrites a
-  tensor the caller holds (forward residuals saved for a backward included);
+  tensor the caller holds (forward residuals saved for a backward included),
+  except outputs the plan forwards from inputs: those are the caller's inputs;
 - inside someone else's capture (`torch.cuda.graph` around a compiled model) it
   runs plainly, and so is captured into theirs.
 """
@@ -28,10 +29,10 @@ import torch
 class GraphedFunction:
     """Function `name` of a `CudaProgram`, replayed from a CUDA graph after its first call."""
 
-    returns_arguments = False
-
     def __init__(self, program: Any, name: str) -> None:
         self.program, self.name = program, name
+        self.forwarded: dict[int, int] = program.plan.functions[name].forwarded
+        self.returns_arguments = bool(self.forwarded)
         self.graph: Any = None
         self.inputs: list = []  # what the graph reads: callers' tensors, or its own copies
         self.copied: set[int] = set()  # inputs copied in on every call
@@ -58,7 +59,8 @@ class GraphedFunction:
         self.last = addresses
         self.graph.replay()
         self.program.after_call(self.name)
-        return [o.clone() for o in self.outputs]
+        return [inputs[self.forwarded[j]] if j in self.forwarded else o.clone()
+                for j, o in enumerate(self.outputs)]
 
     def _capture(self, inputs: tuple) -> None:
         self.graph = None

@@ -268,3 +268,33 @@ def test_cuda_graph_reads_stable_inputs_in_place_and_copies_the_rest(monkeypatch
     assert _FakeGraph.captures == 2 and f.copied == {0, 1}
     with pytest.raises(PlanError, match="@f input 1: expected a tensor"):
         f(x, 3.0)
+
+
+def test_forwarded_outputs_are_the_inputs_and_survive_save_and_load(tmp_path, monkeypatch):
+    """An output the plan forwards from an input (a forward saving a parameter for its
+    backward) is that input, never a copy, plain or replayed from a graph; the function's
+    out-params are the outputs it computes."""
+    plan = _plan([{"op": "copy", "src": "arg0", "dst": "arg2"}])
+    f = plan.functions["f"]
+    f.outputs = [TensorSig([4, 8], "f32"), TensorSig([8, 2], "f32")]
+    f.forwarded = {1: 1}
+    plan.validate()
+    plan.save(tmp_path)
+    back = LaunchPlan.load(tmp_path)
+    assert back.functions["f"].forwarded == {1: 1}
+    prog, _ = _program(back)
+    x, w = torch.randn(4, 8), torch.randn(8, 2)
+    y, saved = prog.function("f")(x, w)
+    assert saved is w and prog.function("f").returns_arguments
+    torch.testing.assert_close(y, x)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", _fake_capture)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    prog.graphs = True
+    g = prog.function("f")
+    for _ in range(3):
+        y, saved = g(torch.randn(4, 8), w)
+        assert saved is w
+    f.forwarded = {1: 0}  # shapes differ: refused
+    with pytest.raises(PlanError, match="output 1 cannot be input 0"):
+        plan.validate()
