@@ -1181,13 +1181,14 @@ def _fold_fills(k: Kop, kernels: list, position: dict) -> None:
     block per output, full) starts from the constant of a fill of its output buffer
     just before it, instead of a fill kernel and a load: the last planned kernels, while
     they are such fills, each the op right before the next (`position`: op -> index in
-    the block)."""
+    the block), and of a buffer the reduction does not also read as an input."""
     nxt = k.op
     while kernels and kernels[-1][0] == "pw":
         fill = kernels[-1][1]
         value = fill.lop.fill
         buf = fill.lop.outs[0] if fill.lop.outs else None
         if value is None or buf not in k.lop.outs or buf in k.inits or \
+                buffer_root(buf) in {buffer_root(x) for x in k.lop.ins} or \
                 isinstance(value.owner, ir.Block) or \
                 value.owner.operation.name != "arith.constant" or \
                 position.get(fill.op, -2) + 1 != position[nxt]:
