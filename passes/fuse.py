@@ -26,11 +26,11 @@ from typing import Optional
 from mlir import ir
 
 from ..dialects.builder import Builder, recreate
-from ..dialects.core import is_pointwise
+from ..dialects.core import attrs_of, is_pointwise
 from ..dialects.region_ops import fusion_body, fusion_inputs, is_fusion
 from ..dialects.types import TensorSpec
 from .function_boundary import functions
-from .fusion_lowering import TRANSCENDENTAL, Plan, duplicable, fusible, plan_region
+from .fusion_lowering import REDUCTIONS, TRANSCENDENTAL, Plan, duplicable, fusible, plan_region
 from .gather_sinking import sink_gathers
 from .matmul_transpose import transpose_matmul_results
 from .reshape_hoisting import hoist_reshapes
@@ -93,13 +93,42 @@ def _clone_duplicables(block: ir.Block) -> None:
 # its cone (pointwise ops back to stored values) costs at most this many ops
 RECOMPUTE_BUDGET = 16
 RECOMPUTE_MAX_USERS = 4
+# what one transcendental (a polynomial of tens of vector ops) counts in that budget
+TRANSCENDENTAL_COST = 8
 
 
 def _pointwise(op: ir.Operation) -> bool:
     return is_pointwise(op) and fusible(op)
 
 
-def _recompute_cheap_pointwise(block: ir.Block) -> None:
+def _feeds_row_reduction(op: ir.Operation) -> bool:
+    """Does `op`'s result feed a reduction over its trailing dims (a softmax's exp, summed
+    per row)? Its other readers then run in the same CPU row kernel, where the stored
+    value is a row on the stack (`cpu_kernels._row_temps`), not a pass over memory."""
+    rank = len(TensorSpec.from_mlir(op.results[0].type).shape)
+    for use in op.results[0].uses:
+        user = use.owner.operation
+        if user.name.startswith("dg.") and user.name[3:] in REDUCTIONS:
+            dims = sorted(attrs_of(user)["dims"])
+            if dims and dims[0] > 0 and dims == list(range(rank - len(dims), rank)):
+                return True
+    return False
+
+
+def _cost(op: ir.Operation, row_temps: bool) -> int:
+    """What recomputing `op` counts against RECOMPUTE_BUDGET: 1 for cheap arithmetic,
+    TRANSCENDENTAL_COST for a transcendental, and with `row_temps` (the CPU target)
+    beyond the budget for one whose value a row reduction also reads (softmax forward
+    8192x1024: 5.5 -> 4.7 ms, one exp per element instead of two). A GPU kernel would
+    store such a value to memory and read it back: recomputing is cheaper there."""
+    if op.name[3:] not in TRANSCENDENTAL:
+        return 1
+    if row_temps and _feeds_row_reduction(op):
+        return RECOMPUTE_BUDGET + 1
+    return TRANSCENDENTAL_COST
+
+
+def _recompute_cheap_pointwise(block: ir.Block, row_temps: bool) -> None:
     """Give each consumer its own copy of a cheap pointwise value (reverse order, so copies
     of a consumer then get their own copies of its producers): a full-size intermediate
     read by two kernels costs a store and two loads of memory, its recomputation a few
@@ -109,7 +138,7 @@ def _recompute_cheap_pointwise(block: ir.Block) -> None:
     def cone(op: ir.Operation) -> int:
         if op in cost:
             return cost[op]
-        total = 8 if op.name[3:] in TRANSCENDENTAL else 1
+        total = _cost(op, row_temps)
         for x in op.operands:
             if not isinstance(x.owner, ir.Block):
                 producer = x.owner.operation
@@ -339,7 +368,8 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
     return fusion
 
 
-def _cheap_cone(fusion: ir.Operation, v: ir.Value) -> Optional[list[ir.Operation]]:
+def _cheap_cone(fusion: ir.Operation, v: ir.Value,
+                row_temps: bool) -> Optional[list[ir.Operation]]:
     """The ops of `fusion` computing `v`, in program order, if they are pointwise or
     cheap index ops within RECOMPUTE_BUDGET reading at most one input of `v`'s size
     (recomputing them where `v` is read then costs no more memory traffic than reading
@@ -363,7 +393,7 @@ def _cheap_cone(fusion: ir.Operation, v: ir.Value) -> Optional[list[ir.Operation
         if not (_pointwise(op) or duplicable(op)):
             return None
         cone.add(op)
-        cost += (8 if op.name[3:] in TRANSCENDENTAL else 1) if _pointwise(op) else 0
+        cost += _cost(op, row_temps) if _pointwise(op) else 0
         stack.extend(op.operands)
     if not cone or cost > RECOMPUTE_BUDGET or len(full_inputs) > 1:
         return None
@@ -436,7 +466,7 @@ def _largest(op: ir.Operation) -> int:
                for o in ops for x in [*o.operands, *o.results])
 
 
-def _sink_cheap_outputs(block: ir.Block) -> int:
+def _sink_cheap_outputs(block: ir.Block, row_temps: bool) -> int:
     """Recompute a region's cheap outputs inside the regions that read them.
 
     Grouping fuses a value with its neighbours in program order; a value recomputed
@@ -454,7 +484,7 @@ def _sink_cheap_outputs(block: ir.Block) -> int:
             if not consumers or fusion in consumers or not all(
                     is_fusion(c) or (c.name.startswith("dg.") and fusible(c)) for c in consumers):
                 continue
-            cone = _cheap_cone(fusion, v)
+            cone = _cheap_cone(fusion, v, row_temps)
             size = TensorSpec.from_mlir(v.type).numel
             if cone is None or any(_largest(c) > size for c in consumers):
                 continue  # (read broadcast: cheaper computed once at its own size)
@@ -504,20 +534,22 @@ def _drop_stop_gradients(block: ir.Block) -> None:
             op.erase()
 
 
-def fuse_function(fn: ir.Operation, max_ops: int = 64) -> int:
-    """Form the fusion regions of one func.func; returns how many were made."""
+def fuse_function(fn: ir.Operation, max_ops: int = 64, row_temps: bool = True) -> int:
+    """Form the fusion regions of one func.func; returns how many were made. `row_temps`:
+    the target keeps a row-local value on the stack of a row kernel (the CPU; see
+    `_cost`)."""
     block = fn.regions[0].blocks[0]
     _drop_stop_gradients(block)
     hoist_reshapes(block)
     sink_gathers(block)
     transpose_matmul_results(block)
-    _recompute_cheap_pointwise(block)
+    _recompute_cheap_pointwise(block, row_temps)
     _clone_duplicables(block)
     ops = [o.operation for o in block.operations if o.operation.name.startswith("dg.")]
     groups = _Grouping(ops, max_ops).run()
     for members in groups:
         _outline([ops[i] for i in sorted(members)])
-    sunk = _sink_cheap_outputs(block)
+    sunk = _sink_cheap_outputs(block, row_temps)
     _erase_dead(block)
     _toposort(block)
     log.debug("dg-fuse: @%s: %d region outputs recomputed by their readers",
@@ -532,9 +564,11 @@ def _erase_dead(block: ir.Block) -> None:
             op.erase()
 
 
-@register_pass("dg-fuse", "group dg ops into fusion regions (one kernel each)", max_ops=64)
-def fuse_pass(module: ir.Operation, max_ops: int = 64) -> None:
+@register_pass("dg-fuse", "group dg ops into fusion regions (one kernel each); row-temps=0 "
+               "for targets without stack rows (CUDA): recompute what a row reduction reads",
+               max_ops=64, row_temps=True)
+def fuse_pass(module: ir.Operation, max_ops: int = 64, row_temps: bool = True) -> None:
     for fn in functions(module):
-        made = fuse_function(fn, max_ops)
+        made = fuse_function(fn, max_ops, row_temps)
         log.debug("dg-fuse: @%s: %d regions, %d kernels", ir.StringAttr(fn.attributes["sym_name"]).value,
                   made, count_kernels(fn))

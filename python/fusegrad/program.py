@@ -166,8 +166,10 @@ class Program:
 
     def _optimize(self, module: ir.Module, suffix: str = "") -> None:
         """dg-remat and dg-fuse, as enabled by the options (dumps named stage + suffix)."""
+        # CUDA kernels keep no row of a temporary on a stack: recompute what they would store
+        fuse = "dg-fuse{row-temps=0}" if self.options.target == "cuda" else "dg-fuse"
         for enabled, name, stage in ((self.options.remat, "dg-remat", "remat"),
-                                     (self.options.fusion, "dg-fuse", "fused")):
+                                     (self.options.fusion, fuse, "fused")):
             if enabled:
                 self._run(module, name, stage + suffix)
 

@@ -183,7 +183,7 @@ def _cuda_functions(module: ir.Module):
 
     from compile_options import OPTIONS
     if OPTIONS["fusion"]:
-        run_pipeline(module, "dg-fuse")
+        run_pipeline(module, "dg-fuse{row-temps=0}")  # as Program does for CUDA
     program = CudaProgram(compile_cuda(module))
 
     def run(name, *tensors):
