@@ -464,7 +464,7 @@ class Emitter:
     def load(self, buf: ir.Value, acc: Access) -> ir.Value:
         if buf in self.forwarded:
             return self.forwarded[buf]
-        key = self.cache.key(self.k, buf, acc) if self.cache else None
+        key = self.cache.key(buf, acc) if self.cache else None
         if key is not None and key in self.cache.values:
             return self.cache.values[key]
         v = memref.LoadOp(buf, self.index(acc)).result
@@ -572,6 +572,15 @@ def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Oper
     return None
 
 
+def _clone_ops(ops: Sequence[ir.Operation], mapping: dict) -> None:
+    """Clone `ops` at the insertion point, reading `mapping`'s values for its keys (and
+    each clone's results for the original's, added to `mapping`)."""
+    for op in ops:
+        clone = op.clone()
+        _remap(clone, mapping)
+        mapping.update(zip(op.results, clone.results))
+
+
 def _remap(op: ir.Operation, mapping: dict) -> None:
     """Replace `mapping`'s keys among the operands of `op` and of the ops nested in it."""
     for inner in _nested(op):
@@ -598,13 +607,8 @@ def emit_scatter_add(loops: list[ir.Operation], store: ir.Operation, block_size:
 
     def body(ivs: list) -> None:
         mapping = dict(zip([f.regions[0].blocks[0].arguments[0] for f in loops], ivs))
-        for inner in loops[-1].regions[0].blocks[0].operations:
-            inner = inner.operation
-            if inner in skip or inner.name == "scf.yield":
-                continue
-            clone = inner.clone()
-            _remap(clone, mapping)
-            mapping.update(zip(inner.results, clone.results))
+        _clone_ops([o.operation for o in loops[-1].regions[0].blocks[0].operations
+                    if o.operation not in skip and o.operation.name != "scf.yield"], mapping)
         memref.AtomicRMWOp(arith.AtomicRMWKind.addf, mapping.get(addend, addend), buf,
                            [mapping.get(i, i) for i in idx])
 
@@ -625,12 +629,8 @@ def emit_serial(ops: list[ir.Operation]) -> None:
     """`ops`, straight-line scalar code reading and writing device buffers, as one kernel
     of one thread (it has no loop to spread over threads)."""
     launch, _, _ = _launch((1, 1, 1), (1, 1, 1))
-    mapping: dict = {}
     with ir.InsertionPoint(launch.regions[0].blocks[0]):
-        for op in ops:
-            clone = op.clone()
-            _remap(clone, mapping)
-            mapping.update(zip(op.results, clone.results))
+        _clone_ops(ops, {})
         gpu.TerminatorOp()
 
 
@@ -808,7 +808,7 @@ class RowCache:
         self.slot: Optional[tuple] = None  # (trailing sizes, unrolled step) being emitted
         self.valid: Optional[ir.Value] = None  # in the last step: is this thread's index real
 
-    def key(self, k: Kop, buf: ir.Value, acc: Access) -> Optional[tuple]:
+    def key(self, buf: ir.Value, acc: Access) -> Optional[tuple]:
         if self.slot is None or buffer_root(buf) in self.written:
             return None
         return (buf, acc, self.slot)
