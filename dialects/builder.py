@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 from mlir import ir
 
-from .core import OPS, ShapeError, lookup
+from .core import OPS, ShapeError, attrs_of, lookup
 from .region_ops import create_fusion, create_fusion_yield
 from .types import TensorSpec, from_torch_dtype
 from .lazy_torch import torch
@@ -106,6 +106,19 @@ class Builder:
             attr = ir.DenseElementsAttr.get(np.ascontiguousarray(arr.astype(np_dt)),
                                             type=spec_.to_mlir())
         return self.create("constant", (), value=attr)
+
+    def transpose(self, x: ir.Value, perm: Sequence[int]) -> ir.Value:
+        """dg.transpose, composed with a transpose that produced `x`: a VJP transposes
+        back what its forward transposed (a linear layer's `W^T^T`), and two transposes
+        would become a copy kernel where none is needed."""
+        perm = [int(p) for p in perm]
+        owner = x.owner
+        if not isinstance(owner, ir.Block) and owner.operation.name == "dg.transpose":
+            inner = list(attrs_of(owner.operation)["perm"])
+            x, perm = owner.operation.operands[0], [inner[p] for p in perm]
+        if perm == list(range(len(perm))):
+            return x
+        return self.create("transpose", (x,), perm=perm)
 
     def full_like(self, x: ir.Value, value: float) -> ir.Value:
         s = spec(x)

@@ -32,7 +32,7 @@ from ..dialects.types import TensorSpec
 from .function_boundary import functions
 from .fusion_lowering import REDUCTIONS, TRANSCENDENTAL, Plan, duplicable, fusible, plan_region
 from .gather_sinking import sink_gathers
-from .matmul_transpose import transpose_matmul_results
+from .matmul_transpose import swaps_last_two, transpose_matmul_results
 from .reshape_hoisting import hoist_reshapes
 from .registry import register_pass
 
@@ -155,6 +155,19 @@ def _recompute_cheap_pointwise(block: ir.Block, row_temps: bool) -> None:
         users = {u.owner.operation for u in op.results[0].uses}
         if 2 <= len(users) <= RECOMPUTE_MAX_USERS and cone(op) <= RECOMPUTE_BUDGET:
             _give_each_user_a_copy(op)
+
+
+def _gemm_flag_transpose(op: ir.Operation) -> bool:
+    """Is `op` a float transpose of the last two dims (rank 2 or 3) that only matmuls read?
+    Left on its own, gemm reads it through its transpose flag (BLAS, cuBLAS) and nothing
+    is copied; fused into its producer's region it would be stored column-wise: a linear
+    layer's dZ^T for its weight gradient (HF BERT's 1024x1024 GELU gradient, twice a step;
+    a Linear(256, 1024) + ReLU training step on 1024 rows: 26.5 -> 19.2 ms, eager 20.0)."""
+    if not swaps_last_two(op):
+        return False
+    s = TensorSpec.from_mlir(op.results[0].type)
+    return len(s.shape) <= 3 and s.dtype in ("f32", "f64") and \
+        all(u.owner.operation.name == "dg.matmul" for u in op.results[0].uses)
 
 
 class _Grouping:
@@ -295,7 +308,7 @@ class _Grouping:
         return [r for r in readers.values() if len(r) > 1]
 
     def run(self) -> list[list[int]]:
-        fusible_ops = [fusible(op) for op in self.ops]
+        fusible_ops = [fusible(op) and not _gemm_flag_transpose(op) for op in self.ops]
         # producer -> consumer in program order; first keep reductions with their prologue
         # (a softmax's exp joins the sum, not the max), then allow epilogues
         for defer in (True, False):

@@ -23,7 +23,8 @@ from .registry import register_pass
 log = logging.getLogger("fusegrad.passes.matmul_transpose")
 
 
-def _swaps_last_two(op: ir.Operation) -> bool:
+def swaps_last_two(op: ir.Operation) -> bool:
+    """Is `op` a dg.transpose of the last two dims only?"""
     if op.name != "dg.transpose":
         return False
     perm = list(attrs_of(op)["perm"])
@@ -33,7 +34,7 @@ def _swaps_last_two(op: ir.Operation) -> bool:
 
 def _transposed(b: Builder, v: ir.Value) -> ir.Value:
     """`v` with its last two dims swapped (undoing a transpose that swapped them)."""
-    if not isinstance(v.owner, ir.Block) and _swaps_last_two(v.owner.operation):
+    if not isinstance(v.owner, ir.Block) and swaps_last_two(v.owner.operation):
         return v.owner.operation.operands[0]
     n = ir.RankedTensorType(v.type).rank
     return b.transpose(v, perm=[*range(n - 2), n - 1, n - 2])
@@ -44,7 +45,7 @@ def transpose_matmul_results(block: ir.Block) -> int:
     rewritten = 0
     for op in [o.operation for o in block.operations if o.operation.name == "dg.matmul"]:
         readers = [u.owner.operation for u in op.results[0].uses]
-        if not readers or not all(_swaps_last_two(r) for r in readers):
+        if not readers or not all(swaps_last_two(r) for r in readers):
             continue
         lhs, rhs = op.operands
         with ir.InsertionPoint(op):
