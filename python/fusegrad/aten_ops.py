@@ -222,11 +222,52 @@ handles(aten.log10.default)(_float_unary(
 handles(aten.tan.default)(_float_unary(lambda em, x: em.b.div(em.b.sin(x), em.b.cos(x))))
 
 
+def _clip(em: Emit, x: ir.Value, lo: ir.Value | None, hi: ir.Value | None,
+          at_bounds: bool) -> ir.Value:
+    """`x` limited to [lo, hi] by selects, which pass the gradient where `x` is kept:
+    at the bounds too if `at_bounds` (clamp), else not (relu, hardtanh). dg.max/min
+    would split it at a tie, as torch.maximum does: relu's gradient at 0 was 0.5.
+    A NaN `x` is kept (its comparisons are false)."""
+    below, above = ("lt", "gt") if at_bounds else ("le", "ge")
+    y = x
+    if lo is not None:
+        y = em.b.select(em.b.compare(y, lo, direction=below), lo, y)
+    if hi is not None:  # compares y: with lo > hi, hi wins (min(max(x, lo), hi))
+        y = em.b.select(em.b.compare(y, hi, direction=above), hi, y)
+    return y
+
+
 @handles(aten.relu.default)
 def _relu(em: Emit, x: ir.Value) -> ir.Value:
     if spec(x).dtype == "i1":
         raise Unsupported("relu of a bool tensor")
-    return em.b.max(x, full_as(em, x, 0.0))
+    return _clip(em, x, full_as(em, x, 0.0), None, at_bounds=False)
+
+
+@handles(aten.hardtanh.default)
+def _hardtanh(em: Emit, x: ir.Value, min_val: float = -1.0, max_val: float = 1.0) -> ir.Value:
+    return _clip(em, x, full_as(em, x, min_val), full_as(em, x, max_val), at_bounds=False)
+
+
+def _hard_sigmoid(em: Emit, x: ir.Value) -> ir.Value:
+    """relu6(x + 3) / 6, with hardsigmoid's gradient: 0 at x = -3 and 3."""
+    y = _clip(em, em.b.add(x, full_as(em, x, 3.0)), full_as(em, x, 0.0), full_as(em, x, 6.0),
+              at_bounds=False)
+    return em.b.div(y, full_as(em, y, 6.0))
+
+
+@handles(aten.hardsigmoid.default)
+def _hardsigmoid(em: Emit, x: ir.Value) -> ir.Value:
+    out = em.out0
+    return cast(em, _hard_sigmoid(em, coerce(em, x, _opmath(out.dtype), out.shape)), out.dtype)
+
+
+@handles(aten.hardswish.default)
+def _hardswish(em: Emit, x: ir.Value) -> ir.Value:
+    """x * hardsigmoid(x): its gradient is 0 at x = -3 and 1 at x = 3, as eager's."""
+    out = em.out0
+    y = coerce(em, x, _opmath(out.dtype), out.shape)
+    return cast(em, em.b.mul(y, _hard_sigmoid(em, y)), out.dtype)
 
 
 @handles(aten.isnan.default)
@@ -421,10 +462,12 @@ def _clamp(em: Emit, x: ir.Value, min: Any = None, max: Any = None) -> ir.Value:
     out = em.out0
     ct = _opmath(out.dtype)
     y = coerce(em, x, ct, out.shape)
-    if min is not None:
-        y = em.b.max(y, coerce(em, min, ct, out.shape))
-    if max is not None:
-        y = em.b.min(y, coerce(em, max, ct, out.shape))
+    bounds = [None if b is None else coerce(em, b, ct, out.shape) for b in (min, max)]
+    y = _clip(em, y, *bounds, at_bounds=True)
+    for given, b in zip((min, max), bounds):
+        if isinstance(given, ir.Value) or (given is not None and math.isnan(given)):
+            # a NaN bound gives NaN, as torch.clamp's max/min do
+            y = em.b.select(em.b.compare(b, b, direction="ne"), b, y)
     return cast(em, y, out.dtype)
 
 

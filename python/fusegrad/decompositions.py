@@ -13,16 +13,19 @@ Added (decomposed before import):
   native_batch_norm, _native_batch_norm_legit{,_no_training,.no_stats}
   native_group_norm               reshape + var_mean
   gelu (both approximate modes)   erf / tanh pointwise chains
-  hardtanh, leaky_relu, elu, celu, selu, mish, softplus, logit
+  leaky_relu, elu, celu, selu, mish, softplus, logit
   addmm, addmv, addbmm, baddbmm   mm/bmm + scaled adds
   lerp, addcmul, addcdiv, xlogy, logaddexp, sinc, frac,
-  hardsigmoid, hardswish, log_sigmoid_forward, rsub, square, *_copy views
+  log_sigmoid_forward, rsub, square, *_copy views
 
 Kept (removed from the core table, mapped directly by `aten_ops`):
   adaptive_avg_pool2d  the core decomposition builds index tensors; the
                        importer maps divisible sizes to reshape + mean
   bernoulli            the core decomposition calls `rand_like`; the importer
                        maps it onto dg.rng_* with the function's seed input
+  hardtanh, hardsigmoid, hardswish
+                       their decompositions clamp, whose gradient passes at
+                       the bounds; theirs does not (relu6 is hardtanh)
   var/std/var_mean.correction and clamp.Tensor are left to the importer too:
   their PyTorch decompositions are `torch._refs` that emit prims.* ops.
 """
@@ -80,7 +83,6 @@ _ADDED = [
     aten._native_batch_norm_legit_functional,
     aten.native_group_norm,
     aten.gelu,
-    aten.hardtanh,
     aten.leaky_relu,
     aten.elu,
     aten.celu,
@@ -98,8 +100,6 @@ _ADDED = [
     aten.xlogy,
     aten.logaddexp,
     aten.frac,
-    aten.hardsigmoid,
-    aten.hardswish,
     aten.log_sigmoid_forward,
     aten.rsub,
     aten.square,
@@ -120,6 +120,8 @@ _ADDED = [
 
 _REMOVED = [
     aten.adaptive_avg_pool2d.default,
+    aten.hardsigmoid.default,
+    aten.hardswish.default,
     aten.bernoulli.default,
 ]
 

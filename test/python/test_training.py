@@ -115,3 +115,29 @@ def test_max_pool_gradient_goes_to_the_first_maximum_like_eager(kernel, stride, 
     fusegrad.compile(loss, **OPTIONS)(x).backward()
     loss(want_x).backward()
     torch.testing.assert_close(x.grad, want_x.grad)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("relu", torch.relu),
+    ("relu6", torch.nn.functional.relu6),
+    ("hardtanh", lambda x: torch.nn.functional.hardtanh(x, -1.0, 3.0)),
+    ("clamp", lambda x: x.clamp(-1.0, 3.0)),
+    ("clamp_min", lambda x: x.clamp(min=0.0)),
+    ("clamp_max", lambda x: x.clamp(max=3.0)),
+    ("clamp_crossed", lambda x: x.clamp(3.0, -1.0)),
+    ("hardsigmoid", torch.nn.functional.hardsigmoid),
+    ("hardswish", torch.nn.functional.hardswish),
+])
+def test_clipping_gradients_at_the_bounds_match_eager(name, fn):
+    """Inputs exactly at a bound (a ReLU of a ReLU's zeros, padding): relu and hardtanh
+    pass no gradient there, clamp passes all of it. A max/min with a tie splits it in
+    half (torch.maximum's rule), which was relu's gradient at 0."""
+    x = torch.tensor([-4.0, -3.0, -1.0, -0.5, 0.0, 0.5, 3.0, 6.0, 7.0]).repeat(2, 1)
+    got_x, want_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    weight = torch.arange(1.0, 1.0 + x.numel()).reshape(x.shape)
+    got = fusegrad.compile(lambda x: (fn(x) * weight).sum(), **OPTIONS)(got_x)
+    want = (fn(want_x) * weight).sum()
+    got.backward()
+    want.backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_x.grad, want_x.grad)
