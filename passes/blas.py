@@ -164,11 +164,16 @@ def _only_users(buf: ir.Value, allowed: set) -> bool:
 
 
 def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | None:
-    """The `linalg.transpose` (or permuting copy) that fills `buf` (an alloc) for `matmul`
-    to read: after it, nothing but `matmul` touches `buf` (before it, bufferization may
-    have used the same alloc for values that are dead by then: the transpose overwrites
-    all of it)."""
-    if isinstance(buf.owner, ir.Block) or buf.owner.operation.name != "memref.alloc":
+    """The `linalg.transpose` (or permuting copy) that fills `buf` for `matmul` to read:
+    after it, nothing but `matmul` touches `buf` (before it, bufferization may have used
+    the same buffer for values that are dead by then: the transpose overwrites all of
+    it). `buf` is an alloc, or an out-param that bufferization lent as scratch (HF
+    BERT's transposed FFN weights went to a later result's buffer): a later op must then
+    overwrite it, as its value leaves the function."""
+    out_param = isinstance(buf.owner, ir.Block) and \
+        buf.owner.owner.operation.name == "func.func"
+    if not out_param and (isinstance(buf.owner, ir.Block) or
+                          buf.owner.operation.name != "memref.alloc"):
         return None
     writers = [u.owner.operation for u in buf.uses
                if u.owner.operation.name in ("linalg.transpose", "linalg.generic")
@@ -191,7 +196,7 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
                   key=lambda op: sum(o.is_before_in_block(op) for o in touching[0]))
     if late and (late[0].is_before_in_block(matmul) or not overwrites(late[0], buf)):
         return None
-    return writer
+    return writer if late or not out_param else None
 
 
 def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
@@ -254,7 +259,8 @@ def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
         if move is not None:
             buf = move.operands[1]
             move.erase()
-            if _only_users(buf, set()):  # else its earlier values are still computed
+            # else its earlier values are still computed (or it is an out-param)
+            if not isinstance(buf.owner, ir.Block) and _only_users(buf, set()):
                 erase_buffer(buf)
     if result is not None:
         result[1].erase()
