@@ -10,8 +10,9 @@ to the matmul, the reshape views the matmul's result and the bias add joins the
 GELU's region.
 
 Only reshapes of a pointwise op nothing else reads are rewritten (the op is moved,
-never duplicated), whose operands are contraction results, arguments, splats or
-broadcasts: moved away from the ops it fuses with in its own shape (a layer norm's
+never duplicated), whose operands are contraction results, arguments, splats,
+broadcasts or reshapes that the hoisted one undoes (HF models add the logits' 3-D
+cotangent to the loss's 2-D gradient between two reshapes): moved away from the ops it fuses with in its own shape (a layer norm's
 affine part, next to its statistics), a pointwise op split regions instead. A
 broadcast operand is rebuilt only when each dim it keeps sits in a group of the
 reshape that maps one dim to one dim of the same size.
@@ -93,11 +94,15 @@ def _reshaped(v: ir.Value, shape: tuple[int, ...], groups, loc: ir.Location) -> 
 _BOUNDARIES = ("dg.matmul", "dg.conv2d")
 
 
-def _at_boundary(v: ir.Value) -> bool:
-    """Is `v` a splat, a broadcast, a contraction's result or an argument?"""
+def _at_boundary(v: ir.Value, shape: tuple[int, ...]) -> bool:
+    """Is `v` a splat, a broadcast, a contraction's result, an argument, or a reshape
+    from `shape` (which the hoisted reshape undoes)?"""
     if isinstance(v.owner, ir.Block):
         return True
-    return v.owner.operation.name in ("dg.full", "dg.broadcast_in_dim") + _BOUNDARIES
+    op = v.owner.operation
+    if op.name == "dg.reshape":
+        return tuple(spec(op.operands[0]).shape) == shape
+    return op.name in ("dg.full", "dg.broadcast_in_dim") + _BOUNDARIES
 
 
 def _hoistable(reshape: ir.Operation) -> bool:
@@ -105,7 +110,8 @@ def _hoistable(reshape: ir.Operation) -> bool:
     if isinstance(x.owner, ir.Block) or len(list(x.uses)) != 1:
         return False
     f = x.owner.operation
-    return is_pointwise(f) and all(_at_boundary(a) for a in f.operands)
+    shape = tuple(spec(reshape.results[0]).shape)
+    return is_pointwise(f) and all(_at_boundary(a, shape) for a in f.operands)
 
 
 def _hoist(reshape: ir.Operation) -> bool:

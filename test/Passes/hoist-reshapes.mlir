@@ -5,7 +5,8 @@
 // reader (@shared), or whose operand is not a contraction result, an argument, a
 // splat or a broadcast (@chain: the exp is not moved into the reshaped shape), or
 // whose broadcast operand keeps a dim the reshape splits (@split_bias: nothing is
-// emitted).
+// emitted). A reshape operand that the moved reshape undoes counts as a boundary
+// (@undone).
 // RUN: fusegrad-opt %s -p 'dg-hoist-reshapes' | filecheck %s
 
 // CHECK-LABEL: func.func @bias_add(
@@ -56,4 +57,20 @@ func.func @split_bias(%x: tensor<8x3xf32>, %w: tensor<3x4xf32>, %b: tensor<8xf32
   %2 = "dg.add"(%0, %1) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
   %3 = "dg.reshape"(%2) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
   return %3 : tensor<2x4x4xf32>
+}
+
+// A reshape that the hoisted one undoes cancels against it: the add of a 3-D
+// cotangent to a 2-D gradient (HF logits) runs in the 2-D shape, next to the neg.
+// CHECK-LABEL: func.func @undone(
+// CHECK:      %[[N:.*]] = "dg.neg"(%{{.*}}) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: %[[C:.*]] = "dg.reshape"(%arg1) : (tensor<2x4x4xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: %[[A:.*]] = "dg.add"(%[[C]], %[[N]]) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: return %[[A]]
+func.func @undone(%x: tensor<8x4xf32>, %ct: tensor<2x4x4xf32>) -> tensor<8x4xf32> {
+  %0 = "dg.exp"(%x) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  %n = "dg.neg"(%0) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  %1 = "dg.reshape"(%n) : (tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  %2 = "dg.add"(%ct, %1) : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %3 = "dg.reshape"(%2) : (tensor<2x4x4xf32>) -> tensor<8x4xf32>
+  return %3 : tensor<8x4xf32>
 }
