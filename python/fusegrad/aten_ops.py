@@ -537,10 +537,46 @@ def _var(em: Emit, x: ir.Value, dim: Any = None, *, correction: Any = None,
     return _keep(em, var)
 
 
+def _norm_root(em: Emit, s: ir.Value, p: float) -> ir.Value:
+    """s ** (1/p) for s >= 0, whose gradient is 0 where s is 0 (eager's rule for a norm or
+    std of zeros), not 0/0: the root reads 1 there, and a select returns 0."""
+    b = em.b
+    zero = b.compare(s, full_as(em, s, 0.0), direction="eq")
+    safe = b.select(zero, full_as(em, s, 1.0), s)
+    root = b.sqrt(safe) if p == 2.0 else b.pow(safe, full_as(em, safe, 1.0 / p))
+    return b.select(zero, full_as(em, s, 0.0), root)
+
+
 @handles(aten.std.correction)
 def _std(em: Emit, x: ir.Value, dim: Any = None, *, correction: Any = None,
          keepdim: bool = False) -> ir.Value:
-    return em.b.sqrt(_var(em, x, dim, correction=correction, keepdim=keepdim))
+    return _norm_root(em, _var(em, x, dim, correction=correction, keepdim=keepdim), 2.0)
+
+
+@handles(aten.linalg_vector_norm.default)
+def _vector_norm(em: Emit, x: ir.Value, ord: float = 2.0, dim: Any = None,
+                 keepdim: bool = False, *, dtype: Any = None) -> ir.Value:
+    """torch's decomposition, sum(|x|**p) ** (1/p), with eager's gradient at a zero norm."""
+    out = em.out0
+    ct = _opmath(out.dtype)
+    b = em.b
+    x = coerce(em, x, ct, spec(x).shape)
+    dims = norm_dims(dim, spec(x).rank)
+    if spec(x).rank == 0:
+        x, dims = reshape(em, x, (1,)), [0]
+    a = b.abs(x)
+    if math.isinf(ord):
+        r = b.reduce_max(a, dims=dims) if ord > 0 else b.reduce_min(a, dims=dims)
+    elif ord == 0:
+        r = b.reduce_sum(b.convert(b.compare(a, full_as(em, a, 0.0), direction="ne"),
+                                   dtype=ct), dims=dims)
+    elif ord == 1:
+        r = b.reduce_sum(a, dims=dims)
+    else:
+        p = float(ord)
+        powered = b.mul(x, x) if p == 2.0 else b.pow(a, full_as(em, a, p))
+        r = _norm_root(em, b.reduce_sum(powered, dims=dims), p)
+    return cast(em, reshape(em, r, out.shape), out.dtype)
 
 
 @handles(aten.var_mean.correction)
@@ -550,6 +586,13 @@ def _var_mean(em: Emit, x: ir.Value, dim: Any = None, *, correction: Any = None,
         raise Unsupported("var_mean of an integer tensor")
     var, mean = _variance(em, x, *_var_args(x, dim, correction))
     return [reshape(em, var, em.out[0].shape), reshape(em, mean, em.out[1].shape)]
+
+
+@handles(aten.std_mean.correction)
+def _std_mean(em: Emit, x: ir.Value, dim: Any = None, *, correction: Any = None,
+              keepdim: bool = False) -> list[ir.Value]:
+    var, mean = _var_mean(em, x, dim, correction=correction, keepdim=keepdim)
+    return [_norm_root(em, var, 2.0), mean]
 
 
 def _minmax(dg_op: str) -> Callable:
@@ -591,20 +634,23 @@ handles(aten.argmax.default)(_arg_reduce("argmax"))
 handles(aten.argmin.default)(_arg_reduce("argmin"))
 
 
-def _value_and_index(dg_op: str, arg_op: str) -> Callable:
+def _value_and_index(arg_op: str) -> Callable:
     def handler(em: Emit, x: ir.Value, dim: int, keepdim: bool = False) -> list[ir.Value]:
         s = spec(x)
         if s.rank == 0:
             return [x, em.b.full(shape=(), dtype="i64", value=0.0)]
         d = norm_dim(dim, s.rank)
-        values = reshape(em, em.b.create(dg_op, [x], dims=[d]), em.out[0].shape)
-        index = reshape(em, em.b.create(arg_op, [x], dim=d), em.out[1].shape)
-        return [values, index]
+        index = em.b.create(arg_op, [x], dim=d)
+        # the value at the index, not the reduction: eager's gradient goes to that one
+        # element, where a reduction's would be shared by tied maxima
+        kept = tuple(1 if i == d else n for i, n in enumerate(s.shape))
+        values = em.b.gather(x, reshape(em, index, kept), dim=d)
+        return [reshape(em, values, em.out[0].shape), reshape(em, index, em.out[1].shape)]
     return handler
 
 
-handles(aten.max.dim)(_value_and_index("reduce_max", "argmax"))
-handles(aten.min.dim)(_value_and_index("reduce_min", "argmin"))
+handles(aten.max.dim)(_value_and_index("argmax"))
+handles(aten.min.dim)(_value_and_index("argmin"))
 
 
 # ------------------------------------------------------------------ shapes and views

@@ -26,6 +26,9 @@ Kept (removed from the core table, mapped directly by `aten_ops`):
   hardtanh, hardsigmoid, hardswish
                        their decompositions clamp, whose gradient passes at
                        the bounds; theirs does not (relu6 is hardtanh)
+  std.correction, std_mean.correction, linalg_vector_norm
+                       sqrt(var) and sum(|x|^p)^(1/p) have a 0/0 gradient where
+                       the result is 0; eager's is 0 there
   var/std/var_mean.correction and clamp.Tensor are left to the importer too:
   their PyTorch decompositions are `torch._refs` that emit prims.* ops.
 """
@@ -75,7 +78,6 @@ def _log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor
     return out if half_to_float else out.to(result)
 
 _ADDED = [
-    aten.linalg_vector_norm,
     aten.native_layer_norm,
     aten.native_batch_norm,
     aten._native_batch_norm_legit,
@@ -122,6 +124,8 @@ _REMOVED = [
     aten.adaptive_avg_pool2d.default,
     aten.hardsigmoid.default,
     aten.hardswish.default,
+    aten.std.correction,
+    aten.std_mean.correction,
     aten.bernoulli.default,
 ]
 

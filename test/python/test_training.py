@@ -141,3 +141,24 @@ def test_clipping_gradients_at_the_bounds_match_eager(name, fn):
     want.backward()
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(got_x.grad, want_x.grad)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("max_dim", lambda x: x.max(dim=1).values),
+    ("min_dim", lambda x: x.min(dim=1).values),
+    ("norm", lambda x: torch.linalg.vector_norm(x, dim=1)),
+    ("norm_p3", lambda x: torch.linalg.vector_norm(x, 3.0, dim=1)),
+    ("norm_inf", lambda x: torch.linalg.vector_norm(x, float("inf"), dim=1)),
+    ("std", lambda x: x.std(dim=1)),
+    ("std_mean", lambda x: torch.std_mean(x, dim=1)[0]),
+])
+def test_gradients_at_ties_and_zero_norms_match_eager(name, fn):
+    """max(dim) sends a tied row's gradient to the index it returns (a reduction would
+    share it); a norm or std of zeros has gradient 0 in eager (sqrt's would be 0/0)."""
+    x = torch.tensor([[0.0, 2.0, 2.0, -1.0, 0.0], [3.0, 3.0, 1.0, 0.0, -3.0],
+                      [0.0, 0.0, 0.0, 0.0, 0.0], [1.5, 1.5, 1.5, 1.5, 1.5]])
+    got_x, want_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    weight = torch.arange(1.0, 5.0)
+    fusegrad.compile(lambda x: (fn(x) * weight).sum(), **OPTIONS)(got_x).backward()
+    (fn(want_x) * weight).sum().backward()
+    torch.testing.assert_close(got_x.grad, want_x.grad)
