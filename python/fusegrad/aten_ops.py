@@ -222,6 +222,18 @@ handles(aten.log10.default)(_float_unary(
 handles(aten.tan.default)(_float_unary(lambda em, x: em.b.div(em.b.sin(x), em.b.cos(x))))
 
 
+def _sinc(em: Emit, x: ir.Value) -> ir.Value:
+    """sin(pi x) / (pi x), 1 at 0, where the gradient is 0 as in eager: the quotient reads
+    x = 1 there (torch's decomposition selects after dividing 0 by 0: a NaN gradient)."""
+    b = em.b
+    zero = b.compare(x, full_as(em, x, 0.0), direction="eq")
+    px = b.mul(b.select(zero, full_as(em, x, 1.0), x), full_as(em, x, math.pi))
+    return b.select(zero, full_as(em, x, 1.0), b.div(b.sin(px), px))
+
+
+handles(aten.sinc.default)(_float_unary(_sinc))
+
+
 def _clip(em: Emit, x: ir.Value, lo: ir.Value | None, hi: ir.Value | None,
           at_bounds: bool) -> ir.Value:
     """`x` limited to [lo, hi] by selects, which pass the gradient where `x` is kept:

@@ -15,7 +15,7 @@ Added (decomposed before import):
   gelu (both approximate modes)   erf / tanh pointwise chains
   leaky_relu, elu, celu, selu, mish, softplus, logit
   addmm, addmv, addbmm, baddbmm   mm/bmm + scaled adds
-  lerp, addcmul, addcdiv, xlogy, logaddexp, sinc, frac,
+  lerp, addcmul, addcdiv, xlogy, logaddexp, frac,
   log_sigmoid_forward, rsub, square, *_copy views
 
 Kept (removed from the core table, mapped directly by `aten_ops`):
@@ -26,9 +26,9 @@ Kept (removed from the core table, mapped directly by `aten_ops`):
   hardtanh, hardsigmoid, hardswish
                        their decompositions clamp, whose gradient passes at
                        the bounds; theirs does not (relu6 is hardtanh)
-  std.correction, std_mean.correction, linalg_vector_norm
-                       sqrt(var) and sum(|x|^p)^(1/p) have a 0/0 gradient where
-                       the result is 0; eager's is 0 there
+  std.correction, std_mean.correction, linalg_vector_norm, sinc
+                       sqrt(var), sum(|x|^p)^(1/p) and sin(pi x)/(pi x) have a 0/0
+                       gradient at 0; eager's is 0 there
   var/std/var_mean.correction and clamp.Tensor are left to the importer too:
   their PyTorch decompositions are `torch._refs` that emit prims.* ops.
 """
@@ -126,6 +126,7 @@ _REMOVED = [
     aten.hardswish.default,
     aten.std.correction,
     aten.std_mean.correction,
+    aten.sinc.default,
     aten.bernoulli.default,
 ]
 

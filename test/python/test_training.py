@@ -151,10 +151,12 @@ def test_clipping_gradients_at_the_bounds_match_eager(name, fn):
     ("norm_inf", lambda x: torch.linalg.vector_norm(x, float("inf"), dim=1)),
     ("std", lambda x: x.std(dim=1)),
     ("std_mean", lambda x: torch.std_mean(x, dim=1)[0]),
+    ("sinc", lambda x: torch.sinc(x).sum(dim=1)),
 ])
 def test_gradients_at_ties_and_zero_norms_match_eager(name, fn):
     """max(dim) sends a tied row's gradient to the index it returns (a reduction would
-    share it); a norm or std of zeros has gradient 0 in eager (sqrt's would be 0/0)."""
+    share it); a norm or std of zeros, and sinc at 0, have gradient 0 in eager (their
+    decompositions' would be 0/0)."""
     x = torch.tensor([[0.0, 2.0, 2.0, -1.0, 0.0], [3.0, 3.0, 1.0, 0.0, -3.0],
                       [0.0, 0.0, 0.0, 0.0, 0.0], [1.5, 1.5, 1.5, 1.5, 1.5]])
     got_x, want_x = x.clone().requires_grad_(), x.clone().requires_grad_()
