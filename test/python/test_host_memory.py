@@ -126,3 +126,16 @@ def test_pool_off_and_its_setting(monkeypatch):
     assert a.untyped_storage().resizable()  # a plain torch.empty
     del a
     assert host_memory.POOL.free_bytes == 0
+
+
+def test_a_new_workspace_asks_for_huge_pages(monkeypatch):
+    """Every kernel of a step reads and writes the workspace (tens of MiB in the HF
+    models): on 4 KiB pages it spans far more than the TLB covers."""
+    from fusegrad.runtime import cpu
+    calls = []
+    monkeypatch.setattr(host_memory, "_MADVISE", lambda a, n, advice: calls.append((a, n)))
+    monkeypatch.setattr(cpu._WORKSPACE, "buffer", None)
+    address = cpu._WORKSPACE.data_ptr(8 * MIB)
+    assert len(calls) == 1 and address <= calls[0][0] and calls[0][1] >= 4 * MIB
+    calls.clear()
+    assert cpu._WORKSPACE.data_ptr(4 * MIB) == address and calls == []  # kept, not advised again
