@@ -12,10 +12,11 @@ GELU's region.
 Only reshapes of a pointwise op nothing else reads are rewritten (the op is moved,
 never duplicated), whose operands are contraction results, arguments, splats,
 broadcasts or reshapes that the hoisted one undoes (HF models add the logits' 3-D
-cotangent to the loss's 2-D gradient between two reshapes): moved away from the ops it fuses with in its own shape (a layer norm's
-affine part, next to its statistics), a pointwise op split regions instead. A
-broadcast operand is rebuilt only when each dim it keeps sits in a group of the
-reshape that maps one dim to one dim of the same size.
+cotangent to the loss's 2-D gradient between two reshapes): moved away from the ops
+it fuses with in its own shape (a layer norm's affine part, next to its statistics),
+a pointwise op split regions instead. A broadcast operand is rebuilt only when each
+dim it keeps sits in a group of the reshape that maps one dim to one dim of the same
+size.
 """
 from __future__ import annotations
 
