@@ -790,7 +790,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", help="write the markdown report to this file")
     ap.add_argument("--budget", type=float, help="steady-state seconds per workload "
                     "(default 4, --quick 0.3)")
-    ap.add_argument("--min-iters", type=int, help="steady-state iterations at least (default 7)")
+    ap.add_argument("--min-iters", type=int, help="steady-state iterations at least (default 15)")
     ap.add_argument("--max-iters", type=int, help="steady-state iterations at most (default 1000)")
     ap.add_argument("--timeout", type=float, help="seconds per workload process (default 900)")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
@@ -801,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.budget is None:
         args.budget = 0.3 if args.quick else 4.0
     if args.min_iters is None:
-        args.min_iters = 2 if args.quick else 7
+        args.min_iters = 2 if args.quick else 15
     if args.max_iters is None:
         args.max_iters = 20 if args.quick else 1000
     if args.timeout is None:
