@@ -576,18 +576,20 @@ def _vector_norm(em: Emit, x: ir.Value, ord: float = 2.0, dim: Any = None,
     dims = norm_dims(dim, spec(x).rank)
     if spec(x).rank == 0:
         x, dims = reshape(em, x, (1,)), [0]
-    a = b.abs(x)
-    if math.isinf(ord):
-        r = b.reduce_max(a, dims=dims) if ord > 0 else b.reduce_min(a, dims=dims)
-    elif ord == 0:
-        r = b.reduce_sum(b.convert(b.compare(a, full_as(em, a, 0.0), direction="ne"),
+    p = float(ord)
+    if p == 2.0:  # the common case: x * x, no abs
+        r = _norm_root(em, b.reduce_sum(b.mul(x, x), dims=dims), p)
+    elif p == 0.0:
+        r = b.reduce_sum(b.convert(b.compare(x, full_as(em, x, 0.0), direction="ne"),
                                    dtype=ct), dims=dims)
-    elif ord == 1:
-        r = b.reduce_sum(a, dims=dims)
     else:
-        p = float(ord)
-        powered = b.mul(x, x) if p == 2.0 else b.pow(a, full_as(em, a, p))
-        r = _norm_root(em, b.reduce_sum(powered, dims=dims), p)
+        a = b.abs(x)
+        if math.isinf(p):
+            r = b.reduce_max(a, dims=dims) if p > 0 else b.reduce_min(a, dims=dims)
+        elif p == 1.0:
+            r = b.reduce_sum(a, dims=dims)
+        else:
+            r = _norm_root(em, b.reduce_sum(b.pow(a, full_as(em, a, p)), dims=dims), p)
     return cast(em, reshape(em, r, out.shape), out.dtype)
 
 
