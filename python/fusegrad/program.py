@@ -13,6 +13,7 @@ them: no pass runs then.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import os
@@ -255,7 +256,7 @@ class Program:
         if not wrt:
             raise ValueError(f"fusegrad: {self.label}: training needs at least one wrt input")
         if wrt not in self._training:
-            (fwd, bwd), meta = self._load(f"training {_key(wrt)}",
+            (fwd, bwd), meta = self._load(f"training {_wrt(wrt)}",
                                           lambda: self.training_module(wrt),
                                           self.training_names, f"lowered-{_key(wrt)}")
             self._training[wrt] = Training(fwd, bwd, int(meta["num_outputs"]),
@@ -311,13 +312,19 @@ class Program:
 
 def dump_text(dump_dir: str, label: str, stage: str, ext: str, text: str) -> None:
     """Write `<dump_dir>/<label>.<stage>.<ext>` and list it in `<dump_dir>/index.txt`
-    (one line per file, in the order written: file, graph, stage)."""
-    os.makedirs(dump_dir, exist_ok=True)
+    (one line per file, in the order written: file, graph, stage). A file that cannot
+    be written is a warning: the dump is for looking at, the compile goes on."""
     name = f"{label}.{stage}.{ext}"
-    with open(os.path.join(dump_dir, name), "w") as f:
-        f.write(text)
-    with open(os.path.join(dump_dir, "index.txt"), "a") as f:
-        f.write(f"{name}\t{label}\t{stage}\n")
+    try:
+        os.makedirs(dump_dir, exist_ok=True)
+        with open(os.path.join(dump_dir, name), "w") as f:
+            f.write(text)
+        with open(os.path.join(dump_dir, "index.txt"), "a") as f:
+            f.write(f"{name}\t{label}\t{stage}\n")
+    except OSError as e:
+        log.warning("FUSEGRAD_DUMP: cannot write %s (%s); the compile goes on without it",
+                    name, e)
+        return
     log.info("wrote %s", os.path.join(dump_dir, name))
 
 
@@ -335,5 +342,21 @@ class _Interpreted:
         return run_function(_public_functions(self.module)[self.name], tensors)
 
 
+def _wrt(wrt: Sequence[int]) -> str:
+    """`wrt` exactly, runs of consecutive inputs as ranges: "wrt1-28_30"."""
+    runs: list[list[int]] = []
+    for i in wrt:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return "wrt" + "_".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def _key(wrt: Sequence[int]) -> str:
-    return "wrt" + "_".join(map(str, wrt))
+    """`_wrt`, or where that is long (a file name must fit in 255 bytes) its count and
+    hash: labels and dump file names only, never a cache key."""
+    exact = _wrt(wrt)
+    if len(exact) <= 48:
+        return exact
+    return f"wrt{len(wrt)}inputs-{hashlib.sha256(exact.encode()).hexdigest()[:12]}"

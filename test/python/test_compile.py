@@ -155,6 +155,22 @@ def test_dump_dir_writes_parseable_stages(tmp_path):
             ir.Module.parse((tmp_path / name).read_text(), ctx)
 
 
+def test_dump_names_stay_short_for_many_differentiated_inputs(tmp_path):
+    """A model with hundreds of parameters, some frozen: the stage names (file names)
+    fit in a file system's 255 bytes, and dumping does not stop the compile."""
+    params = [torch.randn(3, requires_grad=i % 3 != 1) for i in range(300)]
+
+    def f(x, *ps):
+        return sum(x * p for p in ps)
+    x = torch.randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        compiled(f, dump_dir=str(tmp_path))(x, *params).sum().backward()
+    torch.testing.assert_close(params[0].grad, x)
+    stages = [line.split("\t")[2] for line in (tmp_path / "index.txt").read_text().splitlines()]
+    assert "cpu-llvm-wrt200inputs-" in stages[-1] and max(map(len, stages)) < 64
+
+
 def test_dynamic_shapes_are_specialised_per_shape():
     """torch.compile marks dims dynamic after a shape change; fusegrad compiles one
     static variant per concrete shape instead of falling back to eager."""
@@ -328,3 +344,18 @@ def test_nan_inf_propagate_and_new_dtypes_and_shapes_recompile():
         warnings.simplefilter("error", FusegradFallbackWarning)
         for t in (x, x.double(), x[:, :5], x.t().contiguous()):
             torch.testing.assert_close(cf(t), f(t), equal_nan=True)
+
+
+def test_an_unwritable_dump_dir_warns_and_still_compiles(tmp_path, caplog):
+    import logging
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the dump directory would be
+    x, y = torch.randn(2, 3, requires_grad=True), torch.randn(2, 3)
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING, logger="fusegrad"):
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        compiled(f_pointwise, dump_dir=str(blocker / "dump"))(x, y).sum().backward()
+    assert any("FUSEGRAD_DUMP: cannot write" in r.getMessage() for r in caplog.records)
+    twin = x.detach().requires_grad_()
+    f_pointwise(twin, y).sum().backward()
+    torch.testing.assert_close(x.grad, twin.grad)
