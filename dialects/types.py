@@ -53,7 +53,15 @@ def element_type(dtype: str) -> ir.Type:
     return _DTYPES[dtype][0]()
 
 
+# element types the bindings hand back as their own classes: no printing to name them
+# (str() of a type is most of a TensorSpec.from_mlir, called ~10^5 times by dg-fuse)
+_FLOAT_CLASSES = {ir.F16Type: "f16", ir.BF16Type: "bf16", ir.F32Type: "f32", ir.F64Type: "f64"}
+
+
 def dtype_of(element: ir.Type) -> str:
+    name = _FLOAT_CLASSES.get(type(element))
+    if name is not None:
+        return name
     if isinstance(element, ir.IntegerType):
         # ui8/si8 are not dg's i8: dg integers are signless
         name = f"i{element.width}" if element.is_signless else str(element)

@@ -289,7 +289,7 @@ class _Grouping:
         if len(union) > self.max_ops:
             return False
         outputs = self._outputs(union)
-        plan = plan_region([self.ops[i] for i in union], outputs)
+        plan = plan_region([self.ops[i] for i in union], outputs, fusible_checked=True)
         if isinstance(plan, str) or self._creates_cycle(a, b):
             return False
         if defer_epilogues and plan.reductions and self._exports_epilogue(union, outputs, plan):

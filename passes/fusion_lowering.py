@@ -124,12 +124,16 @@ def _owner_in(v: ir.Value, members: set) -> Optional[ir.Operation]:
     return owner if owner in members else None
 
 
-def plan_region(ops: Sequence[ir.Operation], outputs: Iterable[ir.Value]) -> Plan | str:
-    """The lowering plan of a region holding `ops` and exporting `outputs`, or why it cannot be one."""
+def plan_region(ops: Sequence[ir.Operation], outputs: Iterable[ir.Value], *,
+                fusible_checked: bool = False) -> Plan | str:
+    """The lowering plan of a region holding `ops` and exporting `outputs`, or why it cannot
+    be one. `fusible_checked`: the caller knows every op is `fusible` (dg-fuse asks for
+    thousands of unions of the same ops)."""
     members = {op.operation for op in ops}
-    for op in ops:
-        if not fusible(op):
-            return f"'{op.name}' cannot be fused"
+    if not fusible_checked:
+        for op in ops:
+            if not fusible(op):
+                return f"'{op.name}' cannot be fused"
     reductions = [op for op in ops if op.name[3:] in REDUCTIONS]
     plan = Plan(reductions=reductions)
     if reductions:
