@@ -202,17 +202,25 @@ def overwrites(op: ir.Operation, buf: ir.Value) -> bool:
 
 
 def untouched_between(buf: ir.Value, first: ir.Operation, last: ir.Operation) -> bool:
-    """Does no op strictly between `first` and `last` (one block) use `buf`'s memory? Reading
-    `buf` at `last` instead of `first` (or writing it at `first`) is then the same."""
+    """Does no op strictly between `first` and `last` (one block) use `buf`'s memory, itself
+    or in its regions? Reading `buf` at `last` instead of `first` (or writing it at
+    `first`) is then the same. Follows the buffer's uses, not the block's ops: a big
+    entry block has thousands (MobileViT's dg-matmul-to-blas: 0.28 s in 147 scans)."""
     if first.block != last.block or not first.is_before_in_block(last):
         return False
-    root, inside = buffer_root(buf), False
-    for op in first.block.operations:
-        op = op.operation
-        if op == last:
-            return True
-        if inside and any(isinstance(x.type, ir.MemRefType) and buffer_root(x) == root
-                          for x in op.operands):
-            return False
-        inside = inside or op == first
-    return False
+    block = first.block
+    seen, work = set(), [buffer_root(buf)]
+    while work:
+        for use in work.pop().uses:
+            user = use.owner.operation
+            if user in seen:
+                continue
+            seen.add(user)
+            top = _in_block(user, block)
+            if top is None:
+                return False
+            if top != first and top != last and first.is_before_in_block(top) \
+                    and top.is_before_in_block(last):
+                return False
+            work.extend(user.results)
+    return True
