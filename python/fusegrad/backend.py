@@ -14,6 +14,7 @@ whole graph eagerly, with one warning: never a crash, never a wrong answer.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -238,17 +239,44 @@ class LazyGraph:
         return lambda *a: compiled(*[a[i] for i in where])
 
 
+# torch.compile's modes as fusegrad options: fusegrad has nothing to autotune, and
+# CUDA graphs are what "reduce-overhead" (and Inductor's "max-autotune") turn on
+TORCH_COMPILE_MODES: dict[str, dict[str, Any]] = {
+    "default": {}, "reduce-overhead": {"cuda_graphs": True},
+    "max-autotune": {"cuda_graphs": True}, "max-autotune-no-cudagraphs": {}}
+
+
+def backend_options(options: dict[str, Any] | None = None, mode: str | None = None,
+                    **kwargs: Any) -> CompileOptions:
+    """The CompileOptions of torch.compile's `options={...}`, `mode=` and keywords.
+
+    Raises for an unknown option or mode: a misspelt option silently running with the
+    defaults would cost a user their speed or their dump without telling them."""
+    if mode is not None and mode not in TORCH_COMPILE_MODES:
+        raise ValueError(f"fusegrad: torch.compile mode={mode!r} is not one of "
+                         f"{sorted(TORCH_COMPILE_MODES)}")
+    given = {**(options or {}), **kwargs}
+    fields = {f.name for f in dataclasses.fields(CompileOptions)}
+    unknown = sorted(set(given) - fields)
+    if unknown:
+        raise TypeError(f"fusegrad: unknown option(s) {unknown}; the options are "
+                        f"{sorted(fields)} (docs: fusegrad.compile)")
+    if mode in ("max-autotune", "max-autotune-no-cudagraphs"):
+        log.info("mode=%r: fusegrad does not autotune; compiling as usual%s", mode,
+                 " with CUDA graphs on CUDA" if mode == "max-autotune" else "")
+    return CompileOptions(**{**TORCH_COMPILE_MODES.get(mode or "default", {}), **given})
+
+
 def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
-                     options: dict[str, Any] | None = None, **kwargs: Any) -> Callable[..., Any]:
+                     options: dict[str, Any] | None = None, mode: str | None = None,
+                     **kwargs: Any) -> Callable[..., Any]:
     """torch.compile backend (`backend="fusegrad"`).
 
     Options are `CompileOptions` fields, given as keywords (functools.partial)
-    or as torch.compile's `options={...}` dict. The graph compiles at its first call.
+    or as torch.compile's `options={...}` dict; torch.compile's `mode` maps onto them
+    (`TORCH_COMPILE_MODES`). An unknown option or mode raises. The graph compiles at
+    its first call.
     """
-    try:
-        opts = CompileOptions(**(options or {}), **kwargs)
-    except Exception as e:  # any failure: eager, with the reason
-        fallback_warning("a graph", e)
-        return gm.forward
+    opts = backend_options(options, mode, **kwargs)
     return LazyGraph(gm, functools.partial(compile_graph, options=opts),
                      dynamic=any(_is_symbolic(x) for x in example_inputs))

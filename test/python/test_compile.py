@@ -359,3 +359,30 @@ def test_an_unwritable_dump_dir_warns_and_still_compiles(tmp_path, caplog):
     twin = x.detach().requires_grad_()
     f_pointwise(twin, y).sum().backward()
     torch.testing.assert_close(x.grad, twin.grad)
+
+
+@pytest.mark.parametrize("mode, cuda_graphs", [("default", False), ("reduce-overhead", True),
+                                               ("max-autotune", True),
+                                               ("max-autotune-no-cudagraphs", False)])
+def test_torch_compile_modes_compile_with_fusegrad(mode, cuda_graphs):
+    from fusegrad.backend import backend_options
+
+    assert backend_options(mode=mode).cuda_graphs is cuda_graphs
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        out = torch.compile(f_pointwise, backend="fusegrad", mode=mode)(x, y)
+    torch.testing.assert_close(out, f_pointwise(x, y))
+
+
+def test_unknown_option_or_mode_is_an_error_not_a_silent_fallback():
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    torch._dynamo.reset()
+    with pytest.raises(BackendCompilerFailed, match=r"unknown option\(s\) \['fuse'\]; the "
+                                                    r"options are \['cuda_graphs'"):
+        torch.compile(f_pointwise, backend="fusegrad", options={"fuse": False})(x, y)
+    torch._dynamo.reset()
+    with pytest.raises(BackendCompilerFailed, match="mode='fast' is not one of"):
+        torch.compile(f_pointwise, backend="fusegrad", mode="fast")(x, y)
