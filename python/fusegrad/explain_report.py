@@ -79,6 +79,7 @@ def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any)
     from torch._dynamo.utils import counters
 
     from .backend import LazyGraph
+    from .torch_compile import own_top_frame
 
     reports: list[GraphReport] = []
     eager_parts: list[EagerPart] = []
@@ -91,7 +92,10 @@ def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any)
         return LazyGraph(gm, report, dynamic=False, eager_parts=eager_parts)
 
     breaks_before = counters["graph_break"].copy()
-    torch.compile(fn, backend=record, dynamic=False)(*example_inputs, **example_kwargs)
+    compiled = torch.compile(fn, backend=record, dynamic=False)
+    if isinstance(fn, torch.nn.Module):
+        own_top_frame(compiled)
+    compiled(*example_inputs, **example_kwargs)
     breaks = [reason for reason, n in (counters["graph_break"] - breaks_before).items()
               for _ in range(n)]
     if len(reports) == 1:

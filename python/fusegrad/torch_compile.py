@@ -39,4 +39,25 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
                              cuda_graphs=cuda_graphs,
                              **({"dump_dir": dump_dir} if dump_dir is not None else {}))
     backend = functools.partial(fusegrad_backend, **vars(options))
-    return torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
+    compiled = torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
+    if isinstance(model_or_fn, torch.nn.Module):
+        own_top_frame(compiled)
+    return compiled
+
+
+def own_top_frame(compiled: torch.nn.Module) -> None:
+    """Give the frame Dynamo compiles for this module a code object of its own.
+
+    Dynamo enters torch.nn modules (`Sequential`, `Linear`, `TransformerEncoderLayer`)
+    through `external_utils.wrap_inline`, whose `inner` code object all of them share,
+    and it keeps compiled graphs, the recompile limit (8) and "won't convert" per code
+    object: after eight compiled `nn.Sequential`s, or one `nn.LSTM` (which Dynamo gives
+    up on), every torch.nn module compiled afterwards in the process ran eagerly with
+    only a torch warning. A copy of the code per compiled module keeps them apart."""
+    from torch._dynamo import external_utils
+
+    shared = external_utils.wrap_inline(len).__code__
+    for attr in ("forward", "_forward"):  # `_forward`: lazy modules' deferred forward
+        inner = getattr(compiled.__dict__.get(attr), "__wrapped__", None)
+        if getattr(inner, "__code__", None) is shared:
+            inner.__code__ = shared.replace()

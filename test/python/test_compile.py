@@ -386,3 +386,31 @@ def test_unknown_option_or_mode_is_an_error_not_a_silent_fallback():
     torch._dynamo.reset()
     with pytest.raises(BackendCompilerFailed, match="mode='fast' is not one of"):
         torch.compile(f_pointwise, backend="fusegrad", mode="fast")(x, y)
+
+
+def _graphs_of_first_call(model: torch.nn.Module, x: torch.Tensor) -> int:
+    from torch._dynamo.utils import counters
+
+    before = counters["stats"]["unique_graphs"]
+    fusegrad.compile(model)(x)
+    return counters["stats"]["unique_graphs"] - before
+
+
+def test_every_compiled_torch_nn_module_compiles_not_just_the_first_eight():
+    """Dynamo enters torch.nn modules through one shared code object, whose recompile
+    limit is 8: the ninth nn.Sequential ran eagerly before `own_top_frame`."""
+    graphs = [_graphs_of_first_call(torch.nn.Sequential(torch.nn.Linear(4 + i, 8),
+                                                        torch.nn.ReLU()), torch.randn(2, 4 + i))
+              for i in range(10)]
+    assert graphs == [1] * 10
+
+
+def test_a_module_dynamo_gives_up_on_does_not_turn_off_later_ones():
+    """Dynamo cannot trace nn.LSTM and marks the frame it entered "won't convert"; that
+    frame used to be every torch.nn module's."""
+    lstm = fusegrad.compile(torch.nn.LSTM(4, 8, batch_first=True))
+    lstm(torch.randn(2, 3, 4))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
+    assert _graphs_of_first_call(model, torch.randn(2, 4)) == 1
+    report = fusegrad.explain(torch.nn.Sequential(torch.nn.Linear(4, 2)), torch.randn(2, 4))
+    assert len(report.graphs) == 1
