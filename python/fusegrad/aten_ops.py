@@ -899,9 +899,29 @@ def _embedding(em: Emit, weight: ir.Value, indices: ir.Value, padding_idx: int =
     return em.b.select(is_pad, em.b.stop_gradient(rows), rows)
 
 
-@handles(aten.index.Tensor)
-def _index(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None]) -> ir.Value:
-    """Advanced indexing by integer tensors: linearise the indexed dims, index_select once."""
+@dataclass(frozen=True)
+class _Linearised:
+    """x[indices] as one index_select: the indexed dims moved to the front and merged
+    (`flat`), one i64 index per picked element (`linear`, `idx_shape` flattened), and
+    where PyTorch puts the picked dims in the result."""
+
+    flat: ir.Value  # [prod(indexed dims)] + rest dims
+    linear: ir.Value  # [n]
+    idx_shape: list[int]
+    picked: list[int]
+    rest: list[int]
+
+    def result_perm(self) -> list[int] | None:
+        """PyTorch keeps adjacent indexed dims in place: from [idx..., rest...] to the
+        result's order, or None when that is already it."""
+        adjacent = self.picked == list(range(self.picked[0], self.picked[-1] + 1))
+        if not adjacent or self.picked[0] == 0:
+            return None
+        k, p = len(self.idx_shape), self.picked[0]
+        return list(range(k, k + p)) + list(range(k)) + list(range(k + p, k + len(self.rest)))
+
+
+def _linearise(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None]) -> _Linearised:
     b = em.b
     s = spec(x)
     picked = [d for d, i in enumerate(indices) if i is not None]
@@ -909,10 +929,8 @@ def _index(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None]) -> ir.Valu
         raise Unsupported("boolean-mask indexing has a data-dependent shape")
     idx_shape = list(torch.broadcast_shapes(*[spec(indices[d]).shape for d in picked]))
     rest = [d for d in range(s.rank) if d not in picked]
-    # move indexed dims to the front and merge them into one
     x = _permute(em, x, picked + rest)
-    flat = math.prod(s.shape[d] for d in picked)
-    x = reshape(em, x, [flat] + [s.shape[d] for d in rest])
+    flat = reshape(em, x, [math.prod(s.shape[d] for d in picked)] + [s.shape[d] for d in rest])
     linear = None
     for d in picked:
         i = coerce(em, indices[d], "i64", idx_shape)
@@ -921,16 +939,46 @@ def _index(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None]) -> ir.Valu
         if stride != 1:
             i = b.mul(i, full_as(em, i, float(stride)))
         linear = i if linear is None else b.add(linear, i)
-    n_idx = math.prod(idx_shape)
-    r = b.index_select(x, reshape(em, linear, (n_idx,)), dim=0)
-    rest_shape = [s.shape[d] for d in rest]
-    r = reshape(em, r, idx_shape + rest_shape)
-    adjacent = picked == list(range(picked[0], picked[-1] + 1))
-    if adjacent and picked[0] > 0:  # PyTorch keeps adjacent indexed dims in place
-        k, p = len(idx_shape), picked[0]
-        perm = list(range(k, k + p)) + list(range(k)) + list(range(k + p, k + len(rest)))
-        r = _permute(em, r, perm)
-    return r
+    linear = reshape(em, linear, (math.prod(idx_shape),))
+    return _Linearised(flat, linear, idx_shape, picked, rest)
+
+
+@handles(aten.index.Tensor)
+def _index(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None]) -> ir.Value:
+    """Advanced indexing by integer tensors: linearise the indexed dims, index_select once."""
+    s = spec(x)
+    lin = _linearise(em, x, indices)
+    r = em.b.index_select(lin.flat, lin.linear, dim=0)
+    r = reshape(em, r, lin.idx_shape + [s.shape[d] for d in lin.rest])
+    perm = lin.result_perm()
+    return r if perm is None else _permute(em, r, perm)
+
+
+@handles(aten.index_put.default)
+def _index_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None], values: ir.Value,
+               accumulate: bool = False) -> ir.Value:
+    """x with `values` added at x[indices] (index_add and `index_put_(..., accumulate=True)`)
+    as one scatter_add over the linearised indexed dims. Without accumulate, repeated
+    indices keep one of their values in eager PyTorch, which no sum reproduces."""
+    if not accumulate:
+        raise Unsupported("index_put without accumulate (x[i] = v): repeated indices are "
+                          "not known at compile time")
+    b = em.b
+    s = spec(x)
+    lin = _linearise(em, x, indices)
+    n, rest_shape = spec(lin.linear).shape[0], [s.shape[d] for d in lin.rest]
+    perm = lin.result_perm()
+    got = lin.idx_shape + rest_shape  # x[indices]'s shape, before PyTorch's permutation
+    shown = got if perm is None else [got[p] for p in perm]
+    v = coerce(em, values, s.dtype, shown)
+    if perm is not None:
+        v = _permute(em, v, [perm.index(k) for k in range(len(perm))])
+    v = reshape(em, v, [n] + rest_shape)
+    where = b.broadcast_in_dim(lin.linear, shape=[n] + rest_shape, dims=[0])
+    out = b.scatter_add(lin.flat, where, v, dim=0)
+    out = reshape(em, out, [s.shape[d] for d in lin.picked] + rest_shape)
+    order = lin.picked + lin.rest
+    return _permute(em, out, [order.index(d) for d in range(s.rank)])
 
 
 # ------------------------------------------------------------------ sources

@@ -60,6 +60,12 @@ def _bool_index(sample: Any) -> str | None:
         if any(t.dtype == torch.bool for t in _tensors(sample)[1:]) else None
 
 
+def _index_put_options(sample: Any) -> str | None:
+    if not sample.kwargs.get("accumulate", False):
+        return "x[i] = v: which of repeated indices wins is not known at compile time"
+    return _bool_index(sample)
+
+
 def _embedding_options(sample: Any) -> str | None:
     if sample.kwargs.get("max_norm"):
         return "max_norm renormalises the weight in place"
@@ -124,6 +130,9 @@ CLAIMS: list[Claim] = (
               note="output sizes that divide the input only"),
         Claim("gather", unsupported=_uint8, note="int64/int32 indices"),
         Claim("__getitem__", unsupported=_bool_index, note="no boolean masks"),
+        Claim("index_add", note="a scatter_add over the indexed dim"),
+        Claim("index_put", unsupported=_index_put_options,
+              note="accumulate=True with integer indices: a scatter_add"),
         Claim("nn.functional.embedding", unsupported=_embedding_options,
               note="no max_norm or scale_grad_by_freq"),
         Claim("narrow", unsupported=_tensor_start, note="int start only"),

@@ -1,6 +1,7 @@
 """Training through compiled functions: .grad, retain_graph, double backward, gradcheck."""
 from __future__ import annotations
 
+import warnings
 
 import pytest
 import torch
@@ -164,3 +165,31 @@ def test_gradients_at_ties_and_zero_norms_match_eager(name, fn):
     fusegrad.compile(lambda x: (fn(x) * weight).sum(), **OPTIONS)(got_x).backward()
     (fn(want_x) * weight).sum().backward()
     torch.testing.assert_close(got_x.grad, want_x.grad)
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("index_add dim 1", lambda x, v: x.index_add(1, torch.tensor([2, 0, 2]), v[:, :3])),
+    ("two indices", lambda x, v: torch.index_put(x, (torch.tensor([1, 1, 3]),
+                                                     torch.tensor([0, 0, 2])),
+                                                 v[0, :3], accumulate=True)),
+    ("indices after a slice", lambda x, v: torch.ops.aten.index_put(
+        x, [None, torch.tensor([[0], [4]]), torch.tensor([1, -1])], v[:, :2, :2], True)),
+    ("non-adjacent indices", lambda x, v: torch.ops.aten.index_put(
+        x, [torch.tensor([0, 3]), None, torch.tensor([2, 1])], v[:2, :5, 0], True)),
+])
+def test_accumulating_index_put_matches_eager(name, fn):
+    """Repeated indices add up; PyTorch's placement of the indexed dims (in place when
+    adjacent, in front when not) decides the layout of the values."""
+    x, v = torch.randn(4, 5, 3), torch.randn(4, 5, 3)
+    want = [t.clone().requires_grad_() for t in (x, v)]
+    got = [t.clone().requires_grad_() for t in (x, v)]
+    expected = fn(*want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fusegrad.FusegradEagerOpWarning)
+        warnings.simplefilter("error", fusegrad.FusegradFallbackWarning)
+        out = fusegrad.compile(fn, **OPTIONS)(*got)
+    torch.testing.assert_close(out, expected)
+    (expected * expected).sum().backward()
+    (out * out).sum().backward()
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.grad, w.grad)
