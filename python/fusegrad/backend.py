@@ -11,6 +11,7 @@ An op fusegrad cannot import runs eagerly in its place, and the rest of the
 graph is compiled around it (`graph_split`), with one warning naming the op
 and the user's source line. Any other failure (a lowering error) runs the
 whole graph eagerly, with one warning: never a crash, never a wrong answer.
+A user's own mistake, an unknown option or mode, is an error instead.
 """
 from __future__ import annotations
 
