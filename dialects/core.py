@@ -189,3 +189,10 @@ def elements_to_numpy(attr: ir.Attribute) -> np.ndarray:
         raise NotImplementedError("non-splat bf16 dense literals cannot be read by the MLIR "
                                   "bindings; write an f32 dg.constant followed by dg.convert")
     return np.array(attr).reshape(shape)
+
+
+def is_public(fn: ir.Operation) -> bool:
+    """Is `fn` (a func.func) public: an entry the runtime or another module may call?
+    (Here rather than with the passes: a compile-cache hit asks it and runs no pass.)"""
+    vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
+    return vis is None or ir.StringAttr(vis).value == "public"

@@ -15,13 +15,8 @@ from typing import Iterator
 from mlir import ir
 from mlir.dialects import memref
 
+from ..dialects.core import is_public  # noqa: F401  (the passes' import of it)
 from .registry import register_pass
-
-
-def is_public(fn: ir.Operation) -> bool:
-    """Is `fn` (a func.func) public: an entry the runtime or another module may call?"""
-    vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
-    return vis is None or ir.StringAttr(vis).value == "public"
 
 
 def functions(module: ir.Operation) -> Iterator[ir.Operation]:

@@ -20,6 +20,7 @@ Contracts:
 from __future__ import annotations
 
 import functools
+import importlib.util
 import linecache
 import logging
 import operator
@@ -65,14 +66,13 @@ class ImporterError(RuntimeError):
 # ------------------------------------------------------------------ locations
 @functools.lru_cache(maxsize=1)
 def _library_dirs() -> tuple[str, ...]:
-    from . import dialects
-    dirs = [os.path.dirname(torch.__file__), os.path.dirname(__file__),
-            os.path.dirname(dialects.__file__)]
-    try:
-        from . import passes
-        dirs.append(os.path.dirname(passes.__file__))
-    except ImportError:
-        pass
+    # found, not imported: importing the passes costs 0.3 s that a compile-cache hit,
+    # which runs none of them, would pay here
+    dirs = [os.path.dirname(torch.__file__), os.path.dirname(__file__)]
+    for package in ("dialects", "passes"):
+        spec = importlib.util.find_spec(f"{__package__}.{package}")
+        if spec is not None and spec.submodule_search_locations:
+            dirs.extend(spec.submodule_search_locations)
     return tuple(os.path.realpath(d) + os.sep for d in dirs)
 
 
