@@ -697,6 +697,11 @@ def _permute(em: Emit, x: ir.Value, dims: Sequence[int]) -> ir.Value:
     return em.b.transpose(x, perm=perm)
 
 
+def _unpermute(em: Emit, x: ir.Value, dims: Sequence[int]) -> ir.Value:
+    """Undo `_permute(em, ., dims)`: `x`'s dims back in their order before it."""
+    return _permute(em, x, [list(dims).index(k) for k in range(len(dims))])
+
+
 @handles(aten.transpose.int, aten.transpose_copy.int)
 def _transpose(em: Emit, x: ir.Value, dim0: int, dim1: int) -> ir.Value:
     rank = spec(x).rank
@@ -874,7 +879,7 @@ def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
     j = em.b.iota(shape=(n, n), dtype="i64", dim=1)
     upper = cast(em, em.b.compare(i, j, direction="le"), out.dtype)  # [i, j] = i <= j
     sums = reshape(em, em.b.matmul(rows, upper), moved)
-    return _permute(em, sums, [perm.index(k) for k in range(s.rank)])
+    return _unpermute(em, sums, perm)
 
 
 @handles(torch.ops.fusegrad.stop_gradient.default)
@@ -972,13 +977,12 @@ def _index_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None], values
     shown = got if perm is None else [got[p] for p in perm]
     v = coerce(em, values, s.dtype, shown)
     if perm is not None:
-        v = _permute(em, v, [perm.index(k) for k in range(len(perm))])
+        v = _unpermute(em, v, perm)
     v = reshape(em, v, [n] + rest_shape)
     where = b.broadcast_in_dim(lin.linear, shape=[n] + rest_shape, dims=[0])
     out = b.scatter_add(lin.flat, where, v, dim=0)
     out = reshape(em, out, [s.shape[d] for d in lin.picked] + rest_shape)
-    order = lin.picked + lin.rest
-    return _permute(em, out, [order.index(d) for d in range(s.rank)])
+    return _unpermute(em, out, lin.picked + lin.rest)
 
 
 # ------------------------------------------------------------------ sources

@@ -265,7 +265,7 @@ def backend_options(options: dict[str, Any] | None = None, mode: str | None = No
     if mode in ("max-autotune", "max-autotune-no-cudagraphs"):
         log.info("mode=%r: fusegrad does not autotune; compiling as usual%s", mode,
                  " with CUDA graphs on CUDA" if mode == "max-autotune" else "")
-    return CompileOptions(**{**TORCH_COMPILE_MODES.get(mode or "default", {}), **given})
+    return CompileOptions(**{**TORCH_COMPILE_MODES[mode or "default"], **given})
 
 
 def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
