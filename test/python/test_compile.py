@@ -414,3 +414,22 @@ def test_a_module_dynamo_gives_up_on_does_not_turn_off_later_ones():
     assert _graphs_of_first_call(model, torch.randn(2, 4)) == 1
     report = fusegrad.explain(torch.nn.Sequential(torch.nn.Linear(4, 2)), torch.randn(2, 4))
     assert len(report.graphs) == 1
+
+
+@pytest.mark.parametrize("shape, perm", [
+    ((128, 32, 64), (1, 2, 0)),  # attention heads: rows 8 KiB apart, 16 x 16 tiles
+    ((40, 8, 32), (1, 2, 0)),  # rows 1 KiB apart, partial tiles (40 = 2 x 16 + 8)
+    ((2, 64, 16, 16), (0, 2, 3, 1)),  # NCHW -> NHWC
+    ((30, 20, 50), (1, 2, 0)),  # other strides keep dim order
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_transposing_copies_and_their_gradients_match_eager(shape, perm, dtype):
+    def f(x):
+        return (x.permute(perm) * 0.5 + 1.0).contiguous()
+    x = torch.randn(shape, dtype=dtype, requires_grad=True)
+    dy = torch.randn(f(x).shape, dtype=dtype)
+    y = compiled(f)(x)
+    (g,) = torch.autograd.grad(y, x, dy)
+    y_ref = f(x)
+    (g_ref,) = torch.autograd.grad(y_ref, x, dy)
+    assert torch.equal(y, y_ref) and torch.equal(g, g_ref)
