@@ -863,23 +863,76 @@ def _scatter_add(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: ir.Value
 
 @handles(aten.cumsum.default)
 def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
-    """Prefix sums as a matmul with an upper-triangular matrix of ones: O(n^2) work, cheap
-    for what models use it on (attention masks and position ids along a sequence)."""
     out = em.out0
     s = spec(x)
     x = cast(em, x, out.dtype)
     if s.rank == 0:
         return x
     d = norm_dim(dim, s.rank)
-    perm = [k for k in range(s.rank) if k != d] + [d]
     n = s.shape[d]
-    moved = [s.shape[k] for k in perm]
-    rows = reshape(em, _permute(em, x, perm), (math.prod(moved[:-1]), n))
+    if d == s.rank - 1:  # rows: no data moves
+        rows = reshape(em, x, (s.numel // max(n, 1), n))
+        return reshape(em, _prefix_sums(em, rows, out.dtype, axis=1), s.shape)
+    # the scanned dim first: the permute moves whole runs of the dims after it
+    perm = [d] + [k for k in range(s.rank) if k != d]
+    cols = reshape(em, _permute(em, x, perm), (n, s.numel // max(n, 1)))
+    sums = _prefix_sums(em, cols, out.dtype, axis=0)
+    return _unpermute(em, reshape(em, sums, [s.shape[k] for k in perm]), perm)
+
+
+# prefix sums up to this long are one matmul with an n x n triangular matrix
+CUMSUM_DIRECT_MAX = 128
+
+
+def _prefix_sums(em: Emit, x: ir.Value, dtype: str, axis: int) -> ir.Value:
+    """Inclusive prefix sums along `axis` of the 2-D `x`, as matmuls with triangular
+    matrices of ones (no scan op: the matmul's derivative and kernels serve): x @ U for
+    rows (axis 1), L @ x for columns (axis 0). Up to CUMSUM_DIRECT_MAX long, one [n, n]
+    matrix: O(n^2) work per row, fine for what models use it on (position ids and masks
+    along a sequence). Longer, in blocks of b ~ 2 sqrt(n): the sums within each block
+    ([b, b]) plus its carry, the exclusive prefix sum of the block totals ([n/b, n/b]),
+    O(n^1.5) work. A 1024 x 1024 cumsum took 22 ms as one matmul, 21x eager's; in
+    blocks of 64, 1.8 ms along rows and 2.7 ms along columns (eager: 1.0 and 6.1 ms);
+    blocks of 32 or 16 were slower (smaller matmuls)."""
+    shape = spec(x).shape
+    n, m = shape[axis], shape[1 - axis]
+    if n <= CUMSUM_DIRECT_MAX:
+        return _triangle_matmul(em, x, n, dtype, axis, strict=False)
+    b = 2 << math.ceil(math.log2(math.isqrt(n)))
+    nb = -(-n // b)
+    if nb * b != n:
+        high = [0, nb * b - n] if axis else [nb * b - n, 0]
+        x = em.b.pad(x, low=[0, 0], high=high, interior=[0, 0], value=0.0)
+    if axis:  # [m, nb, b]: blocks are rows of b
+        within = reshape(em, _triangle_matmul(em, reshape(em, x, (m * nb, b)), b, dtype, 1,
+                                              strict=False), (m, nb, b))
+        carry_dims = [0, 1]
+    else:  # [nb, b, m]: blocks of b rows side by side as [b, nb * m] for one matmul
+        side = reshape(em, _permute(em, reshape(em, x, (nb, b, m)), [1, 0, 2]), (b, nb * m))
+        within = _triangle_matmul(em, side, b, dtype, 0, strict=False)
+        within = _permute(em, reshape(em, within, (b, nb, m)), [1, 0, 2])
+        carry_dims = [0, 2]
+    full = spec(within).shape
+    start = [0, 0, b - 1] if axis else [0, b - 1, 0]
+    totals = reshape(em, em.b.slice(within, start=start, limit=full, stride=[1, 1, 1]),
+                     (m, nb) if axis else (nb, m))
+    carries = _triangle_matmul(em, totals, nb, dtype, axis, strict=True)
+    sums = em.b.add(within, em.b.broadcast_in_dim(carries, shape=full, dims=carry_dims))
+    sums = reshape(em, sums, (m, nb * b) if axis else (nb * b, m))
+    if nb * b != n:
+        sums = em.b.slice(sums, start=[0, 0], limit=list(shape), stride=[1, 1])
+    return sums
+
+
+def _triangle_matmul(em: Emit, x: ir.Value, n: int, dtype: str, axis: int,
+                     strict: bool) -> ir.Value:
+    """(Exclusive when `strict`) prefix sums of length-n `axis` of 2-D `x` as one matmul."""
     i = em.b.iota(shape=(n, n), dtype="i64", dim=0)
     j = em.b.iota(shape=(n, n), dtype="i64", dim=1)
-    upper = cast(em, em.b.compare(i, j, direction="le"), out.dtype)  # [i, j] = i <= j
-    sums = reshape(em, em.b.matmul(rows, upper), moved)
-    return _unpermute(em, sums, perm)
+    # rows: x @ U, U[i, j] = i <= j; columns: L @ x, L[i, j] = j <= i
+    direction = ("lt" if strict else "le") if axis else ("gt" if strict else "ge")
+    ones = cast(em, em.b.compare(i, j, direction=direction), dtype)
+    return em.b.matmul(x, ones) if axis else em.b.matmul(ones, x)
 
 
 @handles(torch.ops.fusegrad.stop_gradient.default)

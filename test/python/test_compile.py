@@ -433,3 +433,19 @@ def test_transposing_copies_and_their_gradients_match_eager(shape, perm, dtype):
     y_ref = f(x)
     (g_ref,) = torch.autograd.grad(y_ref, x, dy)
     assert torch.equal(y, y_ref) and torch.equal(g, g_ref)
+
+
+@pytest.mark.parametrize("shape, dim", [((3, 1000), 1), ((1000, 3), 0), ((2, 300, 5), 1),
+                                        ((200,), 0), ((4, 129), -1)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64])
+def test_long_cumsums_run_in_blocks_and_match_eager(shape, dim, dtype):
+    # longer than CUMSUM_DIRECT_MAX: prefix sums within blocks plus the blocks' carries
+    x = torch.randint(-3, 4, shape).to(dtype)
+    if dtype.is_floating_point:
+        x = x + torch.rand(shape, dtype=dtype)
+    y = compiled(lambda t: t.cumsum(dim))(x)
+    assert y.dtype == x.cumsum(dim).dtype
+    torch.testing.assert_close(y, x.cumsum(dim), rtol=1e-12, atol=1e-12)
+    if dtype.is_floating_point:
+        x.requires_grad_(True)
+        assert torch.autograd.gradcheck(compiled(lambda t: t.cumsum(dim).sin()), (x,))
