@@ -1,7 +1,8 @@
 // Gathers, scatter-adds and dropout on the CUDA target. A checked index stores its
 // site in the index-error flag, a global whose buffer the kernel takes as an argument
 // (the plan binds it to device memory with an `index_flag` step; the host function
-// that reads it on the CPU is dropped). A scatter-add (the gradient of a gather or an
+// that reads it on the CPU is dropped); a gather's indices are checked and clamped by
+// a kernel of their own, which the gather kernel reads. A scatter-add (the gradient of a gather or an
 // embedding) is one thread per source element adding with `atomic_rmw addf`, not a
 // host loop. Scalars derived from loads on the host (dropout's keys from its seed)
 // are recomputed in each kernel that uses them. Integer abs (T5's position buckets)
@@ -29,8 +30,10 @@
 // IR: arith.maxsi
 
 // CHECK-LABEL: func @embed
+// CHECK-NEXT: alloc buf="[[S:t[0-9]+]]" shape=[8] dtype="i64"
 // CHECK-NEXT: index_flag buf="[[F:t[0-9]+]]"
-// CHECK-NEXT: launch {{.*}} ({{.*}}[[F]]{{.*}})
+// CHECK-NEXT: launch {{.*}} (arg1, [[F]], [[S]])
+// CHECK-NEXT: launch {{.*}} ([[S]], arg0, arg2)
 // CHECK-LABEL: func @scatter
 // CHECK-NEXT: launch
 // CHECK-NEXT: index_flag
