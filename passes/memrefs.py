@@ -97,14 +97,23 @@ def row_conflict(group, op) -> bool:
 
 
 def keeps_rows(v: ir.Value) -> bool:
-    """Is `v` its buffer, or a view of it that only merges dims after dim 0 (so view row i is
-    buffer row i)?"""
+    """Is `v` its buffer, or a view of it that only merges dims after dim 0 or slices them
+    (a concatenation's part), so view row i is buffer row i?"""
     while not isinstance(v.owner, ir.Block) and v.owner.operation.name in VIEWS:
         view = v.owner.operation
-        if view.name != "memref.collapse_shape":
-            return False
-        first = ir.ArrayAttr(view.attributes["reassociation"])[0]
-        if [ir.IntegerAttr(d).value for d in ir.ArrayAttr(first)] != [0]:
+        if view.name == "memref.subview":
+            attrs = view.attributes
+            source = ir.MemRefType(view.operands[0].type)
+            if len(view.operands) > 1 or ir.MemRefType(v.type).rank != source.rank or \
+                    list(ir.DenseI64ArrayAttr(attrs["static_offsets"]))[0] != 0 or \
+                    list(ir.DenseI64ArrayAttr(attrs["static_sizes"]))[0] != source.shape[0] or \
+                    list(ir.DenseI64ArrayAttr(attrs["static_strides"]))[0] != 1:
+                return False
+        elif view.name == "memref.collapse_shape":
+            first = ir.ArrayAttr(view.attributes["reassociation"])[0]
+            if [ir.IntegerAttr(d).value for d in ir.ArrayAttr(first)] != [0]:
+                return False
+        else:
             return False
         v = view.operands[0]
     return True
