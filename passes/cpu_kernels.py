@@ -389,7 +389,9 @@ class Nest:
         lb, ub = self.zero, const(self.lop.sizes[dim])
         split_dim, block = self.env.split
         if tile is not None:
-            lb, ub = tile, arith.minsi(arith.addi(tile, const(TRANSPOSE_TILE)), ub)
+            end = arith.addi(tile, const(TRANSPOSE_TILE))  # full tiles: a static trip count
+            lb, ub = tile, end if self.lop.sizes[dim] % TRANSPOSE_TILE == 0 else \
+                arith.minsi(end, ub)
         elif self.env.row is not None and dim == split_dim and block > 1:
             lb = arith.muli(self.env.row, const(block))
             ub = arith.minsi(arith.addi(lb, const(block)), ub)
