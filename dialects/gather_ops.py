@@ -147,20 +147,46 @@ def _scatter_add_lower(op, operands, *, op_name, attrs, out):
     o, dim = out[0], attrs["dim"]
     shape = ir.RankedTensorType(src.type).shape
     add = lookup("add")
+    rows = _broadcast_rows(idx, dim)
 
-    def nest(d, acc, ivs):
+    def nest(d, acc, ivs, row):
+        if rows is not None and d == dim + 1:  # one index per slice along dim
+            row = _to_index(op, lb.extract(rows, [ivs[dim]]), o.shape[dim])
         if d == len(shape):
-            coords = [_to_index(op, lb.extract(idx, ivs), o.shape[dim]) if k == dim else iv
-                      for k, iv in enumerate(ivs)]
+            if row is None:
+                row = _to_index(op, lb.extract(idx, ivs), o.shape[dim])
+            coords = [row if k == dim else iv for k, iv in enumerate(ivs)]
             total = add.scalar([lb.extract(acc, coords), lb.extract(src, ivs)], op="add", attrs={},
                                in_dtypes=[o.dtype] * 2, out_dtype=o.dtype)
             return lb.insert(total, acc, coords)
         loop = scf.ForOp(lb.index(0), lb.index(shape[d]), lb.index(1), [acc])
         with ir.InsertionPoint(loop.body):
-            scf.YieldOp([nest(d + 1, loop.inner_iter_args[0], ivs + [loop.induction_variable])])
+            scf.YieldOp([nest(d + 1, loop.inner_iter_args[0], ivs + [loop.induction_variable],
+                              row)])
         return loop.results[0]
 
-    return [nest(0, x, [])]
+    return [nest(0, x, [], None)]
+
+
+def _broadcast_rows(idx, dim: int):
+    """The 1-D indices `idx` broadcasts along `dim` (an index_select's or embedding's
+    gradient), when it is such a broadcast, else None. The scatter then reads and checks
+    one index per slice outside the loops over the slice, which hold no store to the
+    error flag and vectorize: an embedding's backward ran at 1.7x eager's time."""
+    from mlir import ir
+    owner = idx.owner
+    if isinstance(owner, ir.Block) or owner.name != "linalg.generic" or \
+            len(owner.operands) != 2:
+        return None
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(owner.attributes["indexing_maps"])]
+    body = owner.regions[0].blocks[0]
+    ops = list(body.operations)
+    results = list(maps[0].results)
+    if len(ops) != 1 or ops[0].operands[0] != body.arguments[0] or len(results) != 1 or \
+            not isinstance(results[0], ir.AffineDimExpr) or results[0].position != dim or \
+            maps[1] != ir.AffineMap.get_identity(maps[1].n_dims):
+        return None
+    return owner.operands[0]
 
 
 # (end of lowering rules)

@@ -543,7 +543,8 @@ def _const_index(v: ir.Value) -> Optional[int]:
 
 def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Operation]]:
     """(loops, store) if `op` is a scatter-add on the host (dg.scatter_add, the gradient of
-    a gather or an embedding): a perfect `scf.for` nest from 0 by 1 to constants whose
+    a gather or an embedding): a nest of `scf.for` from 0 by 1 to constants (an outer
+    body may compute scalars before its loop: an embedding gradient's row index) whose
     innermost body ends storing `load(buf[i]) + x` back to `buf[i]`, else None."""
     loops: list[ir.Operation] = []
     while op.name == "scf.for" and not len(op.results):
@@ -552,8 +553,9 @@ def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Oper
             return None
         loops.append(op)
         body = [o.operation for o in op.regions[0].blocks[0].operations]
-        if len(body) == 2 and body[0].name == "scf.for":
-            op = body[0]
+        if len(body) >= 2 and body[-2].name == "scf.for" and \
+                not any(o.name == "scf.for" for o in body[:-2]):
+            op = body[-2]
             continue
         stores = [o for o in body if o.name == "memref.store"]
         if len(stores) != 1 or body[-2] != stores[0]:
@@ -607,6 +609,9 @@ def emit_scatter_add(loops: list[ir.Operation], store: ir.Operation, block_size:
 
     def body(ivs: list) -> None:
         mapping = dict(zip([f.regions[0].blocks[0].arguments[0] for f in loops], ivs))
+        for outer in loops[:-1]:  # the scalars computed before each inner loop
+            _clone_ops([o.operation for o in outer.regions[0].blocks[0].operations][:-2],
+                       mapping)
         _clone_ops([o.operation for o in loops[-1].regions[0].blocks[0].operations
                     if o.operation not in skip and o.operation.name != "scf.yield"], mapping)
         memref.AtomicRMWOp(arith.AtomicRMWKind.addf, mapping.get(addend, addend), buf,

@@ -46,3 +46,23 @@ func.func @scatter_add(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4x
   %0 = "dg.scatter_add"(%x, %i, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
+
+// An index_select's gradient scatters slices: its indices are a 1-D tensor broadcast
+// along the scattered dim, so each slice's index is read and checked once, outside the
+// loop over the slice, which holds no store to the error flag.
+// CHECK-LABEL: func.func @scatter_slices
+// CHECK: scf.for %[[I:.*]] = {{.*}} iter_args(%[[T0:.*]] = %arg0) -> (tensor<3x4xf32>)
+// CHECK: tensor.extract %arg1[%[[I]]] : tensor<5xi64>
+// CHECK: scf.if
+// CHECK: %[[ROW:.*]] = arith.select
+// CHECK: scf.for %[[J:.*]] = {{.*}} iter_args(%[[T1:.*]] = %[[T0]]) -> (tensor<3x4xf32>)
+// CHECK-NOT: scf.if
+// CHECK: tensor.extract %[[T1]][%[[ROW]], %[[J]]]
+// CHECK: tensor.extract %arg2[%[[I]], %[[J]]]
+// CHECK: arith.addf
+// CHECK: tensor.insert {{.*}} into %[[T1]][%[[ROW]], %[[J]]]
+func.func @scatter_slices(%x: tensor<3x4xf32>, %i: tensor<5xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %wide = "dg.broadcast_in_dim"(%i) {dims = array<i64: 0>} : (tensor<5xi64>) -> tensor<5x4xi64>
+  %0 = "dg.scatter_add"(%x, %wide, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}

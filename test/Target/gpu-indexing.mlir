@@ -28,6 +28,11 @@
 // IR-LABEL: func.func @iabs
 // IR-NOT: math.absi
 // IR: arith.maxsi
+// IR-LABEL: func.func @scatter_slices
+// IR: gpu.launch
+// IR: gpu.launch
+// IR-NOT: scf.for
+// IR: memref.atomic_rmw addf
 
 // CHECK-LABEL: func @embed
 // CHECK-NEXT: alloc buf="[[S:t[0-9]+]]" shape=[8] dtype="i64"
@@ -40,6 +45,10 @@
 // CHECK-NEXT: launch
 // CHECK-LABEL: func @dropout
 // CHECK-NEXT: launch {{.*}} (arg1, arg2)
+// CHECK-LABEL: func @scatter_slices
+// CHECK-NEXT: launch
+// CHECK-NEXT: index_flag
+// CHECK-NEXT: launch
 // CHECK: index site 1: dg.index_select at
 // CHECK: index site 2: dg.scatter_add at
 // CHECK: atom.global.add.f32
@@ -60,4 +69,11 @@ func.func @dropout(%x: tensor<4x5xf32>, %seed: tensor<i64>) -> tensor<4x5xf32> {
 func.func @iabs(%x: tensor<8xi64>) -> tensor<8xi64> {
   %0 = "dg.abs"(%x) : (tensor<8xi64>) -> tensor<8xi64>
   return %0 : tensor<8xi64>
+}
+// an index_select's gradient: each slice's row index is computed before the loop over
+// the slice on the CPU; here every thread computes its own
+func.func @scatter_slices(%x: tensor<3x4xf32>, %i: tensor<5xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %wide = "dg.broadcast_in_dim"(%i) {dims = array<i64: 0>} : (tensor<5xi64>) -> tensor<5x4xi64>
+  %0 = "dg.scatter_add"(%x, %wide, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
 }
