@@ -138,7 +138,8 @@ def _index_select_lower(op, operands, *, op_name, attrs, out):
 @lowering("scatter_add")
 def _scatter_add_lower(op, operands, *, op_name, attrs, out):
     """A scf.for nest over src carrying the result tensor: extract, add, insert (in order,
-    so repeated indices accumulate like torch)."""
+    so repeated indices accumulate like torch). Indices broadcast from 1-D along `dim`
+    (`_broadcast_rows`) are read and checked once per slice, before the slice's loops."""
     from mlir import ir
     from mlir.dialects import scf
     from ..passes import linalg_builders as lb
