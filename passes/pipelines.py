@@ -60,6 +60,7 @@ BUFFERIZE_PIPELINE = ",".join([
 # conversions expand to integer ops; f16 ones call libgcc_s, see runtime.cpu),
 # ipowi becomes a function, f32 transcendentals become inline polynomials
 # (dg-expand-math), and the rest without an LLVM intrinsic (f64 erf) call libm.
+# The only vector ops are dg-cpu-kernels' tile transposes (1-D loads, shuffles, stores).
 # An entry's temporaries live in one workspace argument the runtime keeps per thread
 # (dg-plan-workspace).
 # Kernels, BLAS/convolution calls and threads: docs/ARCHITECTURE.md.
@@ -85,6 +86,7 @@ def llvm_pipeline(ldexp: bool = False) -> str:
         "convert-scf-to-cf",
         "expand-strided-metadata",
         "lower-affine",
+        "convert-vector-to-llvm",
         "finalize-memref-to-llvm",
         "convert-math-to-llvm",
         "convert-math-to-libm",

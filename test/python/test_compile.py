@@ -421,6 +421,8 @@ def test_a_module_dynamo_gives_up_on_does_not_turn_off_later_ones():
     ((40, 8, 32), (1, 2, 0)),  # rows 1 KiB apart, partial tiles (40 = 2 x 16 + 8)
     ((2, 64, 16, 16), (0, 2, 3, 1)),  # NCHW -> NHWC
     ((30, 20, 50), (1, 2, 0)),  # other strides keep dim order
+    ((256, 512), (1, 0)),  # 2-D: the kernel runs over blocks of 16 input rows
+    ((264, 256), (1, 0)),  # 2-D, partial tiles staged by scalar loops
 ])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_transposing_copies_and_their_gradients_match_eager(shape, perm, dtype):
