@@ -7,6 +7,9 @@ reduction's output: HF GPT-2's training graph made 69 such copies per step
 (one 8x128 zero tensor copied nine times, a 1024x256 one three times), and on
 the GPU each is a kernel launch. With a fill per accumulating op, each fills
 its own output in place (and a zero fill feeding a GPU matmul is dropped).
+Convolutions' zero paddings (a fill, then the input inserted into its interior)
+split the same way: a copied padding is not one dg-conv-to-torch can leave to
+the library.
 """
 from __future__ import annotations
 
@@ -16,7 +19,10 @@ from .registry import register_pass
 
 
 def _inits(op: ir.Operation) -> list[ir.Value]:
-    """The operands `op` writes in place (a linalg op's outputs), else none."""
+    """The operands `op` writes in place (a linalg op's outputs, the destination of a
+    tensor.insert_slice: a convolution's zero padding), else none."""
+    if op.name == "tensor.insert_slice":
+        return [op.operands[1]]
     if not op.name.startswith("linalg.") or not hasattr(op.opview, "outputs"):
         return []
     return list(op.opview.outputs)
@@ -33,12 +39,22 @@ def split_fill(fill: ir.Operation) -> int:
     for user, number in uses:
         if result not in _inits(user):
             continue
+        init = fill.operands[len(fill.operands) - 1]
         with ir.InsertionPoint(user):
+            # a buffer of its own: one-shot bufferization would fill a shared empty's
+            # buffer again for each user whose turn comes after the previous one's
+            empty = init.owner.operation.clone() if not isinstance(init.owner, ir.Block) \
+                and init.owner.operation.name == "tensor.empty" else None
             clone = fill.clone()
+            if empty is not None:
+                clone.operands[len(fill.operands) - 1] = empty.results[0]
         user.operands[number] = clone.results[0]
         made += 1
     if not list(result.uses):
+        init = fill.operands[len(fill.operands) - 1]
         fill.erase()
+        if not isinstance(init.owner, ir.Block) and not list(init.uses):
+            init.owner.operation.erase()  # the shared tensor.empty
     return made
 
 
