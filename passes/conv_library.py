@@ -39,6 +39,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref
 
 from .blas import _pointer
+from .conv_layout import ConvCall, layout as choose_layout
 from .memrefs import (contiguous_memref, erase_buffer, erase_init, overwrites, untouched_between,
                       zero_fill_of, zero_init)
 from .registry import register_pass
@@ -88,10 +89,54 @@ llvm.func @__fusegrad_blob(%data: !llvm.ptr, %d0: i64, %d1: i64, %d2: i64, %d3: 
       !llvm.ptr) -> i32
   llvm.return
 }
+
+llvm.func @aoti_torch_empty_strided(i64, !llvm.ptr, !llvm.ptr, i32, i32, i32, !llvm.ptr) -> i32
+
+// with `layout` 1 (conv_layout.CHANNELS_LAST), replaces the (n, c, h, w) tensor in `slot`
+// by a channels-last copy
+llvm.func @__fusegrad_channels_last(%slot: !llvm.ptr, %d0: i64, %d1: i64, %d2: i64, %d3: i64,
+                                    %dtype: i32, %layout: i32) {
+  %c4 = llvm.mlir.constant(4 : i64) : i64
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %z32 = llvm.mlir.constant(0 : i32) : i32
+  %sizes = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
+  %strides = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
+  %fresh = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
+  %keep = llvm.icmp "eq" %layout, %z32 : i32
+  llvm.cond_br %keep, ^done, ^convert
+^convert:
+  %s1 = llvm.getelementptr %sizes[1] : (!llvm.ptr) -> !llvm.ptr, i64
+  %s2 = llvm.getelementptr %sizes[2] : (!llvm.ptr) -> !llvm.ptr, i64
+  %s3 = llvm.getelementptr %sizes[3] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %d0, %sizes : i64, !llvm.ptr
+  llvm.store %d1, %s1 : i64, !llvm.ptr
+  llvm.store %d2, %s2 : i64, !llvm.ptr
+  llvm.store %d3, %s3 : i64, !llvm.ptr
+  %row = llvm.mul %d3, %d1 : i64
+  %image = llvm.mul %d2, %row : i64
+  %r1 = llvm.getelementptr %strides[1] : (!llvm.ptr) -> !llvm.ptr, i64
+  %r2 = llvm.getelementptr %strides[2] : (!llvm.ptr) -> !llvm.ptr, i64
+  %r3 = llvm.getelementptr %strides[3] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %image, %strides : i64, !llvm.ptr
+  llvm.store %c1, %r1 : i64, !llvm.ptr
+  llvm.store %row, %r2 : i64, !llvm.ptr
+  llvm.store %d1, %r3 : i64, !llvm.ptr
+  %e = llvm.call @aoti_torch_empty_strided(%c4, %sizes, %strides, %dtype, %z32, %z32, %fresh)
+      : (i64, !llvm.ptr, !llvm.ptr, i32, i32, i32, !llvm.ptr) -> i32
+  %old = llvm.load %slot : !llvm.ptr -> !llvm.ptr
+  %new = llvm.load %fresh : !llvm.ptr -> !llvm.ptr
+  %e2 = llvm.call @aoti_torch_copy_(%new, %old, %z32) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %e3 = llvm.call @aoti_torch_delete_tensor_object(%old) : (!llvm.ptr) -> i32
+  llvm.store %new, %slot : !llvm.ptr, !llvm.ptr
+  llvm.br ^done
+^done:
+  llvm.return
+}
 """
 
 # x, w, y: data pointers; then x dims (n, c, h, w), weight dims (f, c/g, kh, kw), output
-# dims (n, f, oh, ow), stride (2), padding (2), dilation (2), groups; dtype code
+# dims (n, f, oh, ow), stride (2), padding (2), dilation (2), groups; dtype code; layout
+# (conv_layout: 1 converts x to channels-last first)
 _FORWARD_TEXT = """
 llvm.func @aoti_torch_cpu_convolution(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr,
                                       i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, i64,
@@ -100,7 +145,8 @@ llvm.func @aoti_torch_cpu_convolution(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr
 func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr,
     %n: i64, %c: i64, %h: i64, %wd: i64, %f: i64, %cg: i64, %kh: i64, %kw: i64,
     %on: i64, %of: i64, %oh: i64, %ow: i64,
-    %sh: i64, %sw: i64, %ph: i64, %pw: i64, %dh: i64, %dw: i64, %groups: i64, %dtype: i32) {
+    %sh: i64, %sw: i64, %ph: i64, %pw: i64, %dh: i64, %dw: i64, %groups: i64, %dtype: i32,
+    %layout: i32) {
   %c1 = llvm.mlir.constant(1 : i64) : i64
   %c2 = llvm.mlir.constant(2 : i64) : i64
   %c0 = llvm.mlir.constant(0 : i64) : i64
@@ -110,6 +156,7 @@ func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr
   %ty = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tr = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   llvm.call @__fusegrad_blob(%x, %n, %c, %h, %wd, %dtype, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  llvm.call @__fusegrad_channels_last(%tx, %n, %c, %h, %wd, %dtype, %layout) : (!llvm.ptr, i64, i64, i64, i64, i32, i32) -> ()
   llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
   llvm.call @__fusegrad_blob(%y, %on, %of, %oh, %ow, %dtype, %ty) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
   %stride = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
@@ -148,7 +195,9 @@ func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr
 
 # go, x, w: data pointers of grad_output, input and weight; then their dims (4 each),
 # stride (2), padding (2), dilation (2), groups; which gradient (0: input, written over x;
-# 1: weight, written over w; the other of x, w is read); dtype code
+# 1: weight, written over w; the other of x, w is read); dtype code; layout (conv_layout:
+# 1 passes go and x channels-last, x as a copy of its own, whose values the input
+# gradient does not read)
 _BACKWARD_TEXT = """
 llvm.func @aoti_torch_cpu_convolution_backward(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64,
     !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, i64, !llvm.ptr, i64,
@@ -158,7 +207,7 @@ func.func private @__fusegrad_conv2d_backward(%go: !llvm.ptr, %x: !llvm.ptr, %w:
     %n: i64, %o: i64, %oh: i64, %ow: i64, %xn: i64, %c: i64, %h: i64, %wd: i64,
     %f: i64, %cg: i64, %kh: i64, %kw: i64,
     %sh: i64, %sw: i64, %ph: i64, %pw: i64, %dh: i64, %dw: i64, %groups: i64,
-    %which: i32, %dtype: i32) {
+    %which: i32, %dtype: i32, %layout: i32) {
   %c1 = llvm.mlir.constant(1 : i64) : i64
   %c2 = llvm.mlir.constant(2 : i64) : i64
   %c3 = llvm.mlir.constant(3 : i64) : i64
@@ -170,9 +219,19 @@ func.func private @__fusegrad_conv2d_backward(%go: !llvm.ptr, %x: !llvm.ptr, %w:
   %tx = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tw = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tr = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
+  %tdst = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   llvm.call @__fusegrad_blob(%go, %n, %o, %oh, %ow, %dtype, %tgo) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
   llvm.call @__fusegrad_blob(%x, %xn, %c, %h, %wd, %dtype, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
   llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  %which_input = llvm.icmp "eq" %which, %z32 : i32
+  %dst_data = llvm.select %which_input, %x, %w : i1, !llvm.ptr
+  %dst0 = llvm.select %which_input, %xn, %f : i1, i64
+  %dst1 = llvm.select %which_input, %c, %cg : i1, i64
+  %dst2 = llvm.select %which_input, %h, %kh : i1, i64
+  %dst3 = llvm.select %which_input, %wd, %kw : i1, i64
+  llvm.call @__fusegrad_blob(%dst_data, %dst0, %dst1, %dst2, %dst3, %dtype, %tdst) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  llvm.call @__fusegrad_channels_last(%tgo, %n, %o, %oh, %ow, %dtype, %layout) : (!llvm.ptr, i64, i64, i64, i64, i32, i32) -> ()
+  llvm.call @__fusegrad_channels_last(%tx, %xn, %c, %h, %wd, %dtype, %layout) : (!llvm.ptr, i64, i64, i64, i64, i32, i32) -> ()
   %stride = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %pad = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %dil = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
@@ -211,8 +270,9 @@ func.func private @__fusegrad_conv2d_backward(%go: !llvm.ptr, %x: !llvm.ptr, %w:
          !llvm.ptr, i64, i32, !llvm.ptr, i64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr,
          !llvm.ptr) -> i32
   %vr = llvm.load %tr : !llvm.ptr -> !llvm.ptr
-  %dst = llvm.select %is_input, %vx, %vw : i1, !llvm.ptr
+  %dst = llvm.load %tdst : !llvm.ptr -> !llvm.ptr
   %e2 = llvm.call @aoti_torch_copy_(%dst, %vr, %z32) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %d4 = llvm.call @aoti_torch_delete_tensor_object(%dst) : (!llvm.ptr) -> i32
   %d0 = llvm.call @aoti_torch_delete_tensor_object(%vr) : (!llvm.ptr) -> i32
   %d1 = llvm.call @aoti_torch_delete_tensor_object(%vgo) : (!llvm.ptr) -> i32
   %d2 = llvm.call @aoti_torch_delete_tensor_object(%vx) : (!llvm.ptr) -> i32
@@ -432,7 +492,16 @@ def _backward_call(fn: ir.Operation) -> list | None:
     return [go, x, w, which, dims]
 
 
-def _call_library(fn: ir.Operation, call: list) -> None:
+def _conv_call(kind: int, dims: list[int], dtype: str) -> ConvCall:
+    """The ConvCall of a helper call with scalar arguments `dims`: three shapes (x, w, y
+    forward; go, x, w backward), stride, padding, dilation, groups."""
+    shapes = [tuple(dims[k:k + 4]) for k in (0, 4, 8)]
+    x, w, y = shapes if kind < 0 else (shapes[1], shapes[2], shapes[0])
+    return ConvCall(kind, x, w, y, tuple(dims[12:14]), tuple(dims[14:16]), tuple(dims[16:18]),
+                    dims[18], dtype)
+
+
+def _call_library(fn: ir.Operation, call: list, policy: str) -> None:
     go, x, w, which, dims = call
     block = fn.regions[0].blocks[0]
     for op in reversed(list(block.operations)):
@@ -442,23 +511,27 @@ def _call_library(fn: ir.Operation, call: list) -> None:
     with ir.InsertionPoint(block), fn.location:
         ptrs = [_pointer(v) for v in (go, x, w)]
         scalars = [arith.ConstantOp(i64, d).result for d in dims]
-        dtype = _DTYPE[str(go.type.element_type)]
+        element = str(go.type.element_type)
+        chosen = choose_layout(_conv_call(which, dims, element), policy)
         func.CallOp([], ir.FlatSymbolRefAttr.get(BACKWARD_HELPER),
                     [*ptrs, *scalars, arith.ConstantOp(i32, which).result,
-                     arith.ConstantOp(i32, dtype).result])
+                     arith.ConstantOp(i32, _DTYPE[element]).result,
+                     arith.ConstantOp(i32, chosen).result])
         func.ReturnOp([])
 
 
 @register_pass("dg-conv-to-torch",
                "f32/f64 linalg convolutions on contiguous memrefs -> PyTorch's CPU convolution "
                "(aoti_torch_cpu_convolution); functions from dg-outline-conv-grads -> "
-               "aoti_torch_cpu_convolution_backward")
-def conv_to_torch(module: ir.Operation) -> None:
+               "aoti_torch_cpu_convolution_backward; layout=auto|nchw|channels-last: how "
+               "grouped convolutions pass activations (auto: the faster, measured)",
+               layout="auto")
+def conv_to_torch(module: ir.Operation, layout: str = "auto") -> None:
     backward = 0
     for fn in list(module.regions[0].blocks[0].operations):
         call = _backward_call(fn.operation)
         if call is not None:
-            _call_library(fn.operation, call)
+            _call_library(fn.operation, call, layout)
             backward += 1
     convs: list[ir.Operation] = []
 
@@ -478,10 +551,12 @@ def conv_to_torch(module: ir.Operation) -> None:
         padded = _padded_interior(op)
         x = _unpad(op, padded) if padded is not None else op.operands[0]
         dims = _conv_dims(op, x.type, padded[2:] if padded is not None else (0, 0))
-        dtype = _DTYPE[str(x.type.element_type)]
+        element = str(x.type.element_type)
+        chosen = choose_layout(_conv_call(-1, dims, element), layout)
         with ir.InsertionPoint(op), op.location:
             ptrs = [_pointer(v) for v in (x, *op.operands[1:])]
             scalars = [arith.ConstantOp(i64, d).result for d in dims]
             func.CallOp([], ir.FlatSymbolRefAttr.get(HELPER),
-                        [*ptrs, *scalars, arith.ConstantOp(i32, dtype).result])
+                        [*ptrs, *scalars, arith.ConstantOp(i32, _DTYPE[element]).result,
+                         arith.ConstantOp(i32, chosen).result])
         op.erase()

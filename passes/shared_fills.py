@@ -41,10 +41,12 @@ def split_fill(fill: ir.Operation) -> int:
             continue
         init = fill.operands[len(fill.operands) - 1]
         with ir.InsertionPoint(user):
-            # a buffer of its own: one-shot bufferization would fill a shared empty's
-            # buffer again for each user whose turn comes after the previous one's
-            empty = init.owner.operation.clone() if not isinstance(init.owner, ir.Block) \
-                and init.owner.operation.name == "tensor.empty" else None
+            # a padding gets a buffer of its own: on a shared empty's buffer, one-shot
+            # bufferization fills it again for each padding after the previous one's conv
+            # (reductions keep sharing: bufferization then packs their buffers tighter)
+            empty = init.owner.operation.clone() if user.name == "tensor.insert_slice" and \
+                not isinstance(init.owner, ir.Block) and \
+                init.owner.operation.name == "tensor.empty" else None
             clone = fill.clone()
             if empty is not None:
                 clone.operands[len(fill.operands) - 1] = empty.results[0]

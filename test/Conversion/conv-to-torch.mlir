@@ -6,13 +6,13 @@
 // convolutions, read through an expand_shape to (n, g, c/g, h, w), and for paddings of
 // one shape that `cse` made share a fill (@two_depthwise). Integer convolutions keep
 // loops.
-// RUN: fusegrad-opt %s -p 'dg-cpu-linalg,dg-cpu-bufferize,dg-conv-to-torch' | filecheck %s
+// RUN: fusegrad-opt %s -p 'dg-cpu-linalg,dg-cpu-bufferize,dg-conv-to-torch{layout=nchw}' | filecheck %s
 
 // CHECK-LABEL: func.func @conv(
 // CHECK-NOT: memref.alloc
 // CHECK-NOT: linalg.fill
 // CHECK: memref.extract_aligned_pointer_as_index %arg0
-// CHECK: call @__fusegrad_conv2d({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32) -> ()
+// CHECK: call @__fusegrad_conv2d({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32, i32) -> ()
 // CHECK-NOT: linalg.conv
 // CHECK-LABEL: func.func @neg_conv(
 // CHECK-NOT: linalg.fill
@@ -20,14 +20,14 @@
 // CHECK-NOT: linalg.fill
 // CHECK: linalg.generic {{.*}} outs(%[[X]] : memref<2x3x8x8xf32>)
 // CHECK: memref.extract_aligned_pointer_as_index %[[X]]
-// output h, w; stride; padding; dilation; groups; dtype
-// CHECK: call @__fusegrad_conv2d({{.*}}, %c8_i64{{[_0-9]*}}, %c8_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c6_i32)
+// output h, w; stride; padding; dilation; groups; dtype; layout (NCHW)
+// CHECK: call @__fusegrad_conv2d({{.*}}, %c8_i64{{[_0-9]*}}, %c8_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c6_i32, %c0_i32)
 // CHECK: memref.dealloc %[[X]]
 // CHECK-LABEL: func.func @grouped(
 // CHECK: call @__fusegrad_conv2d(
 // CHECK-LABEL: func.func @two_depthwise(
 // CHECK-NOT: memref<2x4x10x10xf32>
-// padding; dilation; groups; dtype
+// padding; dilation; groups; dtype; layout
 // CHECK: call @__fusegrad_conv2d({{.*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c4_i64{{[_0-9]*}}, %c6_i32
 // CHECK-NOT: memref<2x4x10x10xf32>
 // CHECK: call @__fusegrad_conv2d({{.*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c4_i64{{[_0-9]*}}, %c6_i32

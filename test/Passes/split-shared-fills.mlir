@@ -1,9 +1,10 @@
 // dg-split-shared-fills: `cse` merges equal zero fills, so two reductions of one shape
 // accumulate into one filled tensor; each then gets its own fill, placed before it, so
 // bufferization fills each output in place instead of filling one buffer and copying
-// it into the other; each clone fills a tensor.empty of its own, else bufferization
-// fills one buffer twice. A convolution's zero padding (a tensor.insert_slice into the
-// fill) splits the same way. A fill only read (not accumulated into) stays shared.
+// it into the other. A convolution's zero padding (a tensor.insert_slice into the
+// fill) splits the same way, each clone filling a tensor.empty of its own (else
+// bufferization fills one buffer twice). A fill only read (not accumulated into) stays
+// shared.
 // RUN: fusegrad-opt %s -p dg-split-shared-fills | filecheck %s
 // RUN: fusegrad-opt %s -p dg-cpu-bufferize | filecheck %s --check-prefix=BUF
 
@@ -11,11 +12,10 @@
 #row = affine_map<(d0, d1) -> (d0)>
 
 // CHECK-LABEL: func.func @two_sums
-// CHECK: %[[E1:.*]] = tensor.empty() : tensor<8xf32>
-// CHECK-NEXT: %[[F1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E1]] : tensor<8xf32>)
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<8xf32>
+// CHECK-NEXT: %[[F1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<8xf32>)
 // CHECK-NEXT: %[[S1:.*]] = linalg.generic {{.*}} outs(%[[F1]] : tensor<8xf32>)
-// CHECK: %[[E2:.*]] = tensor.empty() : tensor<8xf32>
-// CHECK-NEXT: %[[F2:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E2]] : tensor<8xf32>)
+// CHECK: %[[F2:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<8xf32>)
 // CHECK-NEXT: %[[S2:.*]] = linalg.generic {{.*}} outs(%[[F2]] : tensor<8xf32>)
 // CHECK: return %[[S1]], %[[S2]]
 

@@ -31,6 +31,9 @@ CONFIGS = {  # (N, C, H, W), (O, KH, KW), stride, padding, dilation, groups
 
 PIPELINES = {
     "library": CPU_PIPELINE,
+    "library_nchw": CPU_PIPELINE.replace("dg-conv-to-torch,", "dg-conv-to-torch{layout=nchw},"),
+    "library_channels_last": CPU_PIPELINE.replace("dg-conv-to-torch,",
+                                                  "dg-conv-to-torch{layout=channels-last},"),
     "outlined_loops": CPU_PIPELINE.replace("dg-conv-to-torch,", ""),
     "decomposition": CPU_PIPELINE.replace("dg-outline-conv-grads,", ""),
 }
@@ -135,3 +138,24 @@ def test_outlining_shares_one_function_per_signature():
         (got,) = run_function(_function(module, "f"), [g, wt])  # through func.call
     _, _, _, _, dx, _ = _problem(CONFIGS["groups2"], torch.float64)
     torch.testing.assert_close(got, 2 * dx)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels-last"])
+@pytest.mark.parametrize("config", ["groups2", "mixed"])
+def test_grouped_convolutions_match_eager_in_either_layout(config, layout):
+    # the forward convolution and both gradients, activations passed channels-last or not
+    x, wt, g, attrs, dx, dw = _problem(CONFIGS[config], torch.float32)
+    (n, c, h, w), (o, kh, kw), stride, padding, dilation, groups = CONFIGS[config]
+    y = torch.nn.functional.conv2d(x, wt, None, stride, padding, dilation, groups)
+    module = _module(x, wt, g, attrs)
+    with module.context, ir.Location.unknown(), ir.InsertionPoint(module.body):
+        func.FuncOp.from_py_func(TensorSpec.of(x).to_mlir(), TensorSpec.of(wt).to_mlir(),
+                                 name="forward")(lambda x_, w_: Builder().conv2d(x_, w_, **attrs))
+        entries = _entries(module)
+        run_pipeline(module, CPU_PIPELINE.replace("dg-conv-to-torch,",
+                                                  f"dg-conv-to-torch{{layout={layout}}},"))
+    assert str(module).count("call @__fusegrad_conv2d(") == 1
+    cm = jit_module(module, entries)
+    torch.testing.assert_close(cm.function("forward")(x, wt)[0], y, **_tol(torch.float32))
+    torch.testing.assert_close(cm.function("input_grad")(g, wt)[0], dx, **_tol(torch.float32))
+    torch.testing.assert_close(cm.function("weight_grad")(x, g)[0], dw, **_tol(torch.float32))
