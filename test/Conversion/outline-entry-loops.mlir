@@ -11,7 +11,7 @@
 // CHECK-SAME: %[[A:.*]]: memref<8x4xf32>, %[[B:.*]]: memref<4xf32>)
 // (aligned pointers: %A fields 0-6, %B fields 7-11)
 // CHECK-SAME: dg.noalias_pointers = array<i64: 1, 8>
-// CHECK-SAME: passthrough = ["noinline"]
+// CHECK-SAME: passthrough = ["noinline", ["prefer-vector-width", "512"]]
 // CHECK: %[[C8:.*]] = arith.constant 8 : index
 // CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[C8]]
 // CHECK: memref.load %[[A]][%[[I]], %{{.*}}]
