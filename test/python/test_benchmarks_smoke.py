@@ -77,3 +77,15 @@ def test_cuda_train_build_then_run_on_cpu_artifacts(tmp_path):
     bad = subprocess.run([sys.executable, script, "run", str(tmp_path), "--models", "nope"],
                          **common)
     assert bad.returncode == 2 and "unknown models ['nope']" in bad.stderr
+
+
+def test_hf_models_reports_a_row_per_model():
+    script = os.path.join(ROOT, "benchmarks", "hf_models.py")
+    proc = subprocess.run([sys.executable, script, "--only", "distilbert", "--seconds", "0.2",
+                           "--threads", "1"], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    row = next(l for l in proc.stdout.splitlines() if l.startswith("| distilbert |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-1] == "0"  # no fallback
+    assert abs(float(cells[6]) - float(cells[7])) < 1e-3  # eager and fusegrad losses
