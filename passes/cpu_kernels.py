@@ -65,8 +65,9 @@ PARTIAL_MAX_BLOCKS = 64
 # optimization and code generation cost more than the kernels' own (BERT: LLVM JIT
 # 4.3 -> 3.8 s); a call per kernel costs nothing next to its loops
 KERNEL_PASSTHROUGH = ("noinline",)
-# ... and the vector width LLVM's vectorizers may use: left to -mcpu=native, they chose
-# 256 bits for most loops on Zen 4 (softmax's exp loop, 8 lanes and no interleaving);
+# ... and the vector width LLVM's vectorizers may use: left to -mcpu=native on an AVX-512
+# Intel Xeon (LLVM's host CPU "rocketlake", tuned to prefer 256 bits), they chose 256 bits
+# for most loops (softmax's exp loop: 8 lanes, no interleaving);
 # 512 made the micro benchmarks' forward+backward 8-15% faster (gelu 19.3 -> 16.4 ms,
 # layer_norm 13.0 -> 11.9, softmax 16.7 -> 14.7) and a 1024x1024 softmax 0.69 -> 0.59 ms.
 # On CPUs without AVX-512 LLVM ignores it.

@@ -1,7 +1,8 @@
 // dg-cpu-kernels outlines each kernel `noinline`: inlined into the entry (their
 // only caller), a training graph's kernels made one huge function whose LLVM
 // optimization and code generation cost more than the kernels' own. Kernels also
-// let LLVM's vectorizers use 512-bit vectors (on Zen 4 it chose 256 for most loops).
+// let LLVM's vectorizers use 512-bit vectors (tuned for an AVX-512 Intel Xeon, it chose
+// 256 for most loops).
 // RUN: fusegrad-opt %s -p 'dg-cpu-kernels' | filecheck %s
 // RUN: fusegrad-opt %s -p 'dg-cpu-kernels,dg-cpu-llvm' | filecheck %s --check-prefix=LLVM
 
