@@ -98,6 +98,9 @@ def run(name: str, build: Callable, seconds: float) -> dict[str, Any]:
     import fusegrad
     from fusegrad.backend import FusegradFallbackWarning
 
+    # every model's step runs the same `Loss.forward` code object: without a reset, Dynamo
+    # stops compiling it after its recompile limit and runs the later models eagerly
+    torch._dynamo.reset()
     torch.manual_seed(0)
     base, inputs = build()
     base.train()
