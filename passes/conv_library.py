@@ -59,6 +59,18 @@ llvm.func @aoti_torch_create_tensor_from_blob(!llvm.ptr, i64, !llvm.ptr, !llvm.p
 llvm.func @aoti_torch_copy_(!llvm.ptr, !llvm.ptr, i32) -> i32
 llvm.func @aoti_torch_delete_tensor_object(!llvm.ptr) -> i32
 
+// four i64 into the array at `p`
+llvm.func @__fusegrad_store4(%p: !llvm.ptr, %a: i64, %b: i64, %c: i64, %d: i64) {
+  %p1 = llvm.getelementptr %p[1] : (!llvm.ptr) -> !llvm.ptr, i64
+  %p2 = llvm.getelementptr %p[2] : (!llvm.ptr) -> !llvm.ptr, i64
+  %p3 = llvm.getelementptr %p[3] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %a, %p : i64, !llvm.ptr
+  llvm.store %b, %p1 : i64, !llvm.ptr
+  llvm.store %c, %p2 : i64, !llvm.ptr
+  llvm.store %d, %p3 : i64, !llvm.ptr
+  llvm.return
+}
+
 llvm.func @__fusegrad_blob(%data: !llvm.ptr, %d0: i64, %d1: i64, %d2: i64, %d3: i64,
                            %dtype: i32, %slot: !llvm.ptr) {
   %c4 = llvm.mlir.constant(4 : i64) : i64
@@ -67,23 +79,10 @@ llvm.func @__fusegrad_blob(%data: !llvm.ptr, %d0: i64, %d1: i64, %d2: i64, %d3: 
   %z32 = llvm.mlir.constant(0 : i32) : i32
   %sizes = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
   %strides = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
-  %s1 = llvm.getelementptr %sizes[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %s2 = llvm.getelementptr %sizes[2] : (!llvm.ptr) -> !llvm.ptr, i64
-  %s3 = llvm.getelementptr %sizes[3] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %d0, %sizes : i64, !llvm.ptr
-  llvm.store %d1, %s1 : i64, !llvm.ptr
-  llvm.store %d2, %s2 : i64, !llvm.ptr
-  llvm.store %d3, %s3 : i64, !llvm.ptr
-  %t2 = llvm.mul %d3, %c1 : i64
-  %t1 = llvm.mul %d2, %t2 : i64
+  %t1 = llvm.mul %d2, %d3 : i64
   %t0 = llvm.mul %d1, %t1 : i64
-  %r1 = llvm.getelementptr %strides[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %r2 = llvm.getelementptr %strides[2] : (!llvm.ptr) -> !llvm.ptr, i64
-  %r3 = llvm.getelementptr %strides[3] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %t0, %strides : i64, !llvm.ptr
-  llvm.store %t1, %r1 : i64, !llvm.ptr
-  llvm.store %t2, %r2 : i64, !llvm.ptr
-  llvm.store %c1, %r3 : i64, !llvm.ptr
+  llvm.call @__fusegrad_store4(%sizes, %d0, %d1, %d2, %d3) : (!llvm.ptr, i64, i64, i64, i64) -> ()
+  llvm.call @__fusegrad_store4(%strides, %t0, %t1, %d3, %c1) : (!llvm.ptr, i64, i64, i64, i64) -> ()
   %e = llvm.call @aoti_torch_create_tensor_from_blob(%data, %c4, %sizes, %strides, %c0, %dtype,
       %z32, %z32, %slot) : (!llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32,
       !llvm.ptr) -> i32
@@ -105,22 +104,10 @@ llvm.func @__fusegrad_channels_last(%slot: !llvm.ptr, %d0: i64, %d1: i64, %d2: i
   %keep = llvm.icmp "eq" %layout, %z32 : i32
   llvm.cond_br %keep, ^done, ^convert
 ^convert:
-  %s1 = llvm.getelementptr %sizes[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %s2 = llvm.getelementptr %sizes[2] : (!llvm.ptr) -> !llvm.ptr, i64
-  %s3 = llvm.getelementptr %sizes[3] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %d0, %sizes : i64, !llvm.ptr
-  llvm.store %d1, %s1 : i64, !llvm.ptr
-  llvm.store %d2, %s2 : i64, !llvm.ptr
-  llvm.store %d3, %s3 : i64, !llvm.ptr
   %row = llvm.mul %d3, %d1 : i64
   %image = llvm.mul %d2, %row : i64
-  %r1 = llvm.getelementptr %strides[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %r2 = llvm.getelementptr %strides[2] : (!llvm.ptr) -> !llvm.ptr, i64
-  %r3 = llvm.getelementptr %strides[3] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %image, %strides : i64, !llvm.ptr
-  llvm.store %c1, %r1 : i64, !llvm.ptr
-  llvm.store %row, %r2 : i64, !llvm.ptr
-  llvm.store %d1, %r3 : i64, !llvm.ptr
+  llvm.call @__fusegrad_store4(%sizes, %d0, %d1, %d2, %d3) : (!llvm.ptr, i64, i64, i64, i64) -> ()
+  llvm.call @__fusegrad_store4(%strides, %image, %c1, %row, %d1) : (!llvm.ptr, i64, i64, i64, i64) -> ()
   %e = llvm.call @aoti_torch_empty_strided(%c4, %sizes, %strides, %dtype, %z32, %z32, %fresh)
       : (i64, !llvm.ptr, !llvm.ptr, i32, i32, i32, !llvm.ptr) -> i32
   %old = llvm.load %slot : !llvm.ptr -> !llvm.ptr
