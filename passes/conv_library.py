@@ -59,6 +59,14 @@ llvm.func @aoti_torch_create_tensor_from_blob(!llvm.ptr, i64, !llvm.ptr, !llvm.p
 llvm.func @aoti_torch_copy_(!llvm.ptr, !llvm.ptr, i32) -> i32
 llvm.func @aoti_torch_delete_tensor_object(!llvm.ptr) -> i32
 
+// two i64 into the array at `p`
+llvm.func @__fusegrad_store2(%p: !llvm.ptr, %a: i64, %b: i64) {
+  %p1 = llvm.getelementptr %p[1] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %a, %p : i64, !llvm.ptr
+  llvm.store %b, %p1 : i64, !llvm.ptr
+  llvm.return
+}
+
 // four i64 into the array at `p`
 llvm.func @__fusegrad_store4(%p: !llvm.ptr, %a: i64, %b: i64, %c: i64, %d: i64) {
   %p1 = llvm.getelementptr %p[1] : (!llvm.ptr) -> !llvm.ptr, i64
@@ -150,18 +158,10 @@ func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr
   %pad = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %dil = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %zeros = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
-  %stride1 = llvm.getelementptr %stride[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %pad1 = llvm.getelementptr %pad[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %dil1 = llvm.getelementptr %dil[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %zeros1 = llvm.getelementptr %zeros[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %sh, %stride : i64, !llvm.ptr
-  llvm.store %sw, %stride1 : i64, !llvm.ptr
-  llvm.store %ph, %pad : i64, !llvm.ptr
-  llvm.store %pw, %pad1 : i64, !llvm.ptr
-  llvm.store %dh, %dil : i64, !llvm.ptr
-  llvm.store %dw, %dil1 : i64, !llvm.ptr
-  llvm.store %c0, %zeros : i64, !llvm.ptr
-  llvm.store %c0, %zeros1 : i64, !llvm.ptr
+  llvm.call @__fusegrad_store2(%stride, %sh, %sw) : (!llvm.ptr, i64, i64) -> ()
+  llvm.call @__fusegrad_store2(%pad, %ph, %pw) : (!llvm.ptr, i64, i64) -> ()
+  llvm.call @__fusegrad_store2(%dil, %dh, %dw) : (!llvm.ptr, i64, i64) -> ()
+  llvm.call @__fusegrad_store2(%zeros, %c0, %c0) : (!llvm.ptr, i64, i64) -> ()
   %vx = llvm.load %tx : !llvm.ptr -> !llvm.ptr
   %vw = llvm.load %tw : !llvm.ptr -> !llvm.ptr
   %vy = llvm.load %ty : !llvm.ptr -> !llvm.ptr
@@ -224,20 +224,12 @@ func.func private @__fusegrad_conv2d_backward(%go: !llvm.ptr, %x: !llvm.ptr, %w:
   %dil = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %zeros = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %mask = llvm.alloca %c3 x i32 : (i64) -> !llvm.ptr
-  %stride1 = llvm.getelementptr %stride[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %pad1 = llvm.getelementptr %pad[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %dil1 = llvm.getelementptr %dil[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %zeros1 = llvm.getelementptr %zeros[1] : (!llvm.ptr) -> !llvm.ptr, i64
   %mask1 = llvm.getelementptr %mask[1] : (!llvm.ptr) -> !llvm.ptr, i32
   %mask2 = llvm.getelementptr %mask[2] : (!llvm.ptr) -> !llvm.ptr, i32
-  llvm.store %sh, %stride : i64, !llvm.ptr
-  llvm.store %sw, %stride1 : i64, !llvm.ptr
-  llvm.store %ph, %pad : i64, !llvm.ptr
-  llvm.store %pw, %pad1 : i64, !llvm.ptr
-  llvm.store %dh, %dil : i64, !llvm.ptr
-  llvm.store %dw, %dil1 : i64, !llvm.ptr
-  llvm.store %c0, %zeros : i64, !llvm.ptr
-  llvm.store %c0, %zeros1 : i64, !llvm.ptr
+  llvm.call @__fusegrad_store2(%stride, %sh, %sw) : (!llvm.ptr, i64, i64) -> ()
+  llvm.call @__fusegrad_store2(%pad, %ph, %pw) : (!llvm.ptr, i64, i64) -> ()
+  llvm.call @__fusegrad_store2(%dil, %dh, %dw) : (!llvm.ptr, i64, i64) -> ()
+  llvm.call @__fusegrad_store2(%zeros, %c0, %c0) : (!llvm.ptr, i64, i64) -> ()
   %is_input = llvm.icmp "eq" %which, %z32 : i32
   %is_weight = llvm.icmp "eq" %which, %one32 : i32
   %m0 = llvm.zext %is_input : i1 to i32
