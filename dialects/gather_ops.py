@@ -208,7 +208,23 @@ def _gather_vjp(b, ins, outs, cts, *, op, attrs):
     if g is None:
         return [None, None]
     x, idx = ins
-    return [b.scatter_add(b.full_like(x, 0.0), idx, g, dim=attrs["dim"]), None]
+    dim, xs, ids = attrs["dim"], spec(x), spec(idx)
+    if ids.shape[dim] == 1 and all(ids.shape[d] == xs.shape[d]
+                                   for d in range(xs.rank) if d != dim):
+        return [_one_hot_scatter(b, x, idx, g, dim), None]
+    return [b.scatter_add(b.full_like(x, 0.0), idx, g, dim=dim), None]
+
+
+def _one_hot_scatter(b, x, idx, g, dim: int):
+    """scatter_add(zeros_like(x), idx, g) for one index per slice along `dim` (a loss's
+    gather of the target logit): select(iota == idx, g, 0) is elementwise, so it fuses
+    into the kernel that consumes it instead of filling and re-reading a whole tensor.
+    The forward gather already checked the indices."""
+    xs = spec(x)
+    every = list(range(xs.rank))
+    hit = b.compare(b.iota(shape=xs.shape, dtype=spec(idx).dtype, dim=dim),
+                    b.broadcast_in_dim(idx, shape=xs.shape, dims=every), direction="eq")
+    return b.select(hit, b.broadcast_in_dim(g, shape=xs.shape, dims=every), b.full_like(x, 0.0))
 
 
 @vjp_rule("index_select")

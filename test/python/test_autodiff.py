@@ -104,6 +104,9 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
     "concatenate": (lambda: [rnd(2, 1), rnd(2, 3), rnd(2, 2)],
                     lambda b, x, y, z: b.concat([x, y, z], dim=1)),
     "gather": (lambda: [rnd(3, 5), idx(5, 2, 4)], lambda b, x, i: b.gather(x, i, dim=1)),
+    # one index per row (a loss's target logit): the gradient is a one-hot select
+    "gather_one_per_row": (lambda: [rnd(3, 5), idx(5, 3, 1)],
+                           lambda b, x, i: b.gather(x, i, dim=1)),
     "index_select": (lambda: [rnd(4, 3), idx(4, 2, 3)],
                      lambda b, x, i: b.index_select(x, i, dim=0)),
     "scatter_add": (lambda: [rnd(3, 5), idx(5, 2, 4), rnd(2, 4)],
