@@ -42,61 +42,16 @@ from .blas import _pointer
 from .conv_layout import ConvCall, layout as choose_layout
 from .memrefs import (contiguous_memref, erase_buffer, erase_init, overwrites, untouched_between,
                       zero_fill_of, zero_init)
+from .outline import outline_ops
 from .registry import register_pass
+from .torch_calls import DTYPE as _DTYPE, add_helpers
 
 HELPER = "__fusegrad_conv2d"
 BACKWARD_HELPER = "__fusegrad_conv2d_backward"
-BLOB_HELPER = "__fusegrad_blob"
 OUTLINED = "dg.conv2d_backward"  # attribute of the outlined gradient functions
 GRAD_OPS = ("dg.conv2d_input_grad", "dg.conv2d_weight_grad")
-# c10::ScalarType codes
-_DTYPE = {"f32": 6, "f64": 7}
 
-# a contiguous 4-d tensor viewing `data`, stored in `slot`
-_BLOB_TEXT = """
-llvm.func @aoti_torch_create_tensor_from_blob(!llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, i32,
-                                              i32, i32, !llvm.ptr) -> i32
-llvm.func @aoti_torch_copy_(!llvm.ptr, !llvm.ptr, i32) -> i32
-llvm.func @aoti_torch_delete_tensor_object(!llvm.ptr) -> i32
-
-// two i64 into the array at `p`
-llvm.func @__fusegrad_store2(%p: !llvm.ptr, %a: i64, %b: i64) {
-  %p1 = llvm.getelementptr %p[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %a, %p : i64, !llvm.ptr
-  llvm.store %b, %p1 : i64, !llvm.ptr
-  llvm.return
-}
-
-// four i64 into the array at `p`
-llvm.func @__fusegrad_store4(%p: !llvm.ptr, %a: i64, %b: i64, %c: i64, %d: i64) {
-  %p1 = llvm.getelementptr %p[1] : (!llvm.ptr) -> !llvm.ptr, i64
-  %p2 = llvm.getelementptr %p[2] : (!llvm.ptr) -> !llvm.ptr, i64
-  %p3 = llvm.getelementptr %p[3] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %a, %p : i64, !llvm.ptr
-  llvm.store %b, %p1 : i64, !llvm.ptr
-  llvm.store %c, %p2 : i64, !llvm.ptr
-  llvm.store %d, %p3 : i64, !llvm.ptr
-  llvm.return
-}
-
-llvm.func @__fusegrad_blob(%data: !llvm.ptr, %d0: i64, %d1: i64, %d2: i64, %d3: i64,
-                           %dtype: i32, %slot: !llvm.ptr) {
-  %c4 = llvm.mlir.constant(4 : i64) : i64
-  %c1 = llvm.mlir.constant(1 : i64) : i64
-  %c0 = llvm.mlir.constant(0 : i64) : i64
-  %z32 = llvm.mlir.constant(0 : i32) : i32
-  %sizes = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
-  %strides = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
-  %t1 = llvm.mul %d2, %d3 : i64
-  %t0 = llvm.mul %d1, %t1 : i64
-  llvm.call @__fusegrad_store4(%sizes, %d0, %d1, %d2, %d3) : (!llvm.ptr, i64, i64, i64, i64) -> ()
-  llvm.call @__fusegrad_store4(%strides, %t0, %t1, %d3, %c1) : (!llvm.ptr, i64, i64, i64, i64) -> ()
-  %e = llvm.call @aoti_torch_create_tensor_from_blob(%data, %c4, %sizes, %strides, %c0, %dtype,
-      %z32, %z32, %slot) : (!llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32,
-      !llvm.ptr) -> i32
-  llvm.return
-}
-
+_CHANNELS_LAST_TEXT = """
 llvm.func @aoti_torch_empty_strided(i64, !llvm.ptr, !llvm.ptr, i32, i32, i32, !llvm.ptr) -> i32
 
 // with `layout` 1 (conv_layout.CHANNELS_LAST), replaces the (n, c, h, w) tensor in `slot`
@@ -371,73 +326,20 @@ def _unpad(op: ir.Operation, padded: tuple[ir.Operation, ir.Operation, int, int]
     return interior
 
 
-def _symbols(body: ir.Block) -> set[str]:
-    return {ir.StringAttr(o.operation.attributes["sym_name"]).value
-            for o in body.operations if "sym_name" in o.operation.attributes}
-
-
 def _add_helpers(module: ir.Operation, forward: bool, backward: bool) -> None:
     """Append the helper functions and declarations the calls need, once."""
-    if not (forward or backward):
-        return
-    body = module.regions[0].blocks[0]
-    existing = _symbols(body)
-    text = _BLOB_TEXT + (_FORWARD_TEXT if forward else "") + (_BACKWARD_TEXT if backward else "")
-    for o in ir.Module.parse(text).body.operations:
-        if ir.StringAttr(o.operation.attributes["sym_name"]).value not in existing:
-            body.append(o.operation.clone())
+    if forward or backward:
+        add_helpers(module, _CHANNELS_LAST_TEXT + (_FORWARD_TEXT if forward else "") +
+                    (_BACKWARD_TEXT if backward else ""))
 
 
 # ---------------------------------------------------------------- gradients: outlining (dg)
-def _top_level(op: ir.Operation, module: ir.Operation) -> ir.Operation:
-    while op.parent is not None and op.parent.operation != module:
-        op = op.parent.operation
-    return op
-
-
 @register_pass("dg-outline-conv-grads",
                "f32/f64 dg.conv2d_input_grad / conv2d_weight_grad -> calls of private functions "
                "tagged for dg-conv-to-torch (PyTorch's convolution_backward on the CPU)")
 def outline_conv_grads(module: ir.Operation) -> None:
-    grads: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name in GRAD_OPS and str(op.results[0].type.element_type) in _DTYPE:
-            grads.append(op)
-        return ir.WalkResult.ADVANCE
-    module.walk(visit)
-    if not grads:
-        return
-    taken = _symbols(module.regions[0].blocks[0])
-    outlined: dict[tuple, str] = {}
-    for op in grads:
-        attrs = {name: op.attributes[name] for name in op.attributes}
-        types = [v.type for v in op.operands]
-        key = (op.name, tuple(sorted((k, str(v)) for k, v in attrs.items())),
-               tuple(map(str, types)))
-        name = outlined.get(key)
-        if name is None:
-            k = sum(1 for other in outlined if other[0] == op.name)
-            while (name := f"__dg_{op.name[3:]}_{k}") in taken:
-                k += 1
-            taken.add(name)
-            outlined[key] = name
-            result_type = op.results[0].type
-            with ir.InsertionPoint(_top_level(op, module)), op.location:
-                fn = func.FuncOp(name, ir.FunctionType.get(types, [result_type]),
-                                 visibility="private")
-                tag = {"op": ir.StringAttr.get(op.name[3:]), **attrs}
-                fn.attributes[OUTLINED] = ir.DictAttr.get(tag)
-                block = fn.add_entry_block()
-                with ir.InsertionPoint(block):
-                    inner = ir.Operation.create(op.name, results=[result_type],
-                                                operands=list(block.arguments), attributes=attrs)
-                    func.ReturnOp([inner.results[0]])
-        with ir.InsertionPoint(op), op.location:
-            call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name),
-                               list(op.operands))
-        op.results[0].replace_all_uses_with(call.results[0])
-        op.erase()
+    outline_ops(module, lambda op: op.name in GRAD_OPS and
+                str(op.results[0].type.element_type) in _DTYPE, OUTLINED)
 
 
 # ---------------------------------------------------------------- library calls (memrefs)
