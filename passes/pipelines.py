@@ -18,7 +18,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
-from . import (blas, collapse_dims, conv_library, cpu_kernels,  # noqa: F401
+from . import (attention_library, blas, collapse_dims, conv_library, cpu_kernels,  # noqa: F401
                function_boundary,
                function_dedup, gomp, internal_linkage, kernel_params, loop_outlining,  # (register passes)
                math_approx, native_code, result_copies, strided_copy, widen_bool,
@@ -29,10 +29,11 @@ from .registry import register_pipeline, run_pipeline
 
 log = logging.getLogger("fusegrad.passes.pipelines")
 
-# dg -> linalg on tensors, fused; convolution gradients become calls of functions that
-# dg-conv-to-torch turns into PyTorch's convolution_backward
+# dg -> linalg on tensors, fused; convolution gradients and attention become calls of
+# functions that dg-conv-to-torch / dg-attention-to-torch turn into PyTorch's kernels
 LINALG_PIPELINE = ",".join([
     "dg-outline-conv-grads",
+    "dg-outline-attention",
     f"dg-lower-to-linalg{{row-bytes-max={ROW_TEMP_MAX_BYTES}}}",
     "canonicalize",
     "cse",
@@ -69,6 +70,7 @@ def llvm_pipeline(ldexp: bool = False) -> str:
     return ",".join([
         "dg-matmul-to-blas",
         "dg-conv-to-torch",
+        "dg-attention-to-torch",
         "dg-strided-copy-to-linalg",
         "dg-collapse-reduction-dims",
         "dg-cpu-kernels",

@@ -1119,6 +1119,28 @@ def _matmul(em: Emit, a: ir.Value, b: ir.Value) -> ir.Value:
     return em.b.matmul(a, b)
 
 
+@handles(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def _flash_attention(em: Emit, q: ir.Value, k: ir.Value, v: ir.Value, dropout_p: float = 0.0,
+                     is_causal: bool = False, *, attn_mask: ir.Value | None = None,
+                     scale: float | None = None) -> tuple[ir.Value, ir.Value]:
+    """dg.attention (PyTorch's flash kernel on the CPU); the capture keeps this op only
+    where that is exact and pays (decompositions.py)."""
+    if dropout_p:
+        raise Unsupported("attention with dropout (the capture decomposes it)")
+    qs = spec(q)
+    if attn_mask is None:
+        mask = em.b.full(shape=(1, 1, 1, 1), dtype=qs.dtype, value=0.0)
+    else:
+        mask = attn_mask
+        if spec(mask).dtype == "i1":  # True: attend
+            shape = spec(mask).shape
+            mask = em.b.select(mask, em.b.full(shape=shape, dtype=qs.dtype, value=0.0),
+                               em.b.full(shape=shape, dtype=qs.dtype, value=float("-inf")))
+        mask = reshape(em, mask, (1,) * (4 - spec(mask).rank) + spec(mask).shape)
+    scale = 1.0 / math.sqrt(qs.shape[-1]) if scale is None else float(scale)
+    return tuple(em.b.attention(q, k, v, mask, scale=scale, causal=int(bool(is_causal))))
+
+
 @handles(aten.convolution.default)
 def _convolution(em: Emit, x: ir.Value, w: ir.Value, bias: ir.Value | None, stride: Sequence[int],
                  padding: Sequence[int], dilation: Sequence[int], transposed: bool,

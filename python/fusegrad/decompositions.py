@@ -18,6 +18,11 @@ Added (decomposed before import):
   lerp, addcmul, addcdiv, xlogy, logaddexp, frac,
   log_sigmoid_forward, rsub, square, *_copy views
 
+Kept where exact (mapped to dg.attention by `aten_ops`):
+  _scaled_dot_product_flash_attention_for_cpu
+                       f32/f64 without dropout, from 256 keys on: PyTorch's flash
+                       kernel runs it on the CPU; otherwise its decomposition
+
 Kept (removed from the core table, mapped directly by `aten_ops`):
   adaptive_avg_pool2d  the core decomposition builds index tensors; the
                        importer maps divisible sizes to reshape + mean
@@ -131,11 +136,32 @@ _REMOVED = [
 ]
 
 
+def _flash_attention_for_cpu(decomposition: Callable) -> Callable:
+    """PyTorch's CPU flash attention, kept for `dg.attention` (its kernel runs it, see
+    passes/attention_library.py) where that computes it exactly (f32/f64, no dropout,
+    as many key/value heads as query heads, a mask of the query's dtype or bool) and
+    pays (`attention.MIN_KEYS` keys or more). Otherwise `decomposition`, the math form,
+    which autodiff and dg-fuse work on like any other ops."""
+    from .dialects.attention import MIN_KEYS
+
+    def flash(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None,
+              scale=None):
+        if dropout_p == 0.0 and query.dtype in (torch.float32, torch.float64) and \
+                key.size(1) == query.size(1) and key.size(2) >= MIN_KEYS and \
+                (attn_mask is None or attn_mask.dtype in (query.dtype, torch.bool)):
+            return NotImplemented  # traced as the op itself
+        return decomposition(query, key, value, dropout_p, is_causal, attn_mask=attn_mask,
+                             scale=scale)
+    return flash
+
+
 def _build() -> dict[torch._ops.OpOverload, Callable]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_ADDED))
     table[aten._softmax.default] = _softmax
     table[aten._log_softmax.default] = _log_softmax
+    flash = aten._scaled_dot_product_flash_attention_for_cpu.default
+    table[flash] = _flash_attention_for_cpu(table[flash])
     for op in _REMOVED:
         table.pop(op, None)
     return table

@@ -198,3 +198,27 @@ func.func @conv_weight_grad_named_shape(%x: tensor<1x2x5x5xf32>, %g: tensor<1x4x
   %0 = "dg.conv2d_weight_grad"(%x, %g) {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64, weight_shape = array<i64: 4, 2, 3>} : (tensor<1x2x5x5xf32>, tensor<1x4x3x3xf32>) -> tensor<4x2x3x3xf32>
   return
 }
+
+// -----
+
+func.func @attention_mask_broadcast(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>, %m: tensor<1x1x3x6xf32>) {
+  // expected-error @+1 {{'dg.attention' op mask [1, 1, 3, 6] does not broadcast to [1, 2, 4, 6]}}
+  %0:2 = "dg.attention"(%q, %k, %k, %m) {causal = 0 : i64, scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x1x3x6xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_key_width(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x4xf32>, %m: tensor<1x1x1x1xf32>) {
+  // expected-error @+1 {{'dg.attention' op key [1, 2, 6, 4] and value [1, 2, 6, 4] must be [1, 2, S, 8] for query [1, 2, 4, 8]}}
+  %0:2 = "dg.attention"(%q, %k, %k, %m) {causal = 0 : i64, scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x4xf32>, tensor<1x1x1x1xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_dtype(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>, %m: tensor<1x1x1x1xf64>) {
+  // expected-error @+1 {{'dg.attention' op query, key, value and mask must share an f32/f64 dtype, got f32, f32, f32, f64}}
+  %0:2 = "dg.attention"(%q, %k, %k, %m) {causal = 0 : i64, scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x1x1x1xf64>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}

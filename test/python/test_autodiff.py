@@ -112,6 +112,18 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
     "scatter_add": (lambda: [rnd(3, 5), idx(5, 2, 4), rnd(2, 4)],
                     lambda b, x, i, s: b.scatter_add(x, i, s, dim=1)),
     "matmul": (lambda: [rnd(2, 3, 4), rnd(2, 4, 5)], binary("matmul")),
+    # the mask is a constant, as the importer's masks are; the gradient ops' derivatives
+    # (second order) go through the decomposition, where the mask is an input too
+    "attention": (lambda: [rnd(2, 2, 3, 4), rnd(2, 2, 5, 4), rnd(2, 2, 5, 4)],
+                  lambda b, q, k, v: b.attention(q, k, v, b.constant(rnd(2, 1, 3, 5)), scale=0.4,
+                                                 causal=1)[0]),
+    "attention_lse": (lambda: [rnd(1, 2, 4, 3), rnd(1, 2, 4, 3), rnd(1, 2, 4, 3)],
+                      lambda b, q, k, v: b.attention(q, k, v, b.full(shape=(1, 1, 1, 1),
+                                                                     dtype="f64", value=0.0),
+                                                     scale=1.0, causal=0)),
+    "attention_grad": (lambda: [rnd(2, 2, 3, 4), rnd(2, 2, 3, 4), rnd(2, 2, 5, 4),
+                                rnd(2, 2, 5, 4), rnd(2, 2, 3, 4), rnd(2, 2, 3), rnd(1, 2, 1, 5)],
+                       lambda b, *xs: b.attention_grad(*xs, scale=0.7, causal=0)),
     "conv2d": (lambda: [rnd(2, 4, 7, 6), rnd(6, 2, 3, 2)],
                lambda b, x, w: b.conv2d(x, w, **CONV_ATTRS)),
     "conv2d_grads": (lambda: [rnd(2, 4, 7, 6), rnd(6, 2, 3, 2), rnd(2, 6, 4, 4)],

@@ -70,6 +70,9 @@ def _build_all(b: Builder, f, i32, p, v3, idx, idx1, src, a3, b3, img, w, seed):
     y = b.conv2d(img, w, **conv)
     out += [b.matmul(a3, b3), y, b.conv2d_input_grad(y, w, input_shape=(1, 2, 6, 6), **conv),
             b.conv2d_weight_grad(img, y, weight_shape=(3, 2, 3, 3), **conv)]
+    mask = b.full(shape=(1, 1, 1, 1), dtype="f32", value=0.0)
+    att = b.attention(img, img, img, mask, scale=0.5, causal=1)
+    out += [*att, *b.attention_grad(img, img, img, img, *att, mask, scale=0.5, causal=1)]
     out += [b.constant(torch.arange(6.0).reshape(2, 3)), b.full(shape=(3,), dtype="i32", value=7),
             b.iota(shape=(2, 3), dtype="i64", dim=0)]
     out += [b.rng_uniform(seed, shape=(5,), dtype="f32"),

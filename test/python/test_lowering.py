@@ -206,6 +206,22 @@ def contraction_cases():
                       b.conv2d_input_grad(g, w, input_shape=s, **kw), rtol=1e-4))
         c.append(Case("conv2d_weight_grad", [x, g], lambda b, x, g, kw=kw, s=tuple(w.shape):
                       b.conv2d_weight_grad(x, g, weight_shape=s, **kw), rtol=1e-4))
+    # attention (the CPU pipeline calls PyTorch's flash kernels): a mask broadcast over
+    # batch and heads with a fully masked row (out 0, log-sum-exp 0), causal, f64
+    masked = _f(2, 1, 5, 7, seed=3)
+    masked[:, :, 1] = float("-inf")
+    for q, k, mask, scale, causal in ((_f(2, 3, 5, 4), _f(2, 3, 7, 4, seed=1), masked, 0.5, 0),
+                                      (_f(1, 2, 6, 8, dtype=torch.float64),
+                                       _f(1, 2, 6, 8, dtype=torch.float64, seed=1),
+                                       torch.zeros(1, 1, 1, 1, dtype=torch.float64), 0.35, 1)):
+        v = _f(*k.shape, dtype=k.dtype, seed=2)
+        attrs = dict(scale=scale, causal=causal)
+        c.append(Case("attention", [q, k, v, mask],
+                      lambda b, *xs, attrs=attrs: list(b.attention(*xs, **attrs))))
+        g = _f(*q.shape, dtype=q.dtype, seed=4)
+        out, lse = OPS["attention"].reference(q, k, v, mask, op="attention", attrs=attrs, out=None)
+        c.append(Case("attention_grad", [g, q, k, v, out, lse, mask],
+                      lambda b, *xs, attrs=attrs: list(b.attention_grad(*xs, **attrs))))
     return c
 
 

@@ -1,0 +1,138 @@
+"""scaled_dot_product_attention compiled: dg.attention on PyTorch's CPU flash kernels from
+`attention.MIN_KEYS` keys on, the decomposition below, against eager (which runs the
+flash kernels on the CPU), with gradients to second order."""
+from __future__ import annotations
+
+import glob
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fusegrad
+from compile_options import OPTIONS
+from fusegrad.backend import FusegradFallbackWarning
+from fusegrad.context import make_context
+from fusegrad.dialects import OPS
+from fusegrad.dialects.attention import MIN_KEYS
+from fusegrad.dialects.builder import Builder
+from fusegrad.dialects.interpreter import run_function
+from fusegrad.dialects.types import TensorSpec
+from fusegrad.passes import run_pipeline
+from fusegrad.passes.pipelines import compile_cpu
+from mlir import ir
+from mlir.dialects import func
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        yield
+
+
+def _qkv(keys, dtype=torch.float32, batch=2, heads=2, queries=5, width=8):
+    torch.manual_seed(0)
+    q = torch.randn(batch, heads, queries, width, dtype=dtype, requires_grad=True)
+    k, v = (torch.randn(batch, heads, keys, width, dtype=dtype, requires_grad=True)
+            for _ in range(2))
+    return q, k, v
+
+
+def _imported(dump_dir) -> str:
+    return "".join(open(p).read() for p in sorted(glob.glob(f"{dump_dir}/*.imported.mlir")))
+
+
+MASKS = {
+    "none": lambda keys: None,
+    "float, broadcast over heads": lambda keys: torch.randn(2, 1, 5, keys),
+    "bool, 2-d": lambda keys: torch.rand(5, keys) > 0.3,
+    "causal": lambda keys: "causal",
+}
+
+
+@pytest.mark.parametrize("mask", MASKS)
+@pytest.mark.parametrize("keys", [MIN_KEYS, 16])
+def test_matches_eager_with_gradients(mask, keys, tmp_path):
+    m = MASKS[mask](keys)
+    kw = {"is_causal": True, "scale": 0.3} if m == "causal" else {"attn_mask": m}
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, **kw) * 2.0
+    q, k, v = _qkv(keys)
+    g = torch.randn(2, 2, 5, 8)
+    want = f(q, k, v)
+    want_grads = torch.autograd.grad(want, (q, k, v), g)
+    got = fusegrad.compile(f, dump_dir=str(tmp_path), **OPTIONS)(q, k, v)
+    got_grads = torch.autograd.grad(got, (q, k, v), g)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(got_grads, want_grads):
+        torch.testing.assert_close(a, b)
+    # the library path from MIN_KEYS keys on, the decomposition below
+    assert ("dg.attention" in _imported(tmp_path)) == (keys >= MIN_KEYS)
+
+
+def test_fully_masked_rows_give_zeros():
+    q, k, v = _qkv(MIN_KEYS)
+    mask = torch.zeros(2, 1, 5, MIN_KEYS)
+    mask[:, :, 2] = float("-inf")
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    got = fusegrad.compile(f, **OPTIONS)(q, k, v)
+    assert torch.equal(got[:, :, 2], torch.zeros_like(got[:, :, 2]))
+    torch.testing.assert_close(got, f(q, k, v))
+
+
+def test_gradcheck_and_gradgradcheck():
+    """float64 through the flash kernels, and their second derivative (the decomposition)."""
+    q, k, v = _qkv(MIN_KEYS, torch.float64, batch=1, heads=1, queries=2, width=2)
+    mask = torch.randn(1, 1, 2, MIN_KEYS, dtype=torch.float64)
+    cf = fusegrad.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                          **OPTIONS)
+    assert torch.autograd.gradcheck(cf, (q, k, v))
+    assert torch.autograd.gradgradcheck(cf, (q, k, v))
+
+
+def test_mask_gradient():
+    """A mask that requires grad gets one: eager runs the math kernel then, and so does the
+    capture; dg.attention's own mask gradient is checked by test_autodiff."""
+    q, k, v = _qkv(MIN_KEYS)
+    mask = torch.randn(2, 1, 5, MIN_KEYS, requires_grad=True)
+
+    def f(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    want = torch.autograd.grad(f(q, k, v, mask).sum(), (q, mask))
+    got = torch.autograd.grad(fusegrad.compile(f, **OPTIONS)(q, k, v, mask).sum(), (q, mask))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_decomposition_matches_reference(causal):
+    """The lowering rules (the decomposition, what targets without a library kernel run),
+    lowered before the CPU pipeline could outline the ops for PyTorch's kernels."""
+    torch.manual_seed(0)
+    q = torch.randn(2, 3, 4, 8)
+    k, v = torch.randn(2, 3, 6, 8), torch.randn(2, 3, 6, 8)
+    mask = torch.randn(2, 1, 4, 6)
+    mask[1, 0, 2] = float("-inf")  # a fully masked row
+    attrs = dict(scale=0.3, causal=causal)
+    out, lse = OPS["attention"].reference(q, k, v, mask, op="attention", attrs=attrs, out=None)
+    g = torch.randn_like(out)
+    args = [q, k, v, mask, g, out, lse]
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            @func.FuncOp.from_py_func(*[TensorSpec.of(t).to_mlir() for t in args], name="f")
+            def f(q, k, v, mask, g, out, lse):
+                b = Builder()
+                return [*b.attention(q, k, v, mask, **attrs),
+                        *b.attention_grad(g, q, k, v, out, lse, mask, **attrs)]
+        want = run_function(f.func_op.operation, args)
+        run_pipeline(module, "dg-lower-to-linalg")
+        got = compile_cpu(module).function("f")(*args)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
