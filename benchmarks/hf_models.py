@@ -21,7 +21,7 @@ import time
 import warnings
 from typing import Any, Callable
 
-BATCH, SEQ, IMAGE = 8, 128, 64
+BATCH, SEQ, IMAGE, LONG_SEQ = 8, 128, 64, 1024
 SMALL = dict(num_hidden_layers=2, hidden_size=256, num_attention_heads=4,
              intermediate_size=1024, vocab_size=1000)
 
@@ -34,6 +34,7 @@ def _models() -> dict[str, Callable[[], tuple[Any, dict]]]:
     pixels = torch.randn(BATCH, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(0))
     classes = torch.randint(0, 10, (BATCH,), generator=torch.Generator().manual_seed(0))
     text = dict(input_ids=ids, labels=ids)
+    long_ids = torch.randint(0, 1000, (1, LONG_SEQ), generator=torch.Generator().manual_seed(0))
     image = dict(pixel_values=pixels, labels=classes)
     vision = {k: v for k, v in SMALL.items() if k != "vocab_size"}
     return {
@@ -67,6 +68,10 @@ def _models() -> dict[str, Callable[[], tuple[Any, dict]]]:
             **SMALL, num_key_value_heads=2)), text),
         "qwen2": lambda: (tf.Qwen2ForCausalLM(tf.Qwen2Config(**SMALL, num_key_value_heads=2)),
                           text),
+        # one sequence of 1024 tokens: attention runs as PyTorch's flash kernels
+        "llama_1k": lambda: (tf.LlamaForCausalLM(tf.LlamaConfig(
+            **SMALL, num_key_value_heads=2, max_position_embeddings=LONG_SEQ)),
+            dict(input_ids=long_ids, labels=long_ids)),
     }
 
 

@@ -1138,7 +1138,18 @@ def _flash_attention(em: Emit, q: ir.Value, k: ir.Value, v: ir.Value, dropout_p:
                                em.b.full(shape=shape, dtype=qs.dtype, value=float("-inf")))
         mask = reshape(em, mask, (1,) * (4 - spec(mask).rank) + spec(mask).shape)
     scale = 1.0 / math.sqrt(qs.shape[-1]) if scale is None else float(scale)
+    k, v = (_repeat_heads(em, x, qs.shape[1]) for x in (k, v))
     return tuple(em.b.attention(q, k, v, mask, scale=scale, causal=int(bool(is_causal))))
+
+
+def _repeat_heads(em: Emit, x: ir.Value, heads: int) -> ir.Value:
+    """Grouped-query attention's keys or values [B, Hk, S, E], each head repeated for the
+    heads / Hk query heads that share it."""
+    b, hk, s, e = spec(x).shape
+    if hk == heads:
+        return x
+    group = em.b.broadcast_in_dim(x, shape=(b, hk, heads // hk, s, e), dims=[0, 1, 3, 4])
+    return reshape(em, group, (b, heads, s, e))
 
 
 @handles(aten.convolution.default)

@@ -139,7 +139,7 @@ _REMOVED = [
 def _flash_attention_for_cpu(decomposition: Callable) -> Callable:
     """PyTorch's CPU flash attention, kept for `dg.attention` (its kernel runs it, see
     passes/attention_library.py) where that computes it exactly (f32/f64, no dropout,
-    as many key/value heads as query heads, a mask of the query's dtype or bool) and
+    key/value heads dividing the query heads, a mask of the query's dtype or bool) and
     pays (`attention.MIN_KEYS` keys or more). Otherwise `decomposition`, the math form,
     which autodiff and dg-fuse work on like any other ops."""
     from .dialects.attention import MIN_KEYS
@@ -147,7 +147,7 @@ def _flash_attention_for_cpu(decomposition: Callable) -> Callable:
     def flash(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None,
               scale=None):
         if dropout_p == 0.0 and query.dtype in (torch.float32, torch.float64) and \
-                key.size(1) == query.size(1) and key.size(2) >= MIN_KEYS and \
+                query.size(1) % key.size(1) == 0 and key.size(2) >= MIN_KEYS and \
                 (attn_mask is None or attn_mask.dtype in (query.dtype, torch.bool)):
             return NotImplemented  # traced as the op itself
         return decomposition(query, key, value, dropout_p, is_causal, attn_mask=attn_mask,
