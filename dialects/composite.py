@@ -17,23 +17,24 @@ from .builder import spec
 from .core import attrs_of, lookup
 
 
-def _emitted(outs: Sequence[ir.Value], ins: Sequence[ir.Value]) -> list[ir.Operation]:
-    """The dg ops computing `outs` from `ins`, producers first."""
+def emitted_dg_ops(values: Sequence[ir.Value], stop: Sequence[ir.Value] = ()) -> list[ir.Operation]:
+    """The dg ops computing `values`, producers first: the walk back through dg
+    producers ends at other ops, block arguments and the values in `stop`."""
     order: list[ir.Operation] = []
     seen: set = set()
-    stop = set(ins)
+    stopped = set(stop)
 
     def visit(v: ir.Value) -> None:
-        if v in stop or isinstance(v.owner, ir.Block):
+        if v in stopped or isinstance(v.owner, ir.Block):
             return
         op = v.owner.operation
-        if op in seen:
+        if not op.name.startswith("dg.") or op in seen:
             return
         seen.add(op)
         for x in op.operands:
             visit(x)
         order.append(op)
-    for v in outs:
+    for v in values:
         visit(v)
     return order
 
@@ -46,7 +47,7 @@ def vjp_through(b, decompose: Callable, ins: Sequence[ir.Value],
                 cts: Sequence[ir.Value | None]) -> list[ir.Value | None]:
     """Cotangents of `ins` given those of `decompose(b, *ins)`'s results (None: zero)."""
     outs = list(decompose(b, *ins))
-    ops = _emitted(outs, ins)
+    ops = emitted_dg_ops(outs, ins)
     active = set(ins)
     for op in ops:
         if any(v in active for v in op.operands):
@@ -76,7 +77,7 @@ def jvp_through(b, decompose: Callable, ins: Sequence[ir.Value],
     """Tangents of `decompose(b, *ins)`'s results given those of `ins` (None: zero)."""
     outs = list(decompose(b, *ins))
     tangent = {x: t for x, t in zip(ins, tangents) if t is not None}
-    for op in _emitted(outs, ins):
+    for op in emitted_dg_ops(outs, ins):
         ts = [tangent.get(v) for v in op.operands]
         if all(t is None for t in ts):
             continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from ..dialects.composite import emitted_dg_ops
 from ..dialects.core import attrs_of, lookup
 from ..dialects.region_ops import is_fusion
 from ..dialects.types import TensorSpec
@@ -31,28 +32,6 @@ def _emit(op: ir.Operation, row_bytes_max: int) -> list[ir.Value]:
     return d.lower(op, list(op.operands), op_name=d.name, attrs=attrs_of(op), out=out)
 
 
-def _emitted_dg_ops(values: list[ir.Value]) -> list[ir.Operation]:
-    """The dg ops a lowering rule emitted to compute `values` (a decomposition into other
-    dg ops), producers first. Ops before the lowered op are already lowered, so the walk
-    back through dg producers stops at the rule's own ops."""
-    order: list[ir.Operation] = []
-    seen: set = set()
-
-    def visit(v: ir.Value) -> None:
-        if isinstance(v.owner, ir.Block):
-            return
-        producer = v.owner.operation
-        if not producer.name.startswith("dg.") or producer in seen:
-            return
-        seen.add(producer)
-        for x in producer.operands:
-            visit(x)
-        order.append(producer)
-    for v in values:
-        visit(v)
-    return order
-
-
 def lower_op(op: ir.Operation, row_bytes_max: int = 0) -> None:
     """Lower one dg op or fusion region in place. A rule may emit dg ops (a decomposition,
     e.g. dg.conv2d_input_grad into pad, reverse and conv2d); those are lowered in turn.
@@ -72,7 +51,8 @@ def lower_op(op: ir.Operation, row_bytes_max: int = 0) -> None:
     for r, v in zip(op.results, values):
         r.replace_all_uses_with(v)
     op.erase()
-    for inner in _emitted_dg_ops(values):
+    # ops before `op` are lowered already, so the walk back stops at the rule's own ops
+    for inner in emitted_dg_ops(values):
         lower_op(inner, row_bytes_max)
 
 

@@ -4,7 +4,6 @@ flash kernels on the CPU), with gradients to second order."""
 from __future__ import annotations
 
 import glob
-import warnings
 
 import pytest
 import torch
@@ -12,7 +11,6 @@ import torch.nn.functional as F
 
 import fusegrad
 from compile_options import OPTIONS
-from fusegrad.backend import FusegradFallbackWarning
 from fusegrad.context import make_context
 from fusegrad.dialects import OPS
 from fusegrad.dialects.attention import MIN_KEYS
@@ -25,12 +23,7 @@ from mlir import ir
 from mlir.dialects import func
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FusegradFallbackWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 def _qkv(keys, dtype=torch.float32, batch=2, heads=2, queries=5, width=8):
