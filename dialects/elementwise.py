@@ -359,6 +359,14 @@ def _binary_derivatives(b, x, y, out, op):
     if op == "div":
         return b.reciprocal(y), b.neg(b.div(out, y))
     if op == "pow":
+        exponent = _splat_value(y)
+        if exponent is not None:  # x ** c (RMSNorm's square): c * x ** (c - 1), folded
+            if exponent == 0.0:  # PyTorch masks exponent == 0
+                return c(0.0), None
+            if exponent == 1.0:
+                return c(1.0), None
+            power = x if exponent == 2.0 else b.pow(x, c(exponent - 1.0))
+            return b.mul(c(exponent), power), None
         # PyTorch masks exponent == 0 (d/dx) and x == 0 with exponent >= 0 (d/dy)
         zero = c(0.0)
         dx = b.select(b.compare(y, zero, direction="eq"), zero,
@@ -378,7 +386,16 @@ def _binary_derivatives(b, x, y, out, op):
 
 
 def _scale(b, v, m):
-    return None if v is None else b.mul(v, m)
+    return None if v is None or m is None else b.mul(v, m)
+
+
+def _splat_value(v) -> float | None:
+    """The value of every element of `v` if a dg.full made it, else None."""
+    from .core import attrs_of
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "dg.full":
+        return None
+    return float(attrs_of(owner.operation)["value"])
 
 
 def _add_opt(b, u, v):
@@ -447,7 +464,7 @@ def _binary_vjp(b, ins, outs, cts, *, op, attrs):
     if g is None:
         return [None, None]
     dx, dy = _binary_derivatives(b, ins[0], ins[1], outs[0], op)
-    return [b.mul(g, dx), b.mul(g, dy)]
+    return [b.mul(g, dx), _scale(b, g, dy)]
 
 
 @jvp_rule("mul", "div", "pow", "max", "min")

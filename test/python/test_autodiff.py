@@ -74,6 +74,10 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
     **{op: (lambda: [rnd(2, 3), rnd(2, 3)], binary(op)) for op in ("add", "sub", "mul")},
     "div": (lambda: [rnd(2, 3), pos(2, 3)], binary("div")),
     "pow": (lambda: [pos(2, 3), rnd(2, 3)], binary("pow")),
+    # constant exponents (RMSNorm's square): the derivative c * x ** (c - 1) is folded
+    "pow_constant": (lambda: [pos(2, 3)],
+                     lambda b, x: [b.pow(x, b.full(shape=(2, 3), dtype="f64", value=c))
+                                   for c in (0.0, 1.0, 2.0, 3.0, 0.5)]),
     "pow_zero_base": (lambda: [torch.tensor([0.0, 0.0, 2.0, 0.5], dtype=F64),
                                torch.tensor([2.0, 0.0, 0.0, 3.0], dtype=F64)], binary("pow")),
     "max": (lambda: with_ties(2, 4), binary("max")),
