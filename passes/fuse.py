@@ -382,22 +382,27 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
 
 
 def _cheap_cone(fusion: ir.Operation, v: ir.Value,
-                row_temps: bool) -> Optional[list[ir.Operation]]:
+                row_temps: bool) -> Optional[tuple[list[ir.Operation], dict]]:
     """The ops of `fusion` computing `v`, in program order, if they are pointwise or
     cheap index ops within RECOMPUTE_BUDGET reading at most one input of `v`'s size
     (recomputing them where `v` is read then costs no more memory traffic than reading
-    `v`; a broadcast smaller value is loop-invariant there, and LLVM hoists it); else
-    None."""
-    body = fusion_body(fusion)[0]
+    `v`; a broadcast smaller value is loop-invariant there, and LLVM hoists it), and the
+    region's other outputs it reads as inputs (value -> the region's result: stored
+    anyway, so read rather than recomputed); else None."""
+    body, yielded = fusion_body(fusion)
     position = {op: i for i, op in enumerate(body)}
+    stored = {y: r for y, r in zip(yielded, fusion.results) if y != v}
     size = TensorSpec.from_mlir(v.type).numel
     cone: set = set()
     full_inputs: set = set()
+    leaves: dict = {}
     cost, stack = 0, [v]
     while stack:
         x = stack.pop()
         op = None if isinstance(x.owner, ir.Block) else x.owner.operation
-        if op not in position:
+        if op not in position or x in stored:
+            if x in stored:
+                leaves[x] = stored[x]
             if TensorSpec.from_mlir(x.type).numel >= size:
                 full_inputs.add(x)
             continue
@@ -410,7 +415,7 @@ def _cheap_cone(fusion: ir.Operation, v: ir.Value,
         stack.extend(op.operands)
     if not cone or cost > RECOMPUTE_BUDGET or len(full_inputs) > 1:
         return None
-    return sorted(cone, key=position.__getitem__)
+    return sorted(cone, key=position.__getitem__), leaves
 
 
 def _enclosing(op: ir.Operation) -> ir.Operation:
@@ -420,13 +425,14 @@ def _enclosing(op: ir.Operation) -> ir.Operation:
     return op
 
 
-def _sink_into(consumer: ir.Operation, cone: list[ir.Operation], result: ir.Value,
-               v: ir.Value) -> bool:
-    """Recompute `cone` (computing `v`, yielded as `result` by another region) at the top
-    of the region `consumer` and read that instead of `result`; undone (False) if the
-    region would no longer lower."""
+def _sink_into(consumer: ir.Operation, cone: list[ir.Operation], leaves: dict,
+               result: ir.Value, v: ir.Value) -> bool:
+    """Recompute `cone` (computing `v`, yielded as `result` by another region; `leaves`:
+    values of that region it reads -> the results that hold them) at the top of the
+    region `consumer` and read that instead of `result`; undone (False) if the region
+    would no longer lower."""
     block = consumer.regions[0].blocks[0]
-    env: dict = {}
+    env: dict = dict(leaves)
     clones = []
     with ir.InsertionPoint.at_block_begin(block):
         for op in cone:
@@ -497,12 +503,12 @@ def _sink_cheap_outputs(block: ir.Block, row_temps: bool) -> int:
             if not consumers or fusion in consumers or not all(
                     is_fusion(c) or (c.name.startswith("dg.") and fusible(c)) for c in consumers):
                 continue
-            cone = _cheap_cone(fusion, v, row_temps)
+            found = _cheap_cone(fusion, v, row_temps)
             size = TensorSpec.from_mlir(v.type).numel
-            if cone is None or any(_largest(c) > size for c in consumers):
+            if found is None or any(_largest(c) > size for c in consumers):
                 continue  # (read broadcast: cheaper computed once at its own size)
             consumers = [c if is_fusion(c) else _outline([c]) for c in consumers]
-            if all([_sink_into(c, cone, result, v) for c in consumers]):
+            if all([_sink_into(c, *found, result, v) for c in consumers]):
                 sunk += 1
         _drop_unused_results(fusion)
     return sunk

@@ -46,3 +46,32 @@ func.func @single_reader(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4
   %u = "dg.mul"(%t, %k) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %u : tensor<4x4xf32>
 }
+
+// A cheap value computed from another output of its region is recomputed by its
+// reader from that output: 2 * s for a residual sum s = (x + a) + b that the region
+// stores anyway (matmuls read it, and it has more readers than grouping copies a value
+// for), not from the sum's three inputs.
+// CHECK-LABEL: func.func @from_an_output(
+// CHECK: %[[R:.*]]:4 = scf.execute_region
+// CHECK: "dg.matmul"
+// CHECK: scf.execute_region -> tensor<4x4xf32> no_inline {
+// CHECK-NEXT: %[[TWO:.*]] = "dg.full"() {value = 2.000000e+00 : f64}
+// CHECK-NEXT: "dg.mul"(%[[TWO]], %[[R]]#
+func.func @from_an_output(%x: tensor<4x4xf32>, %a: tensor<4x4xf32>, %b: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %s1 = "dg.add"(%x, %a) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s = "dg.add"(%s1, %b) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %t1 = "dg.neg"(%s) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %t2 = "dg.abs"(%s) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %t3 = "dg.exp"(%s) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %two = "dg.full"() {value = 2.0 : f64} : () -> tensor<4x4xf32>
+  %d = "dg.mul"(%two, %s) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %k = "dg.matmul"(%s, %w) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %k1 = "dg.matmul"(%t1, %w) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %k2 = "dg.matmul"(%t2, %w) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %k3 = "dg.matmul"(%t3, %w) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m1 = "dg.add"(%k, %k1) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m2 = "dg.add"(%k2, %k3) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m = "dg.add"(%m1, %m2) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %r = "dg.mul"(%d, %m) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
