@@ -3,7 +3,8 @@
 dg.attention and dg.attention_grad (dialects/attention.py) lower to their
 decomposition, matmuls and a softmax over a materialized [B, H, L, S] score
 matrix. PyTorch's CPU flash kernels (`_scaled_dot_product_flash_attention_for_cpu`
-and its backward, what eager runs) work on blocks of it in cache. Two passes:
+and its backward, what eager runs) work on blocks of it in cache. Two passes do
+that; a third decomposes the ops before fusion for targets without such a kernel:
 
 - dg-outline-attention (on dg, before dg-lower-to-linalg): each f32/f64 op
   becomes a call of a private function tagged `dg.attention_call` (passes/outline.py).
@@ -11,12 +12,17 @@ and its backward, what eager runs) work on blocks of it in cache. Two passes:
   arguments are contiguous memrefs by a call of the kernel through PyTorch's C shim
   (`aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu[_backward]`); the
   results are copied into the out-params.
+- dg-decompose-attention (on dg) replaces both ops by their decomposition, so that
+  dg-fuse fuses the softmax (the CUDA target runs it before dg-remat and dg-fuse).
 """
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import arith, func
 
+from ..dialects.attention import attention_grad_math, attention_math
+from ..dialects.builder import Builder
+from ..dialects.core import attrs_of
 from .blas import _pointer
 from .memrefs import contiguous_memref
 from .outline import outline_ops
@@ -156,6 +162,29 @@ func.func private @__fusegrad_attention_backward(%g: !llvm.ptr, %q: !llvm.ptr, %
   return
 }
 """
+
+
+@register_pass("dg-decompose-attention",
+               "dg.attention / dg.attention_grad -> their decomposition in dg ops (matmuls and a "
+               "softmax), before dg-fuse, for targets without a library kernel (CUDA)")
+def decompose_attention(module: ir.Operation) -> None:
+    ops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in OPS:
+            ops.append(op)
+        return ir.WalkResult.ADVANCE
+    module.walk(visit)
+    for op in ops:
+        attrs = attrs_of(op)
+        args = (*op.operands, attrs["scale"], bool(attrs["causal"]))
+        with ir.InsertionPoint(op), op.location:
+            b = Builder(op.location)
+            values = attention_math(b, *args) if op.name == "dg.attention" else \
+                attention_grad_math(b, *args, with_mask=False)
+        for old, new in zip(op.results, values):
+            old.replace_all_uses_with(new)
+        op.erase()
 
 
 def _dtype(op: ir.Operation) -> str:

@@ -51,7 +51,8 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
         raise ExportError(f"fusegrad.export: target={target!r} is not one of {TARGETS}")
     if chips is not None and target != "cuda":
         raise ExportError("fusegrad.export: chips= applies to target='cuda' only")
-    options = (options or CompileOptions()).with_(executor="cpu")
+    # the target decides how the graph is optimized (dg-fuse, attention), not only lowered
+    options = (options or CompileOptions()).with_(executor="cpu", target=target)
     start = time.perf_counter()
     captured = _capture(fn, example_inputs)
     try:

@@ -166,9 +166,12 @@ class Program:
         self.dump(stage, module)
 
     def _optimize(self, module: ir.Module, suffix: str = "") -> None:
-        """dg-remat and dg-fuse, as enabled by the options (dumps named stage + suffix)."""
+        """dg-remat and dg-fuse, as enabled by the options (dumps named stage + suffix); on
+        CUDA, attention is decomposed first (dg-decompose-attention)."""
         # CUDA kernels keep no row of a temporary on a stack: recompute what they would store
         fuse = "dg-fuse{row-temps=0}" if self.options.target == "cuda" else "dg-fuse"
+        if self.options.target == "cuda":  # no flash kernel there: fuse the decomposition
+            self._run(module, "dg-decompose-attention", "attention-decomposed" + suffix)
         for enabled, name, stage in ((self.options.remat, "dg-remat", "remat"),
                                      (self.options.fusion, fuse, "fused")):
             if enabled:
