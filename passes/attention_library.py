@@ -20,7 +20,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func
 
-from ..dialects.attention import attention_grad_math, attention_math
+from ..dialects.attention import decomposition
 from ..dialects.builder import Builder
 from ..dialects.core import attrs_of
 from .blas import _pointer
@@ -176,12 +176,8 @@ def decompose_attention(module: ir.Operation) -> None:
         return ir.WalkResult.ADVANCE
     module.walk(visit)
     for op in ops:
-        attrs = attrs_of(op)
-        args = (*op.operands, attrs["scale"], bool(attrs["causal"]))
         with ir.InsertionPoint(op), op.location:
-            b = Builder(op.location)
-            values = attention_math(b, *args) if op.name == "dg.attention" else \
-                attention_grad_math(b, *args, with_mask=False)
+            values = decomposition(op.name[3:], attrs_of(op))(Builder(op.location), *op.operands)
         for old, new in zip(op.results, values):
             old.replace_all_uses_with(new)
         op.erase()
