@@ -151,7 +151,8 @@ def key_inputs(module_text: str, derivation: str, options: Any) -> dict[str, Any
             "derivation": derivation,
             "target": target_of(options),
             "options": {"fusion": options.fusion, "remat": options.remat,
-                        "double_backward": options.double_backward},
+                        "double_backward": options.double_backward,
+                        "channels_last": options.channels_last},
             "versions": versions(), "host_cpu": host_cpu()}
 
 

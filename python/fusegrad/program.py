@@ -53,6 +53,9 @@ class CompileOptions:
     tensors are on (`devices.select_target`). `executor="cpu"` runs the code
     compiled for the target; "reference" runs the dg interpreter instead.
 
+    `channels_last`: on the CPU, run ungrouped 2-D convolutions, and the ops between
+    them, on channels-last activations (dg-channels-last), as oneDNN runs fastest.
+
     `cuda_graphs`: on CUDA, replay each compiled forward and backward from a CUDA
     graph after its first call (`runtime/cuda_graphs.py`): for small batches,
     where launching kernels from Python costs more than running them.
@@ -65,6 +68,7 @@ class CompileOptions:
     double_backward: bool = True
     target: str | None = None
     cuda_graphs: bool = False
+    channels_last: bool = True
 
     def __post_init__(self) -> None:
         from .devices import TARGETS
@@ -166,13 +170,17 @@ class Program:
         self.dump(stage, module)
 
     def _optimize(self, module: ir.Module, suffix: str = "") -> None:
-        """dg-remat and dg-fuse, as enabled by the options (dumps named stage + suffix); on
-        CUDA, attention is decomposed first (dg-decompose-attention)."""
+        """dg-remat, dg-channels-last (CPU) and dg-fuse, as enabled by the options (dumps
+        named stage + suffix); on CUDA, attention is decomposed first
+        (dg-decompose-attention)."""
         # CUDA kernels keep no row of a temporary on a stack: recompute what they would store
         fuse = "dg-fuse{row-temps=0}" if self.options.target == "cuda" else "dg-fuse"
         if self.options.target == "cuda":  # no flash kernel there: fuse the decomposition
             self._run(module, "dg-decompose-attention", "attention-decomposed" + suffix)
+        cpu = self.options.target != "cuda"
         for enabled, name, stage in ((self.options.remat, "dg-remat", "remat"),
+                                     (cpu and self.options.channels_last, "dg-channels-last",
+                                      "channels-last"),
                                      (self.options.fusion, fuse, "fused")):
             if enabled:
                 self._run(module, name, stage + suffix)
