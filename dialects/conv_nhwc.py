@@ -70,7 +70,11 @@ def _twin_shape(ins, attrs, hint, *, op):
         if act and v.rank != 4:
             raise ShapeError(f"dg.{op}: activations must be rank 4 (NHWC), got rank {v.rank}")
     nchw = [v.with_shape(permuted(v.shape, TO_NCHW)) if act else v for v, act in zip(ins, acts)]
-    (y,) = lookup(base).shape(nchw, base_attrs(op, attrs), None, op=op)
+    try:
+        (y,) = lookup(base).shape(nchw, base_attrs(op, attrs), None, op=op)
+    except ShapeError as e:
+        raise ShapeError(f"{e} (shapes in NCHW order: dg.{op} reads its activations NHWC)") \
+            from None
     return [y.with_shape(permuted(y.shape, TO_NHWC)) if act_result else y]
 
 

@@ -37,8 +37,6 @@ from .registry import register_pass
 log = logging.getLogger("fusegrad.passes.channels_last")
 
 SEEDS = tuple(NCHW_TWIN)
-# a logical operand this small is transposed into the layout its reader wants
-CHEAP_BYTES = 64 * 1024
 
 
 def moved(rank: int, k: int) -> list[int]:
@@ -104,7 +102,7 @@ class _Rewrite:
         self.block = fn.regions[0].blocks[0]
         self.phys: dict[ir.Value, tuple[ir.Value, int]] = {}
         self.logical: dict[ir.Value, ir.Value] = {}
-        self.replaced: list[ir.Operation] = []
+        self.provided: dict[tuple[ir.Value, int], ir.Value] = {}  # logical value, k -> copy
 
     # ---- values
     def to_logical(self, v: ir.Value) -> ir.Value:
@@ -120,9 +118,13 @@ class _Rewrite:
     def _loc(self, v: ir.Value) -> ir.Location:
         return self.fn.location if isinstance(v.owner, ir.Block) else v.owner.location
 
-    def provide(self, v: ir.Value, k: int, force: bool) -> Optional[ir.Value]:
-        """`v` with dim k last (at the current insertion point), or None if that would
-        take a transpose of a large value and not `force`."""
+    def provide(self, v: ir.Value, k: int) -> ir.Value:
+        """`v` with dim k last (made at the current insertion point, once)."""
+        if (v, k) not in self.provided:
+            self.provided[(v, k)] = self._provide(v, k)
+        return self.provided[(v, k)]
+
+    def _provide(self, v: ir.Value, k: int) -> ir.Value:
         rank = spec(v).rank
         if k == rank - 1:
             return self.to_logical(v)
@@ -137,21 +139,17 @@ class _Rewrite:
             return Builder().create("full", (), shape=[spec(v).shape[i] for i in moved(rank, k)],
                                     dtype=spec(v).dtype, value=attrs_of(owner)["value"])
         if owner is not None and owner.name == "dg.broadcast_in_dim":
-            return self._broadcast(owner, k, force)
-        if force or spec(v).nbytes <= CHEAP_BYTES:
-            return _permute(v, moved(rank, k))
-        return None
+            return self._broadcast(owner, k)
+        return _permute(v, moved(rank, k))
 
-    def _broadcast(self, op: ir.Operation, k: int, force: bool) -> Optional[ir.Value]:
+    def _broadcast(self, op: ir.Operation, k: int) -> ir.Value:
         """broadcast_in_dim `op` re-emitted with its result's dim k last."""
         x = op.operands[0]
         dims = list(attrs_of(op)["dims"])
         rank = spec(op.results[0]).rank
         if k in dims and spec(x).rank > 1:
             j = dims.index(k)
-            x = self.provide(x, j, force)
-            if x is None:
-                return None
+            x = self.provide(x, j)
             order = moved(len(dims), j)
         else:
             x = self.to_logical(x)
@@ -178,7 +176,6 @@ class _Rewrite:
                 owner.operands[n] = back
             self.phys[back] = (arg, k)
             self.logical[back] = back
-            self.replaced.append(back.owner.operation)
         saved_out: dict[int, int] = {}
         for op in [o.operation for o in self.block.operations]:
             if op.name == "func.return":
@@ -190,8 +187,9 @@ class _Rewrite:
                     if v in self.phys:
                         with ir.InsertionPoint(op):
                             op.operands[n] = self.to_logical(v)
-        for op in reversed(self.replaced):
-            if all(not list(r.uses) for r in op.results):
+        # the rewritten ops, and what only they read (broadcasts re-emitted channels-last)
+        for op in reversed([o.operation for o in self.block.operations]):
+            if op.name.startswith("dg.") and all(not list(r.uses) for r in op.results):
                 op.erase()
         ret = list(self.block.operations)[-1].operation
         self.fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
@@ -215,7 +213,7 @@ class _Rewrite:
         twin = NCHW_TWIN[base]
         _, acts, act_result = TWINS[twin]
         with ir.InsertionPoint(op), op.location:
-            operands = [self.provide(v, 1, force=True) if act else self.to_logical(v)
+            operands = [self.provide(v, 1) if act else self.to_logical(v)
                         for v, act in zip(op.operands, acts)]
             y = Builder().create(twin, operands, **twin_attrs(base, attrs_of(op)))
         self._result(op, y, 1 if act_result else None)
@@ -226,7 +224,6 @@ class _Rewrite:
             op.results[0].replace_all_uses_with(new)
         else:
             self.phys[op.results[0]] = (new, k)
-        self.replaced.append(op)
 
     def _propagate(self, op: ir.Operation) -> bool:
         """Compute `op` in the channel-last layout of its operands, if it can."""
@@ -283,7 +280,7 @@ class _Rewrite:
         """Recreate `op` on its operands with dims in_ks last, with `new_attrs`; its result
         then has dim out_k last (None: logical)."""
         with ir.InsertionPoint(op), op.location:
-            operands = [self.provide(v, k, force=True) for v, k in zip(op.operands, in_ks)]
+            operands = [self.provide(v, k) for v, k in zip(op.operands, in_ks)]
             result = op.results[0]
             out_rank = spec(result).rank
             if out_k is None or out_k == out_rank - 1:

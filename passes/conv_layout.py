@@ -8,8 +8,11 @@ against 0.05 ms; a MobileNet-like 3x3 stride-2 weight gradient, 1.9 ms in NCHW a
 channels-last. Eager PyTorch runs whatever layout the model's tensors happen to have
 (ConvNeXt's permutes make them channels-last). So dg-conv-to-torch measures both, once
 per call signature and process, conversions included, and the call converts its
-activations when channels-last wins. Ungrouped convolutions stay NCHW: it was as fast or
-faster on every shape tried.
+activations when channels-last wins. Ungrouped convolutions are not converted per call:
+the copies cost more than the faster kernel saves (the benchmark CNN's second conv, 1.7 ms
+NCHW against 2.1 ms converted); dg-channels-last (passes/channels_last.py) moves them,
+and the ops between them, to NHWC buffers instead, which the helpers pass as they are
+(layout NHWC).
 """
 from __future__ import annotations
 
@@ -21,7 +24,9 @@ from typing import Callable
 
 log = logging.getLogger(__name__)
 
-NCHW, CHANNELS_LAST = 0, 1
+# how the helpers pass activations: NCHW buffers as they are, NCHW buffers converted to
+# channels-last copies, or NHWC buffers (dg-channels-last) as they are
+NCHW, CHANNELS_LAST, NHWC = 0, 1, 2
 POLICIES = ("auto", "nchw", "channels-last")
 # channels-last must be this much faster to be chosen (timing noise, conversions)
 MARGIN = 0.9

@@ -32,6 +32,11 @@ needed. Two passes, so that nothing has to recognize a decomposition in loops:
   output buffer stands in for the operand whose values the call does not read
   (the input for the input gradient, the weight for the weight gradient: only
   its shape is used) and then receives a copy of the result.
+
+The channels-last twins (dg.conv2d_nhwc and its gradients, made by dg-channels-last)
+go the same way, all three through `dg-outline-conv-nhwc`: the helpers view their NHWC
+buffers with channels-last strides (layout NHWC), so oneDNN runs its channels-last
+kernels with no reorder, and the result is copied into the NHWC output as it is.
 """
 from __future__ import annotations
 
@@ -39,7 +44,8 @@ from mlir import ir
 from mlir.dialects import arith, func, memref
 
 from .blas import _pointer
-from .conv_layout import ConvCall, layout as choose_layout
+from ..dialects.conv_nhwc import TO_NCHW, TWINS
+from .conv_layout import NHWC, ConvCall, layout as choose_layout
 from .memrefs import (contiguous_memref, erase_buffer, erase_init, overwrites, untouched_between,
                       zero_fill_of, zero_init)
 from .outline import outline_ops
@@ -50,6 +56,8 @@ HELPER = "__fusegrad_conv2d"
 BACKWARD_HELPER = "__fusegrad_conv2d_backward"
 OUTLINED = "dg.conv2d_backward"  # attribute of the outlined gradient functions
 GRAD_OPS = ("dg.conv2d_input_grad", "dg.conv2d_weight_grad")
+NHWC_OUTLINED = "dg.conv2d_nhwc_call"  # attribute of the outlined channels-last functions
+NHWC_OPS = tuple(f"dg.{name}" for name in TWINS)
 
 _CHANNELS_LAST_TEXT = """
 llvm.func @aoti_torch_empty_strided(i64, !llvm.ptr, !llvm.ptr, i32, i32, i32, !llvm.ptr) -> i32
@@ -82,11 +90,50 @@ llvm.func @__fusegrad_channels_last(%slot: !llvm.ptr, %d0: i64, %d1: i64, %d2: i
 ^done:
   llvm.return
 }
+
+// the (n, c, h, w) activation viewing `data`: contiguous (layout 0), a channels-last copy
+// of that (1), or NHWC data as it is, with channels-last strides (2, conv_layout.NHWC)
+llvm.func @__fusegrad_activation(%data: !llvm.ptr, %n: i64, %c: i64, %h: i64, %w: i64,
+                                 %dtype: i32, %layout: i32, %slot: !llvm.ptr) {
+  %c4 = llvm.mlir.constant(4 : i64) : i64
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %c0 = llvm.mlir.constant(0 : i64) : i64
+  %z32 = llvm.mlir.constant(0 : i32) : i32
+  %two = llvm.mlir.constant(2 : i32) : i32
+  %sizes = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
+  %strides = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
+  %nhwc = llvm.icmp "eq" %layout, %two : i32
+  llvm.cond_br %nhwc, ^strided, ^blob
+^strided:
+  %row = llvm.mul %w, %c : i64
+  %image = llvm.mul %h, %row : i64
+  llvm.call @__fusegrad_store4(%sizes, %n, %c, %h, %w) : (!llvm.ptr, i64, i64, i64, i64) -> ()
+  llvm.call @__fusegrad_store4(%strides, %image, %c1, %row, %c) : (!llvm.ptr, i64, i64, i64, i64) -> ()
+  %e = llvm.call @aoti_torch_create_tensor_from_blob(%data, %c4, %sizes, %strides, %c0,
+      %dtype, %z32, %z32, %slot) : (!llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32,
+      !llvm.ptr) -> i32
+  llvm.br ^done
+^blob:
+  llvm.call @__fusegrad_blob(%data, %n, %c, %h, %w, %dtype, %slot) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  llvm.call @__fusegrad_channels_last(%slot, %n, %c, %h, %w, %dtype, %layout) : (!llvm.ptr, i64, i64, i64, i64, i32, i32) -> ()
+  llvm.br ^done
+^done:
+  llvm.return
+}
+
+// the layout of a result buffer: NHWC data stays so, anything else is contiguous
+llvm.func @__fusegrad_result_layout(%layout: i32) -> i32 {
+  %z32 = llvm.mlir.constant(0 : i32) : i32
+  %two = llvm.mlir.constant(2 : i32) : i32
+  %nhwc = llvm.icmp "eq" %layout, %two : i32
+  %r = llvm.select %nhwc, %two, %z32 : i1, i32
+  llvm.return %r : i32
+}
 """
 
 # x, w, y: data pointers; then x dims (n, c, h, w), weight dims (f, c/g, kh, kw), output
 # dims (n, f, oh, ow), stride (2), padding (2), dilation (2), groups; dtype code; layout
-# (conv_layout: 1 converts x to channels-last first)
+# (conv_layout: 1 converts x to channels-last first; 2: x and y are NHWC buffers)
 _FORWARD_TEXT = """
 llvm.func @aoti_torch_cpu_convolution(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr,
                                       i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, i64,
@@ -105,10 +152,10 @@ func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr
   %tw = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %ty = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tr = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
-  llvm.call @__fusegrad_blob(%x, %n, %c, %h, %wd, %dtype, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_channels_last(%tx, %n, %c, %h, %wd, %dtype, %layout) : (!llvm.ptr, i64, i64, i64, i64, i32, i32) -> ()
+  %ylayout = llvm.call @__fusegrad_result_layout(%layout) : (i32) -> i32
+  llvm.call @__fusegrad_activation(%x, %n, %c, %h, %wd, %dtype, %layout, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
   llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%y, %on, %of, %oh, %ow, %dtype, %ty) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  llvm.call @__fusegrad_activation(%y, %on, %of, %oh, %ow, %dtype, %ylayout, %ty) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
   %stride = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %pad = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %dil = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
@@ -139,7 +186,7 @@ func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr
 # stride (2), padding (2), dilation (2), groups; which gradient (0: input, written over x;
 # 1: weight, written over w; the other of x, w is read); dtype code; layout (conv_layout:
 # 1 passes go and x channels-last, x as a copy of its own, whose values the input
-# gradient does not read)
+# gradient does not read; 2: go and x are NHWC buffers)
 _BACKWARD_TEXT = """
 llvm.func @aoti_torch_cpu_convolution_backward(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64,
     !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, i64, !llvm.ptr, i64,
@@ -162,18 +209,18 @@ func.func private @__fusegrad_conv2d_backward(%go: !llvm.ptr, %x: !llvm.ptr, %w:
   %tw = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tr = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tdst = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
-  llvm.call @__fusegrad_blob(%go, %n, %o, %oh, %ow, %dtype, %tgo) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%x, %xn, %c, %h, %wd, %dtype, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
   %which_input = llvm.icmp "eq" %which, %z32 : i32
+  %xlayout = llvm.call @__fusegrad_result_layout(%layout) : (i32) -> i32
+  %dstlayout = llvm.select %which_input, %xlayout, %z32 : i1, i32
   %dst_data = llvm.select %which_input, %x, %w : i1, !llvm.ptr
   %dst0 = llvm.select %which_input, %xn, %f : i1, i64
   %dst1 = llvm.select %which_input, %c, %cg : i1, i64
   %dst2 = llvm.select %which_input, %h, %kh : i1, i64
   %dst3 = llvm.select %which_input, %wd, %kw : i1, i64
-  llvm.call @__fusegrad_blob(%dst_data, %dst0, %dst1, %dst2, %dst3, %dtype, %tdst) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_channels_last(%tgo, %n, %o, %oh, %ow, %dtype, %layout) : (!llvm.ptr, i64, i64, i64, i64, i32, i32) -> ()
-  llvm.call @__fusegrad_channels_last(%tx, %xn, %c, %h, %wd, %dtype, %layout) : (!llvm.ptr, i64, i64, i64, i64, i32, i32) -> ()
+  llvm.call @__fusegrad_activation(%dst_data, %dst0, %dst1, %dst2, %dst3, %dtype, %dstlayout, %tdst) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
+  llvm.call @__fusegrad_activation(%go, %n, %o, %oh, %ow, %dtype, %layout, %tgo) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
+  llvm.call @__fusegrad_activation(%x, %xn, %c, %h, %wd, %dtype, %layout, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
+  llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
   %stride = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %pad = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %dil = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
@@ -333,7 +380,7 @@ def _add_helpers(module: ir.Operation, forward: bool, backward: bool) -> None:
                     (_BACKWARD_TEXT if backward else ""))
 
 
-# ---------------------------------------------------------------- gradients: outlining (dg)
+# ---------------------------------------------------------------- outlining (dg)
 @register_pass("dg-outline-conv-grads",
                "f32/f64 dg.conv2d_input_grad / conv2d_weight_grad -> calls of private functions "
                "tagged for dg-conv-to-torch (PyTorch's convolution_backward on the CPU)")
@@ -342,11 +389,30 @@ def outline_conv_grads(module: ir.Operation) -> None:
                 str(op.results[0].type.element_type) in _DTYPE, OUTLINED)
 
 
+@register_pass("dg-outline-conv-nhwc",
+               "f32/f64 channels-last convolutions (dg.conv2d_nhwc and its gradients) -> calls "
+               "of private functions tagged for dg-conv-to-torch")
+def outline_conv_nhwc(module: ir.Operation) -> None:
+    outline_ops(module, lambda op: op.name in NHWC_OPS and
+                str(op.results[0].type.element_type) in _DTYPE, NHWC_OUTLINED)
+
+
 # ---------------------------------------------------------------- library calls (memrefs)
-def _backward_call(fn: ir.Operation) -> list | None:
-    """(grad_output, input, weight, which, [dims and attributes]) for an outlined gradient
-    function that can call the library, or None."""
-    if fn.name != "func.func" or OUTLINED not in fn.attributes:
+def _nchw(t: ir.MemRefType, nhwc: bool) -> list[int]:
+    """The logical (NCHW) dims of an activation buffer."""
+    shape = list(t.shape)
+    return [shape[p] for p in TO_NCHW] if nhwc else shape
+
+
+def _outlined_call(fn: ir.Operation) -> tuple | None:
+    """(helper, pointers, [dims and attributes], which, layout) for an outlined function
+    that can call the library, or None. `which` is -1 for a forward convolution (pointers
+    x, w, y), else the gradient (pointers grad_output, input, weight; 0: input, 1: weight);
+    layout is NHWC for the channels-last ops, else None (chosen by the policy)."""
+    if fn.name != "func.func":
+        return None
+    nhwc = NHWC_OUTLINED in fn.attributes
+    if not nhwc and OUTLINED not in fn.attributes:
         return None
     blocks = list(fn.regions[0].blocks)
     if len(blocks) != 1:
@@ -356,21 +422,27 @@ def _backward_call(fn: ir.Operation) -> list | None:
     if ftype.results or len(args) != 3 or not all(contiguous_memref(a.type) for a in args):
         return None
     dtypes = {str(a.type.element_type) for a in args}
-    if len(dtypes) != 1 or next(iter(dtypes)) not in _DTYPE:
+    if len(dtypes) != 1 or next(iter(dtypes)) not in _DTYPE or \
+            any(a.type.rank != 4 for a in args):
         return None
-    tag = ir.DictAttr(fn.attributes[OUTLINED])
-    which = ["conv2d_input_grad", "conv2d_weight_grad"].index(ir.StringAttr(tag["op"]).value)
+    tag = ir.DictAttr(fn.attributes[NHWC_OUTLINED if nhwc else OUTLINED])
+    op = ir.StringAttr(tag["op"]).value
+    attrs = []
+    for k in ("stride", "padding", "dilation"):
+        attrs += list(ir.DenseI64ArrayAttr(tag[k]))
+    attrs.append(ir.IntegerAttr(tag["groups"]).value)
+    layout = NHWC if nhwc else None
+    if op == "conv2d_nhwc":
+        x, w, y = args
+        dims = _nchw(x.type, True) + list(w.type.shape) + _nchw(y.type, True)
+        return HELPER, (x, w, y), dims + attrs, -1, layout
+    which = 0 if op.endswith("input_grad") else 1
     if which == 0:  # (grad, weight, out): the output stands in for the input
         go, w, x = args
     else:  # (x, grad, out): the output stands in for the weight
         x, go, w = args
-    if any(v.type.rank != 4 for v in args):
-        return None
-    dims = [d for v in (go, x, w) for d in v.type.shape]
-    for k in ("stride", "padding", "dilation"):
-        dims += list(ir.DenseI64ArrayAttr(tag[k]))
-    dims.append(ir.IntegerAttr(tag["groups"]).value)
-    return [go, x, w, which, dims]
+    dims = _nchw(go.type, nhwc) + _nchw(x.type, nhwc) + list(w.type.shape)
+    return BACKWARD_HELPER, (go, x, w), dims + attrs, which, layout
 
 
 def _conv_call(kind: int, dims: list[int], dtype: str) -> ConvCall:
@@ -382,22 +454,23 @@ def _conv_call(kind: int, dims: list[int], dtype: str) -> ConvCall:
                     dims[18], dtype)
 
 
-def _call_library(fn: ir.Operation, call: list, policy: str) -> None:
-    go, x, w, which, dims = call
+def _call_library(fn: ir.Operation, call: tuple, policy: str) -> None:
+    helper, pointers, dims, which, layout = call
     block = fn.regions[0].blocks[0]
     for op in reversed(list(block.operations)):
         op.erase()
     i64 = ir.IntegerType.get_signless(64)
     i32 = ir.IntegerType.get_signless(32)
     with ir.InsertionPoint(block), fn.location:
-        ptrs = [_pointer(v) for v in (go, x, w)]
+        ptrs = [_pointer(v) for v in pointers]
         scalars = [arith.ConstantOp(i64, d).result for d in dims]
-        element = str(go.type.element_type)
-        chosen = choose_layout(_conv_call(which, dims, element), policy)
-        func.CallOp([], ir.FlatSymbolRefAttr.get(BACKWARD_HELPER),
-                    [*ptrs, *scalars, arith.ConstantOp(i32, which).result,
-                     arith.ConstantOp(i32, _DTYPE[element]).result,
-                     arith.ConstantOp(i32, chosen).result])
+        element = str(pointers[0].type.element_type)
+        if layout is None:
+            layout = choose_layout(_conv_call(which, dims, element), policy)
+        kind = [] if which < 0 else [arith.ConstantOp(i32, which).result]
+        func.CallOp([], ir.FlatSymbolRefAttr.get(helper),
+                    [*ptrs, *scalars, *kind, arith.ConstantOp(i32, _DTYPE[element]).result,
+                     arith.ConstantOp(i32, layout).result])
         func.ReturnOp([])
 
 
@@ -408,12 +481,12 @@ def _call_library(fn: ir.Operation, call: list, policy: str) -> None:
                "grouped convolutions pass activations (auto: the faster, measured)",
                layout="auto")
 def conv_to_torch(module: ir.Operation, layout: str = "auto") -> None:
-    backward = 0
+    helpers: set[str] = set()
     for fn in list(module.regions[0].blocks[0].operations):
-        call = _backward_call(fn.operation)
+        call = _outlined_call(fn.operation)
         if call is not None:
             _call_library(fn.operation, call, layout)
-            backward += 1
+            helpers.add(call[0])
     convs: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -421,7 +494,8 @@ def conv_to_torch(module: ir.Operation, layout: str = "auto") -> None:
             convs.append(op)
         return ir.WalkResult.ADVANCE
     module.walk(visit)
-    _add_helpers(module, forward=bool(convs), backward=bool(backward))
+    _add_helpers(module, forward=bool(convs) or HELPER in helpers,
+                 backward=BACKWARD_HELPER in helpers)
     i64 = ir.IntegerType.get_signless(64)
     i32 = ir.IntegerType.get_signless(32)
     for op in convs:

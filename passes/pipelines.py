@@ -33,6 +33,7 @@ log = logging.getLogger("fusegrad.passes.pipelines")
 # functions that dg-conv-to-torch / dg-attention-to-torch turn into PyTorch's kernels
 LINALG_PIPELINE = ",".join([
     "dg-outline-conv-grads",
+    "dg-outline-conv-nhwc",
     "dg-outline-attention",
     f"dg-lower-to-linalg{{row-bytes-max={ROW_TEMP_MAX_BYTES}}}",
     "canonicalize",

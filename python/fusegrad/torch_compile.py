@@ -13,7 +13,8 @@ from .program import CompileOptions
 def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool = True,
             executor: str = "cpu", dynamic: bool | None = None, fullgraph: bool = False,
             dump_dir: str | None = None, double_backward: bool = True,
-            target: str | None = None, cuda_graphs: bool = False) -> Callable[..., Any]:
+            target: str | None = None, cuda_graphs: bool = False,
+            channels_last: bool = True) -> Callable[..., Any]:
     """Compile an nn.Module or function of tensors with fusegrad.
 
     Works like `torch.compile(model_or_fn, backend="fusegrad")`: Dynamo captures
@@ -27,6 +28,8 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     `devices.DeviceError` naming the tensor, as do tensors on several devices.
     `cuda_graphs=True` replays CUDA code from CUDA graphs after a function's first
     call: for small batches, whose steps are bound by launching kernels.
+    `channels_last=False` keeps convolutions NCHW on the CPU (by default they run, with
+    the ops between them, on channels-last activations: dg-channels-last).
     `dynamic` goes to Dynamo as in torch.compile: a graph Dynamo makes
     dynamic (from the start with True, after a shape change with None) is
     compiled once per concrete shape by fusegrad itself, so new shapes never
@@ -36,7 +39,7 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     """
     options = CompileOptions(fusion=fusion, remat=remat, executor=executor,
                              double_backward=double_backward, target=target,
-                             cuda_graphs=cuda_graphs,
+                             cuda_graphs=cuda_graphs, channels_last=channels_last,
                              **({"dump_dir": dump_dir} if dump_dir is not None else {}))
     backend = functools.partial(fusegrad_backend, **vars(options))
     compiled = torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)

@@ -134,6 +134,13 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
                      lambda b, x, w, g: [
                          b.conv2d_input_grad(g, w, input_shape=(2, 4, 7, 6), **CONV_ATTRS),
                          b.conv2d_weight_grad(x, g, weight_shape=(6, 2, 3, 2), **CONV_ATTRS)]),
+    "conv2d_nhwc": (lambda: [rnd(2, 7, 6, 4), rnd(6, 2, 3, 2)],
+                    lambda b, x, w: b.conv2d_nhwc(x, w, **CONV_ATTRS)),
+    "conv2d_nhwc_grads": (lambda: [rnd(2, 7, 6, 4), rnd(6, 2, 3, 2), rnd(2, 4, 4, 6)],
+                          lambda b, x, w, g: [
+                              b.conv2d_nhwc_input_grad(g, w, input_shape=(2, 7, 6, 4), **CONV_ATTRS),
+                              b.conv2d_nhwc_weight_grad(x, g, weight_shape=(6, 2, 3, 2),
+                                                        **CONV_ATTRS)]),
     "constant_full_iota": (lambda: [rnd(2, 3)],
                            lambda b, x: b.add(b.mul(x, b.constant(torch.arange(6.0, dtype=F64)
                                                                   .reshape(2, 3))),

@@ -145,7 +145,8 @@ def test_dump_dir_writes_parseable_stages(tmp_path):
     assert sorted(name for name, _, _ in index) == sorted(
         p.name for p in tmp_path.iterdir() if p.name != "index.txt")
     stages = [stage.split("-")[0] for _, _, stage in index]
-    assert stages == ["aten", "imported", "autodiff", "remat", "fused", "cpu", "cpu", "cpu"]
+    assert stages == ["aten", "imported", "autodiff", "remat", "channels", "fused", "cpu", "cpu",
+                      "cpu"]
     assert all(stage.endswith("-wrt0") for _, _, stage in index[2:])
     assert [stage for _, _, stage in index][-3:] == [
         "cpu-linalg-wrt0", "cpu-bufferized-wrt0", "cpu-llvm-wrt0"]
@@ -381,7 +382,7 @@ def test_unknown_option_or_mode_is_an_error_not_a_silent_fallback():
     x, y = torch.randn(2, 3), torch.randn(2, 3)
     torch._dynamo.reset()
     with pytest.raises(BackendCompilerFailed, match=r"unknown option\(s\) \['fuse'\]; the "
-                                                    r"options are \['cuda_graphs'"):
+                                                    r"options are \['channels_last', 'cuda_graphs'"):
         torch.compile(f_pointwise, backend="fusegrad", options={"fuse": False})(x, y)
     torch._dynamo.reset()
     with pytest.raises(BackendCompilerFailed, match="mode='fast' is not one of"):

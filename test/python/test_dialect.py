@@ -70,6 +70,10 @@ def _build_all(b: Builder, f, i32, p, v3, idx, idx1, src, a3, b3, img, w, seed):
     y = b.conv2d(img, w, **conv)
     out += [b.matmul(a3, b3), y, b.conv2d_input_grad(y, w, input_shape=(1, 2, 6, 6), **conv),
             b.conv2d_weight_grad(img, y, weight_shape=(3, 2, 3, 3), **conv)]
+    grouped = dict(conv, groups=3)  # img read as NHWC: 6 channels, 3 groups of w's 2
+    y_nhwc = b.conv2d_nhwc(img, w, **grouped)
+    out += [y_nhwc, b.conv2d_nhwc_input_grad(y_nhwc, w, input_shape=(1, 2, 6, 6), **grouped),
+            b.conv2d_nhwc_weight_grad(img, y_nhwc, weight_shape=(3, 2, 3, 3), **grouped)]
     mask = b.full(shape=(1, 1, 1, 1), dtype="f32", value=0.0)
     att = b.attention(img, img, img, mask, scale=0.5, causal=1)
     out += [*att, *b.attention_grad(img, img, img, img, *att, mask, scale=0.5, causal=1)]

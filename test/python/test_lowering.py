@@ -206,6 +206,15 @@ def contraction_cases():
                       b.conv2d_input_grad(g, w, input_shape=s, **kw), rtol=1e-4))
         c.append(Case("conv2d_weight_grad", [x, g], lambda b, x, g, kw=kw, s=tuple(w.shape):
                       b.conv2d_weight_grad(x, g, weight_shape=s, **kw), rtol=1e-4))
+        # the channels-last twins (PyTorch's kernels on the NHWC buffers as they are)
+        xn, gn = (t.permute(0, 2, 3, 1).contiguous() for t in (x, g))
+        c.append(Case("conv2d_nhwc", [xn, w], lambda b, x, w, kw=kw: b.conv2d_nhwc(x, w, **kw),
+                      rtol=1e-4))
+        c.append(Case("conv2d_nhwc_input_grad", [gn, w], lambda b, g, w, kw=kw, s=tuple(xn.shape):
+                      b.conv2d_nhwc_input_grad(g, w, input_shape=s, **kw), rtol=1e-4))
+        c.append(Case("conv2d_nhwc_weight_grad", [xn, gn], lambda b, x, g, kw=kw,
+                      s=tuple(w.shape): b.conv2d_nhwc_weight_grad(x, g, weight_shape=s, **kw),
+                      rtol=1e-4))
     # attention (the CPU pipeline calls PyTorch's flash kernels): a mask broadcast over
     # batch and heads with a fully masked row (out 0, log-sum-exp 0), causal, f64
     masked = _f(2, 1, 5, 7, seed=3)
