@@ -50,12 +50,19 @@ func.func @views(%x: tensor<2x3x4x4xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<2x
   return %m, %t : tensor<2x4x4x8xf32>, tensor<2x4x4x4xf32>
 }
 
-// Grouped convolutions (PyTorch's layout choice is measured per call, conv_layout.py)
-// are left alone.
+// Grouped (depthwise) convolutions go channels-last too; convolutions of other dtypes
+// than f32/f64 (no library call takes them) are left alone.
 // CHECK-LABEL: func.func @grouped(
+// CHECK: "dg.conv2d_nhwc"({{.*}}) {{{.*}}groups = 4 : i64{{.*}}} : (tensor<2x8x8x4xf32>, tensor<4x1x3x3xf32>) -> tensor<2x8x8x4xf32>
+// CHECK-LABEL: func.func @half(
 // CHECK-NOT: dg.transpose
 // CHECK: "dg.conv2d"
 func.func @grouped(%x: tensor<2x4x8x8xf32>, %w: tensor<4x1x3x3xf32>) -> tensor<2x4x8x8xf32> {
   %y = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 4 : i64} : (tensor<2x4x8x8xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x8x8xf32>
   return %y : tensor<2x4x8x8xf32>
+}
+
+func.func @half(%x: tensor<2x4x8x8xf16>, %w: tensor<4x4x3x3xf16>) -> tensor<2x4x8x8xf16> {
+  %y = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x8x8xf16>, tensor<4x4x3x3xf16>) -> tensor<2x4x8x8xf16>
+  return %y : tensor<2x4x8x8xf16>
 }

@@ -88,3 +88,22 @@ def test_float64_gradients_to_second_order():
     torch.testing.assert_close(compiled(x, w1, w2), f(x, w1, w2))
     assert torch.autograd.gradcheck(compiled, (x, w1, w2))
     assert torch.autograd.gradgradcheck(compiled, (x, w1, w2))
+
+
+def test_depthwise_and_pointwise_convolutions_match_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(4, 8, 1), torch.nn.ReLU6(),
+        torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8), torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU6(), torch.nn.Conv2d(8, 4, 1))
+    compiled_model = copy.deepcopy(model)
+    x = torch.randn(2, 4, 9, 9, requires_grad=True)
+    want = model(x)
+    (want * want).sum().backward()
+    want_gx, x.grad = x.grad, None
+    got = fusegrad.compile(compiled_model, **OPTIONS)(x)
+    (got * got).sum().backward()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(x.grad, want_gx, rtol=1e-4, atol=1e-4)
+    for (name, p), q in zip(model.named_parameters(), compiled_model.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-4, msg=name)
