@@ -2,7 +2,7 @@
 // turns each f32/f64 dg.conv2d_nhwc / conv2d_nhwc_input_grad / conv2d_nhwc_weight_grad
 // into a call of a private function holding just that op, tagged dg.conv2d_nhwc_call;
 // dg-conv-to-torch replaces its body (the decomposition: transposes around the NCHW op)
-// by one call of PyTorch's kernel on the NHWC buffers as they are: the dims passed are
+// by one call of PyTorch's kernels on the NHWC buffers as they are: the dims passed are
 // the logical NCHW ones, and layout 2 (conv_layout.NHWC) makes the helper view the
 // activations with channels-last strides, whatever `layout` says for NCHW convolutions.
 // RUN: fusegrad-opt %s -p 'dg-outline-conv-nhwc' | filecheck %s --check-prefix=OUTLINE
@@ -38,6 +38,14 @@
 // CHECK-NEXT: %[[NHWC:.*]] = arith.constant 2 : i32
 // CHECK-NEXT: call @__fusegrad_conv2d_backward({{.*}}, %[[WHICH]], %[[F32]], %[[NHWC]])
 // CHECK: llvm.func @__fusegrad_activation(
+// An f32 forward on NHWC buffers zeroes the output and adds the convolution into it in
+// place (no result to copy); f64, or a failing call, takes at::convolution and a copy.
+// CHECK: llvm.func @__fusegrad_conv_into(
+// CHECK: llvm.cond_br %{{.*}}, ^[[ADD:.*]], ^[[GENERIC:.*]]
+// CHECK: llvm.call @aoti_torch_zero_
+// CHECK: llvm.call @aoti_torch_cpu_mkldnn__convolution_pointwise_binary_
+// CHECK: llvm.cond_br %{{.*}}, ^{{.*}}, ^[[GENERIC]]
+// CHECK: llvm.call @aoti_torch_cpu_convolution(
 func.func @f(%x: tensor<2x9x7x4xf32>, %w: tensor<6x4x3x3xf32>) -> (tensor<2x9x7x4xf32>, tensor<6x4x3x3xf32>) {
   %y = "dg.conv2d_nhwc"(%x, %w) {stride = array<i64: 2, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x9x7x4xf32>, tensor<6x4x3x3xf32>) -> tensor<2x5x7x6xf32>
   %dx = "dg.conv2d_nhwc_input_grad"(%y, %w) {stride = array<i64: 2, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64, input_shape = array<i64: 2, 9, 7, 4>} : (tensor<2x5x7x6xf32>, tensor<6x4x3x3xf32>) -> tensor<2x9x7x4xf32>
