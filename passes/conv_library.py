@@ -97,21 +97,15 @@ llvm.func @__fusegrad_activation(%data: !llvm.ptr, %n: i64, %c: i64, %h: i64, %w
                                  %dtype: i32, %layout: i32, %slot: !llvm.ptr) {
   %c4 = llvm.mlir.constant(4 : i64) : i64
   %c1 = llvm.mlir.constant(1 : i64) : i64
-  %c0 = llvm.mlir.constant(0 : i64) : i64
-  %z32 = llvm.mlir.constant(0 : i32) : i32
   %two = llvm.mlir.constant(2 : i32) : i32
-  %sizes = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
-  %strides = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
   %nhwc = llvm.icmp "eq" %layout, %two : i32
   llvm.cond_br %nhwc, ^strided, ^blob
 ^strided:
   %row = llvm.mul %w, %c : i64
   %image = llvm.mul %h, %row : i64
-  llvm.call @__fusegrad_store4(%sizes, %n, %c, %h, %w) : (!llvm.ptr, i64, i64, i64, i64) -> ()
-  llvm.call @__fusegrad_store4(%strides, %image, %c1, %row, %c) : (!llvm.ptr, i64, i64, i64, i64) -> ()
-  %e = llvm.call @aoti_torch_create_tensor_from_blob(%data, %c4, %sizes, %strides, %c0,
-      %dtype, %z32, %z32, %slot) : (!llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32,
-      !llvm.ptr) -> i32
+  llvm.call @__fusegrad_blob_strided(%data, %c4, %n, %c, %h, %w, %image, %c1, %row, %c,
+      %dtype, %slot) : (!llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32,
+      !llvm.ptr) -> ()
   llvm.br ^done
 ^blob:
   llvm.call @__fusegrad_blob(%data, %n, %c, %h, %w, %dtype, %slot) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()

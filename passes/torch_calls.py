@@ -43,23 +43,34 @@ llvm.func @__fusegrad_store4(%p: !llvm.ptr, %a: i64, %b: i64, %c: i64, %d: i64) 
   llvm.return
 }
 
-// the first `rank` dims of the contiguous (d0, d1, d2, d3) tensor viewing `data`
-// (trailing dims of size 1 stand for absent ones)
-llvm.func @__fusegrad_blob_rank(%data: !llvm.ptr, %rank: i64, %d0: i64, %d1: i64, %d2: i64,
-                                %d3: i64, %dtype: i32, %slot: !llvm.ptr) {
+// the first `rank` dims of the tensor of sizes (d0, d1, d2, d3) and strides (s0, s1, s2,
+// s3) viewing `data`
+llvm.func @__fusegrad_blob_strided(%data: !llvm.ptr, %rank: i64, %d0: i64, %d1: i64,
+                                   %d2: i64, %d3: i64, %s0: i64, %s1: i64, %s2: i64, %s3: i64,
+                                   %dtype: i32, %slot: !llvm.ptr) {
   %c4 = llvm.mlir.constant(4 : i64) : i64
-  %c1 = llvm.mlir.constant(1 : i64) : i64
   %c0 = llvm.mlir.constant(0 : i64) : i64
   %z32 = llvm.mlir.constant(0 : i32) : i32
   %sizes = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
   %strides = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
-  %t1 = llvm.mul %d2, %d3 : i64
-  %t0 = llvm.mul %d1, %t1 : i64
   llvm.call @__fusegrad_store4(%sizes, %d0, %d1, %d2, %d3) : (!llvm.ptr, i64, i64, i64, i64) -> ()
-  llvm.call @__fusegrad_store4(%strides, %t0, %t1, %d3, %c1) : (!llvm.ptr, i64, i64, i64, i64) -> ()
+  llvm.call @__fusegrad_store4(%strides, %s0, %s1, %s2, %s3) : (!llvm.ptr, i64, i64, i64, i64) -> ()
   %e = llvm.call @aoti_torch_create_tensor_from_blob(%data, %rank, %sizes, %strides, %c0,
       %dtype, %z32, %z32, %slot) : (!llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32,
       !llvm.ptr) -> i32
+  llvm.return
+}
+
+// the first `rank` dims of the contiguous (d0, d1, d2, d3) tensor viewing `data`
+// (trailing dims of size 1 stand for absent ones)
+llvm.func @__fusegrad_blob_rank(%data: !llvm.ptr, %rank: i64, %d0: i64, %d1: i64, %d2: i64,
+                                %d3: i64, %dtype: i32, %slot: !llvm.ptr) {
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %t1 = llvm.mul %d2, %d3 : i64
+  %t0 = llvm.mul %d1, %t1 : i64
+  llvm.call @__fusegrad_blob_strided(%data, %rank, %d0, %d1, %d2, %d3, %t0, %t1, %d3, %c1,
+      %dtype, %slot) : (!llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32,
+      !llvm.ptr) -> ()
   llvm.return
 }
 
