@@ -381,17 +381,17 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
     return fusion
 
 
-def _cheap_cone(fusion: ir.Operation, v: ir.Value,
-                row_temps: bool) -> Optional[tuple[list[ir.Operation], dict]]:
+def _cheap_cone(fusion: ir.Operation, v: ir.Value, row_temps: bool,
+                kept: set) -> Optional[tuple[list[ir.Operation], dict]]:
     """The ops of `fusion` computing `v`, in program order, if they are pointwise or
     cheap index ops within RECOMPUTE_BUDGET reading at most one input of `v`'s size
     (recomputing them where `v` is read then costs no more memory traffic than reading
     `v`; a broadcast smaller value is loop-invariant there, and LLVM hoists it), and the
-    region's other outputs it reads as inputs (value -> the region's result: stored
+    region's outputs in `kept` it reads as inputs (value -> the region's result: stored
     anyway, so read rather than recomputed); else None."""
     body, yielded = fusion_body(fusion)
     position = {op: i for i, op in enumerate(body)}
-    stored = {y: r for y, r in zip(yielded, fusion.results) if y != v}
+    stored = {y: r for y, r in zip(yielded, fusion.results) if y != v and r in kept}
     size = TensorSpec.from_mlir(v.type).numel
     cone: set = set()
     full_inputs: set = set()
@@ -497,21 +497,41 @@ def _sink_cheap_outputs(block: ir.Block, row_temps: bool) -> int:
     outputs went away."""
     sunk = 0
     for fusion in [o.operation for o in block.operations if is_fusion(o)]:
-        _, yielded = fusion_body(fusion)
-        for result, v in zip(fusion.results, yielded):
-            consumers = {_enclosing(u.owner.operation) for u in result.uses}
-            if not consumers or fusion in consumers or not all(
-                    is_fusion(c) or (c.name.startswith("dg.") and fusible(c)) for c in consumers):
+        cones = _sinkable(fusion, row_temps)
+        for result, v in zip(fusion.results, fusion_body(fusion)[1]):
+            if result not in cones:
                 continue
-            found = _cheap_cone(fusion, v, row_temps)
-            size = TensorSpec.from_mlir(v.type).numel
-            if found is None or any(_largest(c) > size for c in consumers):
-                continue  # (read broadcast: cheaper computed once at its own size)
-            consumers = [c if is_fusion(c) else _outline([c]) for c in consumers]
-            if all([_sink_into(c, *found, result, v) for c in consumers]):
+            consumers = [c if is_fusion(c) else _outline([c])
+                         for c in {_enclosing(u.owner.operation) for u in result.uses}]
+            if all([_sink_into(c, *cones[result], result, v) for c in consumers]):
                 sunk += 1
         _drop_unused_results(fusion)
     return sunk
+
+
+def _sinkable(fusion: ir.Operation, row_temps: bool) -> dict:
+    """result -> its cheap cone, for the outputs of `fusion` its readers may recompute.
+    A cone reads the outputs that stay stored rather than recompute them, but not one
+    that is itself recomputed: a CNN's backward began with a region storing x + bias,
+    x - mean, the ReLU mask and more, 5 MiB each, because each cone read the previous
+    one, while only the ReLU output (read by the max-pool's slices) had to be stored."""
+    _, yielded = fusion_body(fusion)
+    candidates = set()
+    for result, v in zip(fusion.results, yielded):
+        consumers = {_enclosing(u.owner.operation) for u in result.uses}
+        size = TensorSpec.from_mlir(v.type).numel
+        if consumers and fusion not in consumers and all(
+                is_fusion(c) or (c.name.startswith("dg.") and fusible(c)) for c in consumers) \
+                and all(_largest(c) <= size for c in consumers):  # (else: read broadcast,
+            candidates.add(result)  # cheaper computed once at its own size)
+    while True:  # the first output too expensive to recompute stays stored: later cones
+        kept = set(fusion.results) - candidates  # (LLaMA's normalized activations) read it
+        cones = {r: _cheap_cone(fusion, v, row_temps, kept)
+                 for r, v in zip(fusion.results, yielded) if r in candidates}
+        expensive = next((r for r in fusion.results if r in cones and cones[r] is None), None)
+        if expensive is None:
+            return cones
+        candidates.remove(expensive)
 
 
 def _toposort(block: ir.Block) -> None:

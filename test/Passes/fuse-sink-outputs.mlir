@@ -75,3 +75,37 @@ func.func @from_an_output(%x: tensor<4x4xf32>, %a: tensor<4x4xf32>, %b: tensor<4
   %r = "dg.mul"(%d, %m) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %r : tensor<4x4xf32>
 }
+
+// Several cheap outputs of one region, each read by regions after a kernel: a = x + b
+// and n = -a go to both later regions, and only the ReLU output, which a matmul and a
+// slice read, stays stored. A cone reads an output only if that output stays stored
+// (before, n's cone read a, so a was stored: the start of a CNN's backward stored
+// x + bias, x - mean and the ReLU output of each layer).
+// CHECK-LABEL: func.func @recomputed_outputs(
+// CHECK: %[[R:.*]] = scf.execute_region -> tensor<8x16xf32> no_inline {
+// CHECK: "dg.matmul"(%[[R]], %arg2)
+// CHECK: scf.execute_region -> tensor<16xf32> no_inline {
+// CHECK-NEXT: "dg.broadcast_in_dim"(%arg1)
+// CHECK-NEXT: "dg.add"(%arg0,
+// CHECK: "dg.matmul"
+// CHECK: scf.execute_region -> tensor<16xf32> no_inline {
+// CHECK-NEXT: "dg.broadcast_in_dim"(%arg1)
+// CHECK-NEXT: "dg.add"(%arg0,
+// CHECK: "dg.slice"(%[[R]])
+func.func @recomputed_outputs(%x: tensor<8x16xf32>, %b: tensor<16xf32>, %w: tensor<16x16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<4x16xf32>) {
+  %bb = "dg.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<16xf32>) -> tensor<8x16xf32>
+  %a = "dg.add"(%x, %bb) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %n = "dg.neg"(%a) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %z = "dg.full"() {value = 0.0 : f64} : () -> tensor<8x16xf32>
+  %r = "dg.max"(%n, %z) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %k = "dg.matmul"(%r, %w) : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %u = "dg.mul"(%a, %k) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %u2 = "dg.mul"(%n, %u) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %su = "dg.reduce_sum"(%u2) {dims = array<i64: 0>} : (tensor<8x16xf32>) -> tensor<16xf32>
+  %k2 = "dg.matmul"(%k, %w) : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %p = "dg.mul"(%n, %k2) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %p2 = "dg.add"(%a, %p) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %sp = "dg.reduce_sum"(%p2) {dims = array<i64: 0>} : (tensor<8x16xf32>) -> tensor<16xf32>
+  %s = "dg.slice"(%r) {start = array<i64: 0, 0>, limit = array<i64: 8, 16>, stride = array<i64: 2, 1>} : (tensor<8x16xf32>) -> tensor<4x16xf32>
+  return %su, %sp, %s : tensor<16xf32>, tensor<16xf32>, tensor<4x16xf32>
+}
