@@ -107,3 +107,15 @@ def test_depthwise_and_pointwise_convolutions_match_eager():
     torch.testing.assert_close(x.grad, want_gx, rtol=1e-4, atol=1e-4)
     for (name, p), q in zip(model.named_parameters(), compiled_model.parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-4, msg=name)
+
+
+def test_inference_matches_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, padding=1, groups=4), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(8, 5)).eval()
+    x = torch.randn(2, 3, 12, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(fusegrad.compile(model, **OPTIONS)(x), model(x),
+                                   rtol=1e-5, atol=1e-5)
