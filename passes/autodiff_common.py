@@ -26,6 +26,16 @@ def func_name(fn: ir.Operation) -> str:
     return ir.StringAttr(fn.attributes["sym_name"]).value
 
 
+def forward_backward_pairs(module: ir.Operation) -> list[tuple[ir.Operation, ir.Operation]]:
+    """The (@X_fwd with dg.num_outputs, @X_bwd) pairs dg-autodiff made in `module`: the
+    forward returns its outputs then the values it saves, which the backward takes first."""
+    funcs = {func_name(op.operation): op.operation for op in module.regions[0].blocks[0].operations
+             if op.operation.name == "func.func" and op.operation.regions[0].blocks}
+    return [(fwd, funcs[name[:-4] + "_bwd"]) for name, fwd in funcs.items()
+            if name.endswith("_fwd") and NUM_OUTPUTS in fwd.attributes
+            and name[:-4] + "_bwd" in funcs]
+
+
 def functions_to_differentiate(module: ir.Operation) -> list[ir.Operation]:
     """Public `func.func` definitions not yet marked `dg.differentiated`."""
     found = []

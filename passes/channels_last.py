@@ -33,7 +33,7 @@ from mlir import ir
 from ..dialects.builder import Builder, spec
 from ..dialects.conv_nhwc import NCHW_TWIN, TO_NHWC, TWINS, twin_attrs
 from ..dialects.core import attrs_of, is_pointwise, lookup
-from .autodiff_common import NUM_OUTPUTS
+from .autodiff_common import NUM_OUTPUTS, forward_backward_pairs, func_name
 from .function_boundary import functions
 from .registry import register_pass
 
@@ -171,10 +171,10 @@ class _Rewrite:
         for i, k in saved_in.items():
             arg = args[i]
             uses = [(u.owner, u.operand_number) for u in arg.uses]
-            logical_type = arg.type
+            rank = spec(arg).rank
             arg.set_type(_phys_type(arg, k))
             with ir.InsertionPoint(first), self.fn.location:
-                back = Builder().transpose(arg, _inverse(moved(len(logical_type.shape), k)))
+                back = Builder().transpose(arg, _inverse(moved(rank, k)))
             for owner, n in uses:
                 owner.operands[n] = back
             self.phys[back] = (arg, k)
@@ -300,10 +300,6 @@ class _Rewrite:
         return True
 
 
-def _name(fn: ir.Operation) -> str:
-    return ir.StringAttr(fn.attributes["sym_name"]).value
-
-
 def _has_seed(fn: ir.Operation) -> bool:
     return any(_is_seed(o.operation) for o in fn.regions[0].blocks[0].operations)
 
@@ -313,17 +309,15 @@ def _has_seed(fn: ir.Operation) -> bool:
                "ops between them computing channels-last (saved values stay so between "
                "@f_fwd and @f_bwd)")
 def channels_last(module: ir.Operation) -> None:
-    funcs = {_name(f): f for f in functions(module)}
-    done: set[str] = set()
-    for name, fn in funcs.items():
-        bwd = funcs.get(name[:-4] + "_bwd") if name.endswith("_fwd") else None
-        if bwd is not None and NUM_OUTPUTS in fn.attributes:
-            num_outputs = ir.IntegerAttr(fn.attributes[NUM_OUTPUTS]).value
-            saved = _Rewrite(fn).run({}, num_outputs) if _has_seed(fn) else {}
-            if saved or _has_seed(bwd):
-                _Rewrite(bwd).run(saved, None)
-            log.debug("dg-channels-last: @%s saves %d values channels-last", name, len(saved))
-            done.update((name, _name(bwd)))
-    for name, fn in funcs.items():
-        if name not in done and _has_seed(fn):
+    paired: set = set()
+    for fwd, bwd in forward_backward_pairs(module):
+        num_outputs = ir.IntegerAttr(fwd.attributes[NUM_OUTPUTS]).value
+        saved = _Rewrite(fwd).run({}, num_outputs) if _has_seed(fwd) else {}
+        if saved or _has_seed(bwd):
+            _Rewrite(bwd).run(saved, None)
+        log.debug("dg-channels-last: @%s saves %d values channels-last", func_name(fwd),
+                  len(saved))
+        paired.update((fwd, bwd))
+    for fn in functions(module):
+        if fn not in paired and _has_seed(fn):
             _Rewrite(fn).run({}, None)

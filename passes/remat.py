@@ -28,8 +28,7 @@ from mlir.dialects import func
 
 from ..dialects.core import Kind, lookup
 from ..dialects.types import TensorSpec
-from .autodiff_common import NUM_OUTPUTS
-from .fuse import functions
+from .autodiff_common import NUM_OUTPUTS, forward_backward_pairs, func_name
 from .maxflow import INF, FlowGraph
 from .registry import PassError, register_pass
 
@@ -52,10 +51,6 @@ class RematResult:
 
 def nbytes(v: ir.Value) -> int:
     return TensorSpec.from_mlir(v.type).nbytes
-
-
-def _name(fn: ir.Operation) -> str:
-    return ir.StringAttr(fn.attributes["sym_name"]).value
 
 
 def recomputable(op: ir.Operation) -> bool:
@@ -163,7 +158,7 @@ def rematerialize(fwd: ir.Operation, bwd: ir.Operation, memory_budget: int = 0) 
     fw = _Forward(fwd)
     bwd_args = list(bwd.regions[0].blocks[0].arguments)
     if len(bwd_args) < len(fw.saved):
-        raise PassError(f"@{_name(bwd)} takes {len(bwd_args)} arguments but @{_name(fwd)} saves "
+        raise PassError(f"@{func_name(bwd)} takes {len(bwd_args)} arguments but @{func_name(fwd)} saves "
                         f"{len(fw.saved)} values; is it the matching backward?", bwd.location)
     needed = list(dict.fromkeys(v for v, a in zip(fw.saved, bwd_args) if list(a.uses)))
     before = sum(nbytes(v) for v in dict.fromkeys(fw.saved))
@@ -184,7 +179,7 @@ def rematerialize(fwd: ir.Operation, bwd: ir.Operation, memory_budget: int = 0) 
     _rewrite_forward(fwd, fw, new_saved)
     fwd.attributes["dg.saved_bytes_before"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), before)
     fwd.attributes["dg.saved_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), after)
-    result = RematResult(_name(fwd), before, after, len(dict.fromkeys(fw.saved)), len(new_saved),
+    result = RematResult(func_name(fwd), before, after, len(dict.fromkeys(fw.saved)), len(new_saved),
                          len(recompute))
     log.debug("dg-remat: %s", result)
     return result
@@ -192,12 +187,7 @@ def rematerialize(fwd: ir.Operation, bwd: ir.Operation, memory_budget: int = 0) 
 
 def remat_module(module: ir.Operation, memory_budget: int = 0) -> list[RematResult]:
     """Rematerialize every @X_fwd (with dg.num_outputs) / @X_bwd pair of `module`."""
-    funcs = {_name(f): f for f in functions(module)}
-    results = []
-    for name, fwd in funcs.items():
-        if name.endswith("_fwd") and NUM_OUTPUTS in fwd.attributes and name[:-4] + "_bwd" in funcs:
-            results.append(rematerialize(fwd, funcs[name[:-4] + "_bwd"], memory_budget))
-    return results
+    return [rematerialize(fwd, bwd, memory_budget) for fwd, bwd in forward_backward_pairs(module)]
 
 
 @register_pass("dg-remat", "choose saved vs recomputed forward values by min-cut "

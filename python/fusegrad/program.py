@@ -53,8 +53,8 @@ class CompileOptions:
     tensors are on (`devices.select_target`). `executor="cpu"` runs the code
     compiled for the target; "reference" runs the dg interpreter instead.
 
-    `channels_last`: on the CPU, run ungrouped 2-D convolutions, and the ops between
-    them, on channels-last activations (dg-channels-last), as oneDNN runs fastest.
+    `channels_last`: on the CPU, run 2-D convolutions, and the ops between them, on
+    channels-last activations (dg-channels-last), as oneDNN runs fastest.
 
     `cuda_graphs`: on CUDA, replay each compiled forward and backward from a CUDA
     graph after its first call (`runtime/cuda_graphs.py`): for small batches,
