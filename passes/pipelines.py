@@ -21,7 +21,7 @@ from ..dialects.types import TensorSpec
 from . import (attention_library, blas, collapse_dims, conv_library, cpu_kernels,  # noqa: F401
                function_boundary,
                function_dedup, gomp, internal_linkage, kernel_params, loop_outlining,  # (register passes)
-               math_approx, native_code, result_copies, strided_copy, widen_bool,
+               math_approx, native_code, prefetch, result_copies, strided_copy, widen_bool,
                workspace)
 from .cpu_kernels import ROW_TEMP_MAX_BYTES
 from .function_boundary import is_public
@@ -63,6 +63,7 @@ BUFFERIZE_PIPELINE = ",".join([
 # ipowi becomes a function, f32 transcendentals become inline polynomials
 # (dg-expand-math), and the rest without an LLVM intrinsic (f64 erf) call libm.
 # The only vector ops are dg-cpu-kernels' tile transposes (1-D loads, shuffles, stores).
+# Loops streaming through arrays prefetch them ahead (dg-prefetch-streams).
 # An entry's temporaries live in one workspace argument the runtime keeps per thread
 # (dg-plan-workspace).
 # Kernels, BLAS/convolution calls and threads: docs/ARCHITECTURE.md.
@@ -77,6 +78,7 @@ def llvm_pipeline(ldexp: bool = False) -> str:
         "dg-cpu-kernels",
         "func.func(convert-linalg-to-loops)",
         "dg-outline-entry-loops",
+        "dg-prefetch-streams",
         "dg-dedup-functions",
         "dg-widen-bool-memrefs",
         "dg-plan-workspace",
