@@ -18,8 +18,8 @@ from mlir import ir
 from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
-from . import (attention_library, blas, collapse_dims, conv_library, cpu_kernels,  # noqa: F401
-               function_boundary,
+from . import (attention_library, blas, collapse_dims, conv_library, copy_elision,  # noqa: F401
+               cpu_kernels, function_boundary,
                function_dedup, gomp, internal_linkage, kernel_params, loop_outlining,  # (register passes)
                math_approx, native_code, prefetch, result_copies, strided_copy, widen_bool,
                workspace)
@@ -70,6 +70,7 @@ BUFFERIZE_PIPELINE = ",".join([
 def llvm_pipeline(ldexp: bool = False) -> str:
     """`ldexp`: exp scales by llvm.intr.ldexp (for AVX-512 targets, see dg-expand-math)."""
     return ",".join([
+        "dg-elide-copies",
         "dg-matmul-to-blas",
         "dg-conv-to-torch",
         "dg-attention-to-torch",

@@ -24,7 +24,6 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .memrefs import contiguous_memref
 from .registry import register_pass
 
 CACHE_LINE = 64
@@ -79,7 +78,7 @@ def _streams(loop: ir.Operation) -> list[tuple[ir.Value, list[ir.Value]]]:
         if o.name != "memref.load":
             return ir.WalkResult.ADVANCE
         buf, indices = o.operands[0], list(o.operands[1:])
-        if (not indices or not _at(indices[-1], iv) or not contiguous_memref(buf.type)
+        if (not indices or not _at(indices[-1], iv) or _layout(ir.MemRefType(buf.type)) is None
                 or any(_defined_in(i, loop) for i in indices[:-1])
                 or not any(_defined_in(i, parent) for i in indices[:-1])):
             return ir.WalkResult.ADVANCE
@@ -110,30 +109,34 @@ def _index(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IndexType.get(), value).result
 
 
+def _layout(t: ir.MemRefType) -> Optional[tuple[list[int], int]]:
+    """(strides, offset) of a statically shaped and strided memref whose last dim is
+    unit-stride, else None."""
+    if not t.has_static_shape or t.rank == 0:
+        return None
+    strides, offset = t.get_strides_and_offset()
+    if strides[-1] != 1 or any(t.is_dynamic_stride_or_offset(v)
+                               for v in [*strides, offset]):
+        return None
+    return list(strides), offset
+
+
 def _prefetch_lines(buf: ir.Value, leading: list[ir.Value], start: ir.Value, nbytes: int) -> None:
     """Prefetch the cache lines of `buf`[leading..., start:] + PREFETCH_BYTES, `nbytes`
-    of them, each address clamped to the array's last element."""
+    of them, each address clamped to the view's last element."""
     t = ir.MemRefType(buf.type)
     elt = _element_bytes(t)
-    total = 1
-    for size in t.shape:
-        total *= size
-    flat = buf
-    if t.rank > 1:
-        # an explicit row-major layout (offset 0) collapses to an explicit unit stride
-        layout = (None if isinstance(t.layout, ir.AffineMapAttr)
-                  else ir.Attribute.parse("strided<[1]>"))
-        flat = memref.collapse_shape(ir.MemRefType.get([total], t.element_type, layout), buf,
-                                     ir.ArrayAttr.get([ir.ArrayAttr.get(
-                                         [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
-                                          for d in range(t.rank)])]))
-    linear, stride = start, t.shape[-1]
-    for i, size in reversed(list(zip(leading, t.shape[:-1]))):
+    strides, offset = _layout(t)
+    extent = offset + 1 + sum((size - 1) * stride for size, stride in zip(t.shape, strides))
+    # the underlying buffer, from its start, as one dim (the view's offset is in `linear`)
+    flat = memref.reinterpret_cast(ir.MemRefType.get([extent], t.element_type), buf, [], [], [],
+                                   [0], [extent], [1])
+    linear = arith.addi(start, _index(offset)) if offset else start
+    for i, stride in zip(leading, strides):
         linear = arith.addi(linear, arith.muli(i, _index(stride)))
-        stride *= size
     per_line = max(1, CACHE_LINE // elt)
     lines = max(1, -(-nbytes // CACHE_LINE))
-    last_start = max(0, total - 1 - (lines - 1) * per_line)
+    last_start = max(0, extent - 1 - (lines - 1) * per_line)
     first = arith.minui(arith.addi(linear, _index(PREFETCH_BYTES // elt)), _index(last_start))
     for k in range(lines):
         at = first if k == 0 else arith.addi(first, _index(k * per_line))

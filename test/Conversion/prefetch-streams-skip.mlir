@@ -1,6 +1,7 @@
 // dg-prefetch-streams does not strip-mine a row no longer than a chunk: it prefetches
-// before the row's loop. It does nothing for a strided view (no flat index into it)
-// nor for a loop with no enclosing loop (no row moves from one pass to the next).
+// before the row's loop. It does nothing for a view whose last dim is not unit-stride
+// (a column), nor for a loop with no enclosing loop (no row moves from one pass to the
+// next).
 // RUN: fusegrad-opt %s -p 'dg-prefetch-streams' | filecheck %s
 
 // 64 floats (4 lines) per row: four prefetches 2 KiB ahead, before the row's loop
@@ -29,7 +30,7 @@ func.func @short_rows(%x: memref<512x64xf32>, %y: memref<512x64xf32>) {
 // CHECK-NOT: memref.prefetch
 // CHECK-NOT: step %c128
 // CHECK: return
-func.func @untouched(%x: memref<64x1024xf32, strided<[2048, 1]>>, %v: memref<4096xf32>,
+func.func @untouched(%x: memref<64x1024xf32, strided<[2, 128]>>, %v: memref<4096xf32>,
                      %y: memref<64x1024xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -38,7 +39,7 @@ func.func @untouched(%x: memref<64x1024xf32, strided<[2048, 1]>>, %v: memref<409
   %c4096 = arith.constant 4096 : index
   scf.for %i = %c0 to %c64 step %c1 {
     scf.for %j = %c0 to %c1024 step %c1 {
-      %a = memref.load %x[%i, %j] : memref<64x1024xf32, strided<[2048, 1]>>
+      %a = memref.load %x[%i, %j] : memref<64x1024xf32, strided<[2, 128]>>
       memref.store %a, %y[%i, %j] : memref<64x1024xf32>
     }
   }

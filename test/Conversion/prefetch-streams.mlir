@@ -1,9 +1,9 @@
 // dg-prefetch-streams: an innermost loop that streams through a contiguous array (its
 // index is the array's last index, an earlier index moves with the enclosing loop) is
 // strip-mined into 512-byte chunks; before each chunk, one prefetch per cache line of
-// that chunk's data 2 KiB ahead, in the array flattened and clamped to its last line
-// (the next row, near a row's end). A vector every row re-reads (%w) is not
-// prefetched, nor is the output.
+// that chunk's data 2 KiB ahead, in the array's buffer seen as one dim and clamped to
+// the array's last line (the next row, near a row's end). A vector every row re-reads
+// (%w) is not prefetched, nor is the output.
 // RUN: fusegrad-opt %s -p 'dg-prefetch-streams' | filecheck %s
 
 // CHECK-LABEL: func.func @rows(
@@ -11,7 +11,7 @@
 // CHECK: scf.for %[[I:.*]] = %[[LO]] to %[[HI]]
 // CHECK: scf.for %[[JJ:.*]] = %c0 to %c1024 step %c128 {
 // CHECK: %[[END:.*]] = arith.addi %[[JJ]], %c128
-// CHECK: %[[FLAT:.*]] = memref.collapse_shape %[[X]] {{\[\[}}0, 1]] : memref<64x1024xf32> into memref<65536xf32>
+// CHECK: %[[FLAT:.*]] = memref.reinterpret_cast %[[X]] to offset: [0], sizes: [65536], strides: [1] : memref<64x1024xf32> to memref<65536xf32>
 // CHECK: %[[ROW:.*]] = arith.muli %[[I]], %c1024
 // CHECK: %[[AT:.*]] = arith.addi %[[JJ]], %[[ROW]]
 // CHECK: %[[AHEAD:.*]] = arith.addi %[[AT]], %c512
@@ -105,18 +105,27 @@ func.func @unrolled(%x: memref<8x1024xf32>, %out: memref<8xf32>) {
   return
 }
 
-// A row-major layout spelled out (a function argument's) flattens to an explicit unit stride.
-// CHECK-LABEL: func.func @explicit_layout(
-// CHECK: memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<4x1024xf32, strided<[1024, 1]>> into memref<4096xf32, strided<[1]>>
-// CHECK-COUNT-8: memref.prefetch
-func.func @explicit_layout(%x: memref<4x1024xf32, strided<[1024, 1]>>, %y: memref<4x1024xf32>) {
+// A strided view (a slice of wider rows, at an offset) is prefetched in its buffer:
+// element (i, j) is at 8 + 2048 i + j; the last is 8 + 2048 * 3 + 1023 = 7175.
+// CHECK-LABEL: func.func @strided_view(
+// CHECK-SAME: %[[X:.*]]: memref<4x1024xf32, strided<[2048, 1], offset: 8>>
+// CHECK: scf.for %[[I:.*]] =
+// CHECK: scf.for %[[JJ:.*]] =
+// CHECK: %[[FLAT:.*]] = memref.reinterpret_cast %[[X]] to offset: [0], sizes: [7176], strides: [1]
+// CHECK: %[[AT:.*]] = arith.addi %[[JJ]], %c8
+// CHECK: %[[ROW:.*]] = arith.muli %[[I]], %c2048
+// CHECK: %[[AT2:.*]] = arith.addi %[[AT]], %[[ROW]]
+// CHECK: %[[AHEAD:.*]] = arith.addi %[[AT2]], %c512
+// CHECK: arith.minui %[[AHEAD]], %c7063
+// CHECK-COUNT-8: memref.prefetch %[[FLAT]]
+func.func @strided_view(%x: memref<4x1024xf32, strided<[2048, 1], offset: 8>>, %y: memref<4x1024xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
   %c1024 = arith.constant 1024 : index
   scf.for %i = %c0 to %c4 step %c1 {
     scf.for %j = %c0 to %c1024 step %c1 {
-      %a = memref.load %x[%i, %j] : memref<4x1024xf32, strided<[1024, 1]>>
+      %a = memref.load %x[%i, %j] : memref<4x1024xf32, strided<[2048, 1], offset: 8>>
       memref.store %a, %y[%i, %j] : memref<4x1024xf32>
     }
   }
