@@ -3,22 +3,13 @@ and across chunk boundaries (127, 128, 129, 1000 floats), short rows, other elem
 sizes and reductions carried through the chunks must give eager's numbers."""
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
 import fusegrad
 from compile_options import OPTIONS
-from fusegrad.backend import FusegradFallbackWarning
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FusegradFallbackWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 def gelu_sigmoid(x, w):
