@@ -63,7 +63,8 @@ BUFFERIZE_PIPELINE = ",".join([
 # ipowi becomes a function, f32 transcendentals become inline polynomials
 # (dg-expand-math), and the rest without an LLVM intrinsic (f64 erf) call libm.
 # The only vector ops are dg-cpu-kernels' tile transposes (1-D loads, shuffles, stores).
-# Loops streaming through arrays prefetch them ahead (dg-prefetch-streams).
+# A part copied whole into a concatenation is computed in place (dg-elide-copies);
+# loops streaming through arrays prefetch them ahead (dg-prefetch-streams).
 # An entry's temporaries live in one workspace argument the runtime keeps per thread
 # (dg-plan-workspace).
 # Kernels, BLAS/convolution calls and threads: docs/ARCHITECTURE.md.
