@@ -10,9 +10,11 @@ kernels, about 6% of the step. Here the part's buffer becomes a view of the resu
 destination gives it through the reshapes), so the kernel that computed the part
 writes it in place, and the copy goes; the views of the part are retyped to match.
 
-Copies are taken last first, again until none changes: a part whose result buffer
-another part's copy writes in between waits until that copy is gone (the parts of one
-concatenation are disjoint, but that is not checked: the order makes it unneeded).
+A copy is elided only when nothing touches its destination's elements between the
+part's first writer and the copy (`_overlap`: other parts of the concatenation, written
+in between, lie elsewhere). Copies are taken last first, again until none changes, so
+that a concatenation of concatenations is elided from the outside in: a part's buffer
+is retyped before its own parts become views of it.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from mlir import ir
 from mlir.dialects import memref
 
 from .function_boundary import functions
-from .memrefs import buffer_root, touching_ops
+from .memrefs import buffer_root, static_layout, touching_ops
 from .registry import register_pass
 
 _RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
@@ -56,15 +58,6 @@ def view_strides(shape: list[int], strides: list[int], new_shape: list[int]
     return new if view_d == -1 else None
 
 
-def _layout(t: ir.MemRefType) -> Optional[tuple[list[int], int]]:
-    if not t.has_static_shape:
-        return None
-    strides, offset = t.get_strides_and_offset()
-    if any(t.is_dynamic_stride_or_offset(v) for v in [*strides, offset]):
-        return None
-    return list(strides), offset
-
-
 def _strided(shape: list[int], element: ir.Type, strides: list[int], offset: int) -> ir.Type:
     layout = ir.StridedLayoutAttr.get(offset, strides)
     return ir.MemRefType.get(shape, element, layout)
@@ -73,7 +66,7 @@ def _strided(shape: list[int], element: ir.Type, strides: list[int], offset: int
 def _view_type(op: ir.Operation, source: ir.MemRefType) -> Optional[ir.Type]:
     """The result type of view `op` when its source has type `source` (static layout)."""
     result = ir.MemRefType(op.results[0].type)
-    strides, offset = _layout(source)
+    strides, offset = static_layout(source)
     if op.name in _RESHAPES:
         new = view_strides(list(source.shape), strides, list(result.shape))
         return None if new is None else _strided(list(result.shape), result.element_type,
@@ -83,17 +76,17 @@ def _view_type(op: ir.Operation, source: ir.MemRefType) -> Optional[ir.Type]:
     offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
     sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
     steps = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
-    offset += sum(o * s for o, s in zip(offsets, strides))
     if len(sizes) != result.rank:  # rank-reducing: not taken
         return None
-    kept = [(size, s * step) for size, s, step in zip(sizes, strides, steps)]
-    return _strided(list(result.shape), result.element_type, [s for _, s in kept], offset)
+    offset += sum(o * s for o, s in zip(offsets, strides))
+    return _strided(list(result.shape), result.element_type,
+                    [s * step for s, step in zip(strides, steps)], offset)
 
 
 def _box(v: ir.Value) -> Optional[tuple[int, list[int], list[int]]]:
     """(offset, sizes, strides) of the elements memref `v` covers in its buffer."""
     t = ir.MemRefType(v.type)
-    layout = _layout(t)
+    layout = static_layout(t)
     return None if layout is None else (layout[1], list(t.shape), layout[0])
 
 
@@ -180,7 +173,7 @@ def _elide(copy: ir.Operation) -> bool:
         return False
     alloc = alloc.operation
     part_type, dst_type = ir.MemRefType(part.type), ir.MemRefType(dst.type)
-    layout = _layout(dst_type)
+    layout = static_layout(dst_type)
     if layout is None or not part_type.has_static_shape or \
             not isinstance(part_type.layout, ir.AffineMapAttr) or \
             not isinstance(ir.MemRefType(result.type).layout, ir.AffineMapAttr):
@@ -203,7 +196,7 @@ def _elide(copy: ir.Operation) -> bool:
     touching = touching_ops(part, block)
     if touching is None:
         return False
-    ops = [o for o in touching[0] if o != copy and o.name not in _RESHAPES + ("memref.subview",)]
+    ops = [o for o in touching[0] if o != copy and o.name not in _VIEWS]
     if any(not o.is_before_in_block(copy) for o in ops) or not ops:
         return False
     first = ops[0]
@@ -224,7 +217,7 @@ def _elide(copy: ir.Operation) -> bool:
         for v in o.operands:
             if isinstance(v.type, ir.MemRefType) and buffer_root(v) == result:
                 box = _box(v)
-                if box is None or target is None or _overlap(target, box):
+                if box is None or _overlap(target, box):
                     return False
     views = _derived(part, set(chain) | {copy})
     if views is None:

@@ -64,6 +64,17 @@ def static_memref(t: ir.Type) -> bool:
     return isinstance(t, ir.MemRefType) and t.has_static_shape
 
 
+def static_layout(t: ir.MemRefType) -> Optional[tuple[list[int], int]]:
+    """(strides, offset) of a statically shaped memref whose strides and offset are static
+    too, else None."""
+    if not t.has_static_shape:
+        return None
+    strides, offset = t.get_strides_and_offset()
+    if any(t.is_dynamic_stride_or_offset(v) for v in [*strides, offset]):
+        return None
+    return list(strides), offset
+
+
 def contiguous_memref(t: ir.Type) -> bool:
     """A statically shaped memref with row-major strides and offset 0."""
     if not static_memref(t):

@@ -7,11 +7,12 @@ x (38% of its samples) and took 5.2 ms where it took 2.7 ms with x in cache; the
 hardware prefetchers did not run far enough ahead. A `prefetcht0` of the same stream
 2 KiB ahead of each 512-byte chunk brought it to 3.3 ms.
 
-Here each innermost unit-step `scf.for` that loads a stream (the loop's index is the
-last index of a contiguous memref, and an earlier index moves with the enclosing
-loop: the rows of a row kernel; not a vector like a bias, which every row re-reads)
-is strip-mined into chunks of CHUNK_BYTES, and before each chunk one prefetch per
-cache line of the chunk PREFETCH_BYTES ahead of it, clamped into the array (the
+Here each innermost `scf.for` (unit step, or unrolled by hand) that loads a stream
+(the loop's index is the last index of a memref whose last dim is unit-stride, and an
+earlier index moves with the enclosing loop: the rows of a row kernel; not a vector
+like a bias, which every row re-reads) is strip-mined into chunks of CHUNK_BYTES, and
+before each chunk one prefetch per cache line of the chunk PREFETCH_BYTES ahead of it,
+in the memref's buffer seen as one dim and clamped to the view's last element (the
 next row's start, near a row's end). The chunk loop keeps the body as it was, so
 LLVM still vectorizes it; a loop no longer than a chunk is left whole and prefetched
 before it. Stores are not prefetched: prefetching the output for writing made the
@@ -24,6 +25,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
+from .memrefs import static_layout
 from .registry import register_pass
 
 CACHE_LINE = 64
@@ -65,9 +67,10 @@ def _defined_in(v: ir.Value, op: ir.Operation) -> bool:
 
 
 def _streams(loop: ir.Operation) -> list[tuple[ir.Value, list[ir.Value]]]:
-    """(memref, indices) of the loads in `loop` that stream: contiguous memref, last index
-    the loop's induction variable, the others invariant in `loop` and some moving with
-    the enclosing loop. One entry per distinct (memref, leading indices)."""
+    """(memref, indices) of the loads in `loop` that stream: a memref with a unit-stride
+    last dim, indexed there by the loop's induction variable (plus a constant), the other
+    indices invariant in `loop` and some moving with the enclosing loop. One entry per
+    distinct (memref, leading indices)."""
     parent = loop.parent
     if parent is None or parent.name != "scf.for":
         return []
@@ -110,15 +113,9 @@ def _index(value: int) -> ir.Value:
 
 
 def _layout(t: ir.MemRefType) -> Optional[tuple[list[int], int]]:
-    """(strides, offset) of a statically shaped and strided memref whose last dim is
-    unit-stride, else None."""
-    if not t.has_static_shape or t.rank == 0:
-        return None
-    strides, offset = t.get_strides_and_offset()
-    if strides[-1] != 1 or any(t.is_dynamic_stride_or_offset(v)
-                               for v in [*strides, offset]):
-        return None
-    return list(strides), offset
+    """`static_layout` of a memref whose last dim is unit-stride, else None."""
+    layout = static_layout(t) if t.rank else None
+    return layout if layout is not None and layout[0][-1] == 1 else None
 
 
 def _prefetch_lines(buf: ir.Value, leading: list[ir.Value], start: ir.Value, nbytes: int) -> None:
@@ -189,13 +186,10 @@ def _prefetch_loop(loop: ir.Operation, done: set) -> bool:
     if short and hi <= lo:
         return False
     if short:
-        where, start = loop, loop.operands[0]
-        count = hi - lo
+        start, count = loop.operands[0], hi - lo
     else:
-        outer = _strip_mine(loop, chunk)
-        where, start = loop, outer.regions[0].blocks[0].arguments[0]
-        count = chunk
-    with ir.InsertionPoint(where), loop.location:
+        start, count = _strip_mine(loop, chunk).regions[0].blocks[0].arguments[0], chunk
+    with ir.InsertionPoint(loop), loop.location:
         for buf, leading in streams:
             _prefetch_lines(buf, leading, start, count * _element_bytes(ir.MemRefType(buf.type)))
     return True
