@@ -42,6 +42,13 @@ def erase_if_unused(op: ir.Operation) -> None:
         erase_if_unused(p)
 
 
+def erase_dead(block: ir.Block) -> None:
+    """Erase the dg ops of `block` nothing reads (last first, so chains go whole)."""
+    for op in reversed([o.operation for o in block.operations]):
+        if op.name.startswith("dg.") and all(len(list(r.uses)) == 0 for r in op.results):
+            op.erase()
+
+
 def infer(name: str, operands: Sequence[ir.Value], attrs: dict[str, Any],
           hint: list[TensorSpec] | None) -> list[TensorSpec]:
     """Result specs of dg op `name` (raises ShapeError)."""

@@ -25,14 +25,14 @@ from typing import Optional
 
 from mlir import ir
 
-from ..dialects.builder import Builder, recreate
+from ..dialects.builder import Builder, erase_dead, recreate
 from ..dialects.core import attrs_of, is_pointwise
 from ..dialects.region_ops import fusion_body, fusion_inputs, is_fusion
 from ..dialects.types import TensorSpec
 from .function_boundary import functions
 from .fusion_lowering import REDUCTIONS, TRANSCENDENTAL, Plan, duplicable, fusible, plan_region
 from .gather_sinking import sink_gathers
-from .matmul_transpose import swaps_last_two, transpose_matmul_results
+from .matmul_transpose import move_transposes_to_matmuls, swaps_last_two, transpose_matmul_results
 from .reshape_hoisting import hoist_reshapes
 from .registry import register_pass
 
@@ -581,6 +581,7 @@ def fuse_function(fn: ir.Operation, max_ops: int = 64, row_temps: bool = True) -
     _drop_stop_gradients(block)
     hoist_reshapes(block)
     sink_gathers(block)
+    move_transposes_to_matmuls(block)
     transpose_matmul_results(block)
     _recompute_cheap_pointwise(block, row_temps)
     _clone_duplicables(block)
@@ -589,18 +590,11 @@ def fuse_function(fn: ir.Operation, max_ops: int = 64, row_temps: bool = True) -
     for members in groups:
         _outline([ops[i] for i in sorted(members)])
     sunk = _sink_cheap_outputs(block, row_temps)
-    _erase_dead(block)
+    erase_dead(block)  # clones of cheap ops may have left their originals unread
     _toposort(block)
     log.debug("dg-fuse: @%s: %d region outputs recomputed by their readers",
               ir.StringAttr(fn.attributes["sym_name"]).value, sunk)
     return len(groups)
-
-
-def _erase_dead(block: ir.Block) -> None:
-    """Clones of cheap ops may have left their originals unused."""
-    for op in reversed([o.operation for o in block.operations]):
-        if op.name.startswith("dg.") and all(len(list(r.uses)) == 0 for r in op.results):
-            op.erase()
 
 
 @register_pass("dg-fuse", "group dg ops into fusion regions (one kernel each); row-temps=0 "
