@@ -21,10 +21,12 @@ from typing import Sequence
 from mlir import ir
 from mlir.dialects import func
 
+from ..dialects.builder import Builder
+from ..dialects.types import TensorSpec
 from .autodiff_common import (
     CT_OUTPUTS, NUM_OUTPUTS, WRT, Derivation, active_values, apply_rule, body_ops,
-    check_rule_result, clone_op, func_name, functions_to_differentiate, get_i64s, grad_location,
-    mark_differentiated, new_function, parse_wrt,
+    check_rule_result, clone_op, func_name, function_type, functions_to_differentiate, get_i64s,
+    grad_location, mark_differentiated, new_function, parse_wrt, set_i64s,
 )
 from .cotangent_sum import sum_cotangents
 from .registry import PassError, register_pass
@@ -219,6 +221,36 @@ def _fill(fn: ir.Operation, info: _Joint, env: dict, op_indices: set[int],
                 copy = clone_op(op, [env[v] for v in op.operands])
                 env.update(zip(op.results, copy.results))
         func.ReturnOp([env[v] for v in results], loc=info.fn.location)
+
+
+def drop_cotangents(bwd: ir.Operation, outputs: Sequence[int]) -> None:
+    """Specialize `@f_bwd` to zero cotangents for `outputs` (indices of the forward's
+    outputs, among `dg.ct_outputs`): their arguments become zero splats and go, and
+    `dg.ct_outputs` lists the others. Autograd gives a backward no gradient for an output
+    the loss does not read (a language model's logits next to its loss); materialized,
+    the zeros cost a fill and a pass over memory reading them, and a splat costs nothing
+    in the fusion regions that read it."""
+    bwd = bwd.operation
+    ct_outputs = get_i64s(bwd, CT_OUTPUTS)
+    unknown = sorted(set(outputs) - set(ct_outputs))
+    if unknown:
+        raise PassError(f"@{func_name(bwd)} takes no cotangent for outputs {unknown} "
+                        f"(dg.ct_outputs = {ct_outputs})", bwd.location)
+    block = bwd.regions[0].blocks[0]
+    first = len(block.arguments) - len(ct_outputs)
+    positions = sorted(first + ct_outputs.index(o) for o in outputs)
+    with ir.InsertionPoint.at_block_begin(block):
+        b = Builder(bwd.location)
+        for p in positions:
+            arg = block.arguments[p]
+            s = TensorSpec.from_mlir(arg.type)
+            arg.replace_all_uses_with(b.full(shape=s.shape, dtype=s.dtype, value=0.0))
+    for p in reversed(positions):
+        block.erase_argument(p)
+    ftype = function_type(bwd)
+    bwd.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results)))
+    set_i64s(bwd, CT_OUTPUTS, [o for o in ct_outputs if o not in set(outputs)])
 
 
 @register_pass("dg-autodiff",

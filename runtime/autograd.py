@@ -11,7 +11,7 @@ joint, passes None and such a backward raises. Both `fusegrad.compile` and
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 import torch
@@ -26,13 +26,26 @@ class Executable(Protocol):
 @dataclass
 class Training:
     """Compiled `@f_fwd(inputs) -> (outputs, saved)` and `@f_bwd(saved, cts) -> grads`
-    (one gradient per `wrt` input, from the cotangents of the `ct_outputs`)."""
+    (one gradient per `wrt` input, from the cotangents of the `ct_outputs`).
+
+    `specialize(missing)`: `@f_bwd` compiled for zero cotangents of the outputs `missing`,
+    taking the others only (None: zeros are passed for them)."""
 
     fwd: Executable
     bwd: Executable
     num_outputs: int
     wrt: tuple[int, ...]
     ct_outputs: tuple[int, ...]
+    specialize: Callable[[tuple[int, ...]], Executable] | None = None
+    _specialized: dict = field(default_factory=dict, repr=False)
+
+    def backward_without(self, missing: tuple[int, ...]) -> Executable | None:
+        """`bwd` for zero cotangents of `missing`, compiled on first use (None: none)."""
+        if self.specialize is None:
+            return None
+        if missing not in self._specialized:
+            self._specialized[missing] = self.specialize(missing)
+        return self._specialized[missing]
 
 
 # (inputs, cotangents of the ct_outputs) -> gradients of the wrt inputs, recorded by autograd
@@ -76,6 +89,9 @@ class CompiledFunction(torch.autograd.Function):
         ctx.save_for_backward(*saved, *kept)
         ctx.training, ctx.again, ctx.name = t, again, name
         ctx.num_saved, ctx.num_inputs = len(saved), len(inputs)
+        # an output the loss does not read gets no gradient: None, not zeros (backward)
+        ctx.set_materialize_grads(False)
+        ctx.output_specs = [(o.shape, o.dtype, o.device) for o in outputs]
         ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs)
                                       if i < len(mutated) or not o.is_floating_point()))
         return tuple(outputs)
@@ -84,7 +100,17 @@ class CompiledFunction(torch.autograd.Function):
     def backward(ctx, *cotangents: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         tensors = ctx.saved_tensors  # raises on a second backward without retain_graph
         t: Training = ctx.training
-        cts = [cotangents[i].contiguous() for i in t.ct_outputs]
+        missing = tuple(i for i in t.ct_outputs if cotangents[i] is None)
+        if missing == t.ct_outputs:  # no gradient reached any output: all zero
+            return (None,) * (4 + ctx.num_inputs)
+        bwd = t.bwd
+        if missing and not torch.is_grad_enabled():
+            bwd = t.backward_without(missing) or bwd
+        if bwd is not t.bwd:
+            cts = [cotangents[i].contiguous() for i in t.ct_outputs if i not in missing]
+        else:
+            cts = [_zeros(ctx.output_specs[i]) if cotangents[i] is None
+                   else cotangents[i].contiguous() for i in t.ct_outputs]
         if torch.is_grad_enabled():
             if ctx.again is None:
                 raise RuntimeError(
@@ -93,8 +119,13 @@ class CompiledFunction(torch.autograd.Function):
                     "(compile with double_backward=True; an exported artifact has none)")
             grads = ctx.again(tensors[ctx.num_saved:], cts)
         else:
-            grads = t.bwd(*tensors[:ctx.num_saved], *cts)
+            grads = bwd(*tensors[:ctx.num_saved], *cts)
         full: list[torch.Tensor | None] = [None] * ctx.num_inputs
         for i, g in zip(t.wrt, grads):
             full[i] = g
         return (None, None, None, None, *full)
+
+
+def _zeros(spec: tuple[torch.Size, torch.dtype, torch.device]) -> torch.Tensor:
+    shape, dtype, device = spec
+    return torch.zeros(shape, dtype=dtype, device=device)

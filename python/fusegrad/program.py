@@ -169,10 +169,11 @@ class Program:
         self._timed(stage, start)
         self.dump(stage, module)
 
-    def _optimize(self, module: ir.Module, suffix: str = "") -> None:
+    def _optimize(self, module: ir.Module, suffix: str = "",
+                  before_fuse: Callable[[ir.Module], None] | None = None) -> None:
         """dg-remat, dg-channels-last (CPU) and dg-fuse, as enabled by the options (dumps
         named stage + suffix); on CUDA, attention is decomposed first
-        (dg-decompose-attention)."""
+        (dg-decompose-attention). `before_fuse` edits the module before dg-fuse."""
         # CUDA kernels keep no row of a temporary on a stack: recompute what they would store
         fuse = "dg-fuse{row-temps=0}" if self.options.target == "cuda" else "dg-fuse"
         if self.options.target == "cuda":  # no flash kernel there: fuse the decomposition
@@ -182,6 +183,9 @@ class Program:
                                      (cpu and self.options.channels_last, "dg-channels-last",
                                       "channels-last"),
                                      (self.options.fusion, fuse, "fused")):
+            if name == fuse and before_fuse is not None:
+                with module.context, ir.Location.unknown():
+                    before_fuse(module)
             if enabled:
                 self._run(module, name, stage + suffix)
 
@@ -271,26 +275,48 @@ class Program:
             (fwd, bwd), meta = self._load(f"training {_wrt(wrt)}",
                                           lambda: self.training_module(wrt),
                                           self.training_names, f"lowered-{_key(wrt)}")
-            self._training[wrt] = Training(fwd, bwd, int(meta["num_outputs"]),
-                                           tuple(meta["wrt"]), tuple(meta["ct_outputs"]))
+            self._training[wrt] = Training(
+                fwd, bwd, int(meta["num_outputs"]), tuple(meta["wrt"]),
+                tuple(meta["ct_outputs"]),
+                specialize=lambda missing: self._backward_without(wrt, missing))
         return self._training[wrt]
+
+    def _backward_without(self, wrt: tuple[int, ...], missing: tuple[int, ...]) -> Executable:
+        """`@name_bwd` of `training(wrt)` for zero cotangents of the outputs `missing`,
+        taking the other cotangents (`drop_cotangents`); same saved values."""
+        start = time.perf_counter()
+        suffix = f"{_key(wrt)}-without{'_'.join(map(str, missing))}"
+        (bwd,), _ = self._load(f"training {_wrt(wrt)} backward without {list(missing)}",
+                               lambda: self.training_module(wrt, missing),
+                               [self.training_names[1]], f"lowered-{suffix}")
+        log.info("%s: backward for outputs %s without gradient ready in %.2f s", self.label,
+                 list(missing), time.perf_counter() - start)
+        return bwd
 
     @property
     def training_names(self) -> list[str]:
         """The public functions of `training_module`: `@name_fwd` and `@name_bwd`."""
         return [f"{self.name}_fwd", f"{self.name}_bwd"]
 
-    def training_module(self, wrt: Sequence[int]) -> tuple[ir.Module, dict]:
+    def training_module(self, wrt: Sequence[int],
+                        without: Sequence[int] = ()) -> tuple[ir.Module, dict]:
         """A copy of the module holding only `@name_fwd`/`@name_bwd` for the inputs `wrt`,
-        optimized, and their metadata: num_outputs, wrt, ct_outputs (JSON data)."""
+        optimized, and their metadata: num_outputs, wrt, ct_outputs (JSON data). With
+        `without` (outputs), only `@name_bwd`, for zero cotangents of those outputs
+        (dropped after dg-remat, so the forward and its saved values stay the same)."""
+        from .passes.autodiff import drop_cotangents
+
         wrt = tuple(wrt)
+        key = _key(wrt) + (f"-without{'_'.join(map(str, without))}" if without else "")
         module = self._copy()
-        self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}", f"autodiff-{_key(wrt)}")
-        self._optimize(module, f"-{_key(wrt)}")
+        self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}", f"autodiff-{key}")
+        names = self.training_names[1:] if without else self.training_names
+        self._optimize(module, f"-{key}", before_fuse=lambda m: drop_cotangents(
+            _public_functions(m)[names[0]], without) if without else None)
         fns = _public_functions(module)
         fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
         num_outputs = ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value
-        self._keep_only(module, self.training_names)
+        self._keep_only(module, names)
         return module, {"num_outputs": num_outputs, "wrt": list(_i64s(bwd_op, "dg.wrt")),
                         "ct_outputs": list(_i64s(bwd_op, "dg.ct_outputs"))}
 

@@ -21,7 +21,7 @@ from fusegrad.dialects.builder import Builder
 from fusegrad.dialects.interpreter import run_function
 from fusegrad.dialects.types import TensorSpec
 from fusegrad.passes import PassError, run_pipeline
-from fusegrad.passes.autodiff import build_joint, default_saved, partition
+from fusegrad.passes.autodiff import build_joint, default_saved, drop_cotangents, partition
 
 F64 = torch.float64
 
@@ -356,6 +356,26 @@ def test_wrt_option_and_attribute():
     get_func(module, "f").attributes["dg.wrt"] = ir.DenseI64ArrayAttr.get([0], context=ctx)
     run_pipeline(module, "dg-autodiff")
     assert i64s(get_func(module, "f_bwd"), "dg.wrt") == [0]
+
+
+def test_drop_cotangents_is_the_backward_at_zero():
+    inputs = [rnd(3, 4), rnd(4)]
+    ctx, module = build(inputs, lambda b, x, y: [b.exp(x), b.mul(x, b.broadcast_in_dim(
+        y, shape=(3, 4), dims=[1])), b.reduce_sum(x, dims=[1])])
+    run_pipeline(module, "dg-autodiff")
+    fwd = get_func(module, "f_fwd")
+    res = run_function(fwd, inputs)
+    saved = res[3:]
+    cts = [torch.randn(3, 4, dtype=F64), torch.randn(3, 4, dtype=F64), torch.randn(3, dtype=F64)]
+    want = run_function(get_func(module, "f_bwd"), saved + [cts[0], torch.zeros(3, 4, dtype=F64),
+                                                            cts[2]])
+    with ctx, ir.Location.unknown():
+        drop_cotangents(get_func(module, "f_bwd"), [1])
+        bwd = get_func(module, "f_bwd")
+        assert i64s(bwd, "dg.ct_outputs") == [0, 2]
+        assert_close(run_function(bwd, saved + [cts[0], cts[2]]), want, "@f_bwd without #1")
+        with pytest.raises(PassError, match=r"no cotangent for outputs \[1\]"):
+            drop_cotangents(bwd, [1])
 
 
 def test_output_independent_of_input_gives_zeros():

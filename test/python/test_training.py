@@ -56,6 +56,38 @@ def test_retain_graph_and_second_backward_error():
         out.backward()
 
 
+def logits_and_loss(x, w, target):
+    logits = (x @ w).reshape(2, 3, 5)
+    return logits, torch.nn.functional.cross_entropy(logits.reshape(6, 5), target)
+
+
+def test_backward_for_outputs_without_gradient_matches_eager(caplog):
+    """loss.backward() gives the logits no gradient: the backward compiled for that takes
+    the loss's cotangent only; a later backward through both outputs uses the full one."""
+    torch.manual_seed(0)
+    x, t = torch.randn(6, 4, dtype=torch.float64), torch.randint(0, 5, (6,))
+    w = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    cf = fusegrad.compile(logits_and_loss, **OPTIONS)
+    for backward in (lambda out: out[1].backward(),
+                     lambda out: (out[1] + out[0].sin().sum()).backward(),
+                     lambda out: out[1].backward()):
+        w.grad = None
+        with caplog.at_level("INFO", logger="fusegrad.program"):
+            backward(cf(x, w, t))
+        got = w.grad.clone()
+        w.grad = None
+        backward(logits_and_loss(x, w, t))
+        torch.testing.assert_close(got, w.grad)
+    compiled = [r for r in caplog.records if "without gradient" in r.getMessage()]
+    assert len(compiled) == 1, [r.getMessage() for r in caplog.records]
+    # a differentiable backward (create_graph) gets zeros for the logits instead
+    got = torch.autograd.grad(torch.autograd.grad(cf(x, w, t)[1], w, create_graph=True)[0]
+                              .pow(2).sum(), w)
+    want = torch.autograd.grad(torch.autograd.grad(logits_and_loss(x, w, t)[1], w,
+                                                   create_graph=True)[0].pow(2).sum(), w)
+    torch.testing.assert_close(got, want)
+
+
 def test_double_backward_and_hvp_match_eager():
     x, w, b = leaves(torch.float64)
     cf = fusegrad.compile(f, **OPTIONS)
