@@ -61,9 +61,12 @@ def logits_and_loss(x, w, target):
     return logits, torch.nn.functional.cross_entropy(logits.reshape(6, 5), target)
 
 
-def test_backward_for_outputs_without_gradient_matches_eager(caplog):
+def test_backward_for_outputs_without_gradient_matches_eager(caplog, monkeypatch):
     """loss.backward() gives the logits no gradient: the backward compiled for that takes
-    the loss's cotangent only; a later backward through both outputs uses the full one."""
+    the loss's cotangent only (here for any size of logits); a later backward through
+    both outputs uses the full one."""
+    from fusegrad.runtime import autograd
+    monkeypatch.setattr(autograd, "SPECIALIZE_MIN_BYTES", 0)
     torch.manual_seed(0)
     x, t = torch.randn(6, 4, dtype=torch.float64), torch.randint(0, 5, (6,))
     w = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
@@ -80,6 +83,12 @@ def test_backward_for_outputs_without_gradient_matches_eager(caplog):
         torch.testing.assert_close(got, w.grad)
     compiled = [r for r in caplog.records if "without gradient" in r.getMessage()]
     assert len(compiled) == 1, [r.getMessage() for r in caplog.records]
+    # small logits get zeros, not a second compile
+    monkeypatch.setattr(autograd, "SPECIALIZE_MIN_BYTES", 241)  # the logits: 240 bytes
+    caplog.clear()
+    with caplog.at_level("INFO", logger="fusegrad.program"):
+        fusegrad.compile(logits_and_loss, **OPTIONS)(x, w, t)[1].backward()
+    assert not [r for r in caplog.records if "without gradient" in r.getMessage()]
     # a differentiable backward (create_graph) gets zeros for the logits instead
     got = torch.autograd.grad(torch.autograd.grad(cf(x, w, t)[1], w, create_graph=True)[0]
                               .pow(2).sum(), w)
