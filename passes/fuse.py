@@ -32,6 +32,7 @@ from ..dialects.types import TensorSpec
 from .function_boundary import functions
 from .fusion_lowering import REDUCTIONS, TRANSCENDENTAL, Plan, duplicable, fusible, plan_region
 from .gather_sinking import sink_gathers
+from .matmul_scalars import move_matmul_scalars
 from .matmul_transpose import move_transposes_to_matmuls, swaps_last_two, transpose_matmul_results
 from .reshape_hoisting import hoist_reshapes
 from .registry import register_pass
@@ -579,10 +580,12 @@ def fuse_function(fn: ir.Operation, max_ops: int = 64, row_temps: bool = True) -
     `_cost`)."""
     block = fn.regions[0].blocks[0]
     _drop_stop_gradients(block)
+    move_matmul_scalars(block)
     hoist_reshapes(block)
     sink_gathers(block)
     move_transposes_to_matmuls(block)
-    transpose_matmul_results(block)
+    if transpose_matmul_results(block):
+        hoist_reshapes(block)  # pointwise ops between a product, now transposed, and a reshape
     _recompute_cheap_pointwise(block, row_temps)
     _clone_duplicables(block)
     ops = [o.operation for o in block.operations if o.operation.name.startswith("dg.")]

@@ -11,7 +11,9 @@ GELU's region.
 
 Only reshapes of a pointwise op nothing else reads are rewritten (the op is moved,
 never duplicated), whose operands are contraction results, arguments, splats,
-broadcasts or reshapes that the hoisted one undoes (HF models add the logits' 3-D
+broadcasts, reshapes of contraction results (the two reshapes compose: attention's
+key gradient is scaled between a view as heads and a view as key groups) or
+reshapes that the hoisted one undoes (HF models add the logits' 3-D
 cotangent to the loss's 2-D gradient between two reshapes): moved away from the ops
 it fuses with in its own shape (a layer norm's affine part, next to its statistics),
 a pointwise op split regions instead. A broadcast operand is rebuilt only when each
@@ -101,8 +103,10 @@ def _at_boundary(v: ir.Value, shape: tuple[int, ...]) -> bool:
     if isinstance(v.owner, ir.Block):
         return True
     op = v.owner.operation
-    if op.name == "dg.reshape":
-        return tuple(spec(op.operands[0]).shape) == shape
+    if op.name == "dg.reshape":  # undone, or a view of a contraction's result (composed)
+        source = op.operands[0]
+        return tuple(spec(source).shape) == shape or isinstance(source.owner, ir.Block) or \
+            source.owner.operation.name in _BOUNDARIES
     return op.name in ("dg.full", "dg.broadcast_in_dim") + _BOUNDARIES
 
 

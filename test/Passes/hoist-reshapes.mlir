@@ -6,7 +6,8 @@
 // splat or a broadcast (@chain: the exp is not moved into the reshaped shape), or
 // whose broadcast operand keeps a dim the reshape splits (@split_bias: nothing is
 // emitted). A reshape operand that the moved reshape undoes counts as a boundary
-// (@undone).
+// (@undone), and so does a reshape of a contraction's result (@viewed_product: the
+// two reshapes compose).
 // RUN: fusegrad-opt %s -p 'dg-hoist-reshapes' | filecheck %s
 
 // CHECK-LABEL: func.func @bias_add(
@@ -73,4 +74,22 @@ func.func @undone(%x: tensor<8x4xf32>, %ct: tensor<2x4x4xf32>) -> tensor<8x4xf32
   %2 = "dg.add"(%ct, %1) : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   %3 = "dg.reshape"(%2) : (tensor<2x4x4xf32>) -> tensor<8x4xf32>
   return %3 : tensor<8x4xf32>
+}
+
+// Attention's key gradient, scaled, then split into the heads of a key group: the
+// scaling runs in the split shape, where the sum over the group reads it.
+// CHECK-LABEL: func.func @viewed_product(
+// CHECK: %[[P:.*]] = "dg.matmul"
+// CHECK-NEXT: %[[V:.*]] = "dg.reshape"(%[[P]]) : (tensor<8x5x4xf32>) -> tensor<2x2x2x5x4xf32>
+// CHECK-NEXT: %[[S:.*]] = "dg.full"() {{.*}} -> tensor<2x2x2x5x4xf32>
+// CHECK-NEXT: %[[M:.*]] = "dg.mul"(%[[V]], %[[S]])
+// CHECK-NEXT: "dg.reduce_sum"(%[[M]])
+func.func @viewed_product(%a: tensor<8x5x3xf32>, %b: tensor<8x3x4xf32>) -> tensor<2x2x5x4xf32> {
+  %0 = "dg.matmul"(%a, %b) : (tensor<8x5x3xf32>, tensor<8x3x4xf32>) -> tensor<8x5x4xf32>
+  %1 = "dg.reshape"(%0) : (tensor<8x5x4xf32>) -> tensor<2x4x5x4xf32>
+  %s = "dg.full"() {value = 0.125 : f64} : () -> tensor<2x4x5x4xf32>
+  %2 = "dg.mul"(%1, %s) : (tensor<2x4x5x4xf32>, tensor<2x4x5x4xf32>) -> tensor<2x4x5x4xf32>
+  %3 = "dg.reshape"(%2) : (tensor<2x4x5x4xf32>) -> tensor<2x2x2x5x4xf32>
+  %4 = "dg.reduce_sum"(%3) {dims = array<i64: 2>} : (tensor<2x2x2x5x4xf32>) -> tensor<2x2x5x4xf32>
+  return %4 : tensor<2x2x5x4xf32>
 }
