@@ -20,14 +20,10 @@ from ..dialects.builder import erase_dead, recreate
 from ..dialects.core import is_pointwise
 from ..dialects.types import TensorSpec
 from .function_boundary import functions
-from .matmul_transpose import swaps_last_two
+from .matmul_transpose import is_splat, swaps_last_two
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.matmul_scalars")
-
-
-def _splat(v: ir.Value) -> bool:
-    return not isinstance(v.owner, ir.Block) and v.owner.operation.name == "dg.full"
 
 
 def _value(splat: ir.Value) -> float:
@@ -46,9 +42,9 @@ def _scaled(v: ir.Value) -> tuple[list[ir.Operation], ir.Operation, ir.Value] | 
             continue
         if op.name == "dg.mul":
             a, b = op.operands
-            if _splat(b) and not _splat(a):
+            if is_splat(b) and not is_splat(a):
                 return views, op, a
-            if _splat(a) and not _splat(b):
+            if is_splat(a) and not is_splat(b):
                 return views, op, b
         return None
     return None
@@ -75,7 +71,7 @@ def _move_scalar(matmul: ir.Operation) -> ir.Operation | None:
         if found is None:
             continue
         views, mul, x = found
-        splat = next(v for v in mul.operands if v != x and _splat(v))
+        splat = next(v for v in mul.operands if v != x and is_splat(v))
         # the product's reshapes, each read only by the next: the scaling goes after them,
         # in the shape of the ops that take it
         reshapes, end = [], out
@@ -95,7 +91,7 @@ def _move_scalar(matmul: ir.Operation) -> ir.Operation | None:
             value, dead = _value(splat), [*reversed(reshapes), matmul]
             readers = [u.owner.operation for u in end.uses]
             if len(readers) == 1 and readers[0].name == "dg.mul" and \
-                    any(_splat(v) for v in readers[0].operands if v != end):
+                    any(is_splat(v) for v in readers[0].operands if v != end):
                 # `(p * c) * c2` is `p * (c * c2)`: one scaling (attention's backward
                 # scales dK again), which reshapes then hoist into the next region
                 again = readers[0]

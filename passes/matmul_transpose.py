@@ -77,7 +77,8 @@ def _keeps_last_two(op: ir.Operation) -> bool:
     return len(src) >= 2 and len(dst) >= 2 and src[-2:] == dst[-2:]
 
 
-def _is_splat(v: ir.Value) -> bool:
+def is_splat(v: ir.Value) -> bool:
+    """Is `v` a `dg.full`?"""
     return not isinstance(v.owner, ir.Block) and v.owner.operation.name == "dg.full"
 
 
@@ -103,7 +104,7 @@ def _path_down(t: ir.Operation) -> list[ir.Operation] | None:
         if swaps_last_two(u):
             return path + [u]
         if not (_keeps_last_two(u) or (is_pointwise(u) and all(
-                o == cur or _is_splat(o) for o in u.operands))):
+                o == cur or is_splat(o) for o in u.operands))):
             return None
         path.append(u)
         cur = u.results[0]
@@ -118,7 +119,7 @@ def _path_up(t: ir.Operation) -> list[ir.Operation] | None:
         o = cur.owner.operation
         if o.name == "dg.matmul":
             return path[::-1] if path and _gemm_operand(cur) else None
-        tensors = {v for v in o.operands if not _is_splat(v)}
+        tensors = {v for v in o.operands if not is_splat(v)}
         if not (_keeps_last_two(o) or (is_pointwise(o) and len(tensors) == 1)):
             return None
         path.append(o)
@@ -170,7 +171,7 @@ def move_transposes_to_matmuls(block: ir.Block) -> int:
             with ir.InsertionPoint(t):
                 b = Builder(t.location)
                 chain = up[0].operands[0] if up[0].name == "dg.reshape" else \
-                    next(v for v in up[0].operands if not _is_splat(v))
+                    next(v for v in up[0].operands if not is_splat(v))
                 x = _transposed(b, chain)
                 for op in up:
                     chain_in = chain
