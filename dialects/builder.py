@@ -33,13 +33,25 @@ def recreate(op: ir.Operation, operands: Sequence[ir.Value],
 
 
 def erase_if_unused(op: ir.Operation) -> None:
-    """Erase dg op `op` if nothing reads it, then its producers that become unread."""
-    if not op.name.startswith("dg.") or any(len(list(r.uses)) for r in op.results):
-        return
-    producers = [x.owner.operation for x in op.operands if not isinstance(x.owner, ir.Block)]
-    op.erase()
-    for p in producers:
-        erase_if_unused(p)
+    """Erase dg op `op` if nothing reads it, then its producers that become unread.
+
+    The ops to erase are all found first, readers before producers, and erased after:
+    erasing while walking reached a producer twice (`x * x`, or a producer also read by
+    another erased producer) and touched it after erasing it."""
+    dead: list[ir.Operation] = []
+
+    def unread(o: ir.Operation) -> bool:
+        return all(any(u.owner.operation == d for d in dead) for r in o.results for u in r.uses)
+
+    stack = [op]
+    while stack:
+        o = stack.pop()
+        if not o.name.startswith("dg.") or any(o == d for d in dead) or not unread(o):
+            continue
+        dead.append(o)
+        stack.extend(x.owner.operation for x in o.operands if not isinstance(x.owner, ir.Block))
+    for o in dead:
+        o.erase()
 
 
 def erase_dead(block: ir.Block) -> None:

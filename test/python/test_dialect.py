@@ -11,7 +11,7 @@ from mlir.dialects import func
 
 from fusegrad.context import make_context
 from fusegrad.dialects import OPS, ShapeError, TensorSpec
-from fusegrad.dialects.builder import Builder
+from fusegrad.dialects.builder import Builder, erase_if_unused
 from fusegrad.dialects.elementwise import BINARY, UNARY
 from fusegrad.dialects.irdl import dialect_irdl
 from fusegrad.dialects.verify import VerifyError, verify
@@ -178,3 +178,20 @@ def test_viewing_dg_ops_does_not_search_for_a_dialect_module(monkeypatch):
             for v in op.operands:
                 _ = v.owner
     assert "mlir.dialects.dg" not in searched
+
+
+def test_erase_if_unused_erases_shared_producers_once():
+    """A producer read twice (x * x) or by two erased ops (e, by neg(e) and the add)."""
+    with make_context(), ir.Location.unknown():
+        m = ir.Module.parse("""
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = "dg.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %n = "dg.neg"(%e) : (tensor<4xf32>) -> tensor<4xf32>
+  %a = "dg.add"(%n, %e) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %m = "dg.mul"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %kept = "dg.sin"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %kept : tensor<4xf32>
+}""")
+        block = list(m.body.operations)[0].regions[0].blocks[0]
+        erase_if_unused(list(block.operations)[3])
+        assert [o.operation.name for o in block.operations] == ["dg.sin", "func.return"]
