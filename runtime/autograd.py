@@ -8,6 +8,10 @@ instead, which must compute the gradients with ops autograd records: the
 compiler passes its joint `@f_vjp` there; a loaded artifact, which holds no
 joint, passes None and such a backward raises. Both `fusegrad.compile` and
 `runtime.exported` run training through here.
+
+An output the loss does not read gets no gradient (autograd's zeros are not
+materialized): from `SPECIALIZE_MIN_BYTES` of such outputs on, the backward runs
+as `Training.specialize` compiled it for zeros there; otherwise it gets zeros.
 """
 from __future__ import annotations
 

@@ -311,8 +311,10 @@ class Program:
         module = self._copy()
         self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}", f"autodiff-{key}")
         names = self.training_names[1:] if without else self.training_names
-        self._optimize(module, f"-{key}", before_fuse=lambda m: drop_cotangents(
-            _public_functions(m)[names[0]], without) if without else None)
+
+        def drop(m: ir.Module) -> None:
+            drop_cotangents(_public_functions(m)[names[0]], without)
+        self._optimize(module, f"-{key}", before_fuse=drop if without else None)
         fns = _public_functions(module)
         fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
         num_outputs = ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value
