@@ -10,7 +10,8 @@
 """
 from __future__ import annotations
 
-from typing import Iterator
+import logging
+from typing import Callable, Iterator
 
 from mlir import ir
 from mlir.dialects import memref
@@ -25,6 +26,16 @@ def functions(module: ir.Operation) -> Iterator[ir.Operation]:
         op = op.operation
         if op.name == "func.func" and op.regions[0].blocks:
             yield op
+
+
+def rewrite_bodies(module: ir.Operation, rewrite: Callable[[ir.Block], int],
+                   log: logging.Logger, message: str) -> None:
+    """Run `rewrite` (a pass's rewrite of one function body, returning how many changes it
+    made) on each function; `message` % (function, count) is logged where it made some."""
+    for fn in functions(module):
+        n = rewrite(fn.regions[0].blocks[0])
+        if n:
+            log.debug(message, ir.StringAttr(fn.attributes["sym_name"]).value, n)
 
 
 @register_pass("dg-readonly-arguments",

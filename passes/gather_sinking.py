@@ -22,7 +22,7 @@ from mlir import ir
 
 from ..dialects.builder import erase_if_unused, recreate, spec
 from ..dialects.core import attrs_of, is_pointwise
-from .function_boundary import functions
+from .function_boundary import rewrite_bodies
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.gather_sinking")
@@ -90,8 +90,5 @@ def sink_gathers(block: ir.Block) -> int:
 
 @register_pass("dg-sink-gathers", "gather from a pointwise op's operands instead of its result")
 def sink_gathers_pass(module: ir.Operation) -> None:
-    for fn in functions(module):
-        moved = sink_gathers(fn.regions[0].blocks[0])
-        if moved:
-            log.debug("dg-sink-gathers: @%s: %d gathers moved above pointwise ops",
-                      ir.StringAttr(fn.attributes["sym_name"]).value, moved)
+    rewrite_bodies(module, sink_gathers, log,
+                   "dg-sink-gathers: @%s: %d gathers moved above pointwise ops")

@@ -19,7 +19,7 @@ from mlir import ir
 from ..dialects.builder import erase_dead, recreate
 from ..dialects.core import is_pointwise
 from ..dialects.types import TensorSpec
-from .function_boundary import functions
+from .function_boundary import rewrite_bodies
 from .matmul_transpose import is_splat, swaps_last_two
 from .registry import register_pass
 
@@ -127,8 +127,4 @@ def move_matmul_scalars(block: ir.Block) -> int:
                "a matmul operand scaled by a splat scales the product instead, where "
                "pointwise readers take the scaling for free")
 def move_matmul_scalars_pass(module: ir.Operation) -> None:
-    for fn in functions(module):
-        n = move_matmul_scalars(fn.regions[0].blocks[0])
-        if n:
-            log.debug("dg-matmul-scalars: @%s: %d factors moved",
-                      ir.StringAttr(fn.attributes["sym_name"]).value, n)
+    rewrite_bodies(module, move_matmul_scalars, log, "dg-matmul-scalars: @%s: %d factors moved")

@@ -18,7 +18,7 @@ from mlir import ir
 from ..dialects.builder import Builder, erase_dead, erase_if_unused, recreate
 from ..dialects.core import attrs_of, is_pointwise
 from ..dialects.types import TensorSpec
-from .function_boundary import functions
+from .function_boundary import rewrite_bodies
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.matmul_transpose")
@@ -188,18 +188,12 @@ def move_transposes_to_matmuls(block: ir.Block) -> int:
                "move transposes of the last two dims through pointwise ops and leading-dim "
                "reshapes to the matmuls that take them as gemm flags")
 def move_transposes_to_matmuls_pass(module: ir.Operation) -> None:
-    for fn in functions(module):
-        n = move_transposes_to_matmuls(fn.regions[0].blocks[0])
-        if n:
-            log.debug("dg-transposes-to-matmuls: @%s: %d transposes moved",
-                      ir.StringAttr(fn.attributes["sym_name"]).value, n)
+    rewrite_bodies(module, move_transposes_to_matmuls, log,
+                   "dg-transposes-to-matmuls: @%s: %d transposes moved")
 
 
 @register_pass("dg-transpose-matmul-results",
                "a matmul read only through transposes computes the transposed product")
 def transpose_matmul_results_pass(module: ir.Operation) -> None:
-    for fn in functions(module):
-        n = transpose_matmul_results(fn.regions[0].blocks[0])
-        if n:
-            log.debug("dg-transpose-matmul-results: @%s: %d matmuls",
-                      ir.StringAttr(fn.attributes["sym_name"]).value, n)
+    rewrite_bodies(module, transpose_matmul_results, log,
+                   "dg-transpose-matmul-results: @%s: %d matmuls")

@@ -29,7 +29,7 @@ from mlir import ir
 
 from ..dialects.builder import erase_if_unused, recreate, spec
 from ..dialects.core import attrs_of, is_pointwise
-from .function_boundary import functions
+from .function_boundary import rewrite_bodies
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.reshape_hoisting")
@@ -158,8 +158,5 @@ def hoist_reshapes(block: ir.Block) -> int:
 
 @register_pass("dg-hoist-reshapes", "reshape a pointwise op's operands instead of its result")
 def hoist_reshapes_pass(module: ir.Operation) -> None:
-    for fn in functions(module):
-        moved = hoist_reshapes(fn.regions[0].blocks[0])
-        if moved:
-            log.debug("dg-hoist-reshapes: @%s: %d reshapes moved above pointwise ops",
-                      ir.StringAttr(fn.attributes["sym_name"]).value, moved)
+    rewrite_bodies(module, hoist_reshapes, log,
+                   "dg-hoist-reshapes: @%s: %d reshapes moved above pointwise ops")
