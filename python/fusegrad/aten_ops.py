@@ -666,6 +666,64 @@ def _value_and_index(arg_op: str) -> Callable:
 handles(aten.max.dim)(_value_and_index("argmax"))
 handles(aten.min.dim)(_value_and_index("argmin"))
 
+# topk unrolls one selection round per k: a mixture-of-experts router (k of 2-8 over
+# 8-256 experts) is a few reductions; a large k is a sort, which runs eagerly
+TOPK_MAX_K = 16
+
+
+@handles(aten.topk.default)
+def _topk(em: Emit, x: ir.Value, k: int, dim: int = -1, largest: bool = True,
+          sorted: bool = True) -> list[ir.Value]:
+    """k rounds of arg-max (arg-min) over the elements not taken yet, in torch's order:
+    NaN is the largest value, ties go to the lower index. A round whose best is the
+    masking value itself (every remaining element is -inf, or +inf / NaN for the
+    smallest; for integers the row's extreme) takes the first remaining element
+    instead, non-NaN before NaN. The values
+    are a gather of the chosen indices, so their gradient is the gather's."""
+    s = spec(x)
+    if s.rank == 0:
+        if k != 1:
+            raise Unsupported(f"topk of k={k} from a 0-d tensor")
+        return [x, em.b.full(shape=(), dtype="i64", value=0.0)]
+    d = norm_dim(dim, s.rank)
+    if not 1 <= k <= min(s.shape[d], TOPK_MAX_K):
+        raise Unsupported(f"topk with k={k} of {s.shape[d]} (compiled for 1 <= k <= "
+                          f"{TOPK_MAX_K})")
+    if s.dtype == "i1":
+        raise Unsupported("topk of a bool tensor")
+    kept = tuple(1 if i == d else n for i, n in enumerate(s.shape))
+    where = em.b.iota(shape=s.shape, dtype="i64", dim=d)
+    taken_none = em.b.full(shape=s.shape, dtype="i1", value=1.0)
+    if is_float(s.dtype):
+        masking = full_as(em, x, float("-inf") if largest else float("inf"))
+        # NaN is the largest: the smallest rounds leave it out of the arg-min
+        number = em.b.compare(x, x, direction="eq")
+    else:  # the row's own extreme (an i64 bound has no exact float attribute)
+        extreme = em.b.create("reduce_min" if largest else "reduce_max", [x], dims=[d])
+        masking = em.b.broadcast_in_dim(extreme, shape=s.shape,
+                                        dims=[i for i in range(s.rank) if i != d])
+        number = taken_none
+    remaining, chosen = taken_none, []
+    for _ in range(k):
+        numbers_left = em.b.create("and", [remaining, number])
+        candidate = remaining if largest else numbers_left
+        masked = em.b.select(candidate, x, masking)
+        best = reshape(em, em.b.create("argmax" if largest else "argmin", [masked], dim=d),
+                       kept)
+        # the first remaining element, a number if one is left
+        score = em.b.add(cast(em, remaining, "f32"), cast(em, numbers_left, "f32"))
+        first = reshape(em, em.b.argmax(score, dim=d), kept)
+        valid = em.b.compare(em.b.gather(cast(em, candidate, "f32"), best, dim=d),
+                             em.b.full(shape=kept, dtype="f32", value=0.5), direction="gt")
+        index = em.b.select(valid, best, first)
+        chosen.append(index)
+        spread = em.b.broadcast_in_dim(reshape(em, index, [n for i, n in enumerate(kept)
+                                                           if i != d]),
+                                       shape=s.shape, dims=[i for i in range(s.rank) if i != d])
+        remaining = em.b.create("and", [remaining, em.b.compare(where, spread, direction="ne")])
+    indices = chosen[0] if k == 1 else em.b.concat(chosen, dim=d)
+    return [em.b.gather(x, indices, dim=d), indices]
+
 
 # ------------------------------------------------------------------ shapes and views
 @handles(aten.view.default, aten._unsafe_view.default, aten.reshape.default,

@@ -66,6 +66,12 @@ def _index_put_options(sample: Any) -> str | None:
     return _bool_index(sample)
 
 
+def _topk_options(sample: Any) -> str | None:
+    from .aten_ops import TOPK_MAX_K
+    k = sample.args[0] if sample.args else sample.kwargs["k"]
+    return None if k <= TOPK_MAX_K else f"k > {TOPK_MAX_K}: a sort, which runs eagerly"
+
+
 def _embedding_options(sample: Any) -> str | None:
     if sample.kwargs.get("max_norm"):
         return "max_norm renormalises the weight in place"
@@ -136,6 +142,8 @@ CLAIMS: list[Claim] = (
         Claim("nn.functional.embedding", unsupported=_embedding_options,
               note="no max_norm or scale_grad_by_freq"),
         Claim("narrow", unsupported=_tensor_start, note="int start only"),
+        Claim("topk", unsupported=_topk_options,
+              note="k rounds of arg-max; ties go to the lower index"),
         Claim("nn.functional.dropout", stochastic=True,
               note="seeded by the function's dg.seed_input argument; checked statistically"),
         Claim("bernoulli", stochastic=True, note="checked statistically"),

@@ -161,6 +161,28 @@ def test_max_pool_indices_when_used():
     assert torch.equal(i, ei)
 
 
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_topk_orders_like_a_stable_sort(largest, dtype):
+    """Ties, infinities and NaN (the largest value) in the order of a stable sort."""
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[1.0, -inf, 3.0, -inf, -inf, 1.0], [nan, 2.0, nan, inf, -inf, inf],
+                      [-inf, -inf, -inf, 2.0, -inf, -inf], [1.0, 1.0, 0.0, 1.0, nan, 1.0]])
+    if dtype == torch.int64:
+        x = torch.tensor([[2, 2, -3, 9, 2, -3], [0, -(2 ** 63), 2 ** 63 - 1, 0, 5, 5],
+                          [1, 1, 1, 1, 1, 1], [4, -1, 4, -1, 7, 4]])
+    for dim, k in ((1, 1), (1, 4), (1, 6), (0, 3)):
+        _, _, (v, i) = import_and_run(trace(lambda t: torch.topk(t, k, dim, largest), x), [x])
+        ev, ei = torch.sort(x, stable=True, dim=dim, descending=largest)
+        assert torch.equal(i, ei.narrow(dim, 0, k)), (dim, k)
+        torch.testing.assert_close(v, ev.narrow(dim, 0, k), equal_nan=True)
+
+
+def test_topk_beyond_its_rounds_is_unsupported():
+    with pytest.raises(UnsupportedOp, match="topk with k=17"):
+        import_graph(trace(lambda t: torch.topk(t, 17), torch.randn(2, 40)))
+
+
 def test_random_ops_take_a_seed_input():
     def f(x):
         return torch.nn.functional.dropout(x, 0.25, training=True), torch.bernoulli(x, 0.5)
