@@ -89,10 +89,9 @@ class CompiledGraph:
             raise
         except Exception as e:  # building a lazily compiled variant failed: eager is still right
             return self._fail(e, args)
-        n = self.captured.num_mutations
-        self.captured.write_back(inputs, outputs[:n])
+        result = self.captured.finish(inputs, outputs)
         self._bind_inference()
-        return self.captured.rebuild(outputs[n:])
+        return result
 
     def _bind_inference(self) -> None:
         """Calls that record no gradient go straight to the compiled forward when it needs
@@ -102,7 +101,7 @@ class CompiledGraph:
         program, captured = self.program, self.captured
         forward = program.compiled_forward
         if (self._inference is not None or forward is None or captured.mutated
-                or program.seed_input is not None or forward.returns_arguments
+                or captured.checks or program.seed_input is not None or forward.returns_arguments
                 or not captured.outputs_are_tensor_tuple
                 or any(x.requires_grad for x in captured.lifted)):
             return
@@ -121,7 +120,7 @@ def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
 
     Logs the compile time per stage: at INFO when it took a while, else at DEBUG."""
     start = time.perf_counter()
-    captured = capture(gm, example_inputs)
+    captured = capture(gm, example_inputs, checks_as_outputs=True)
     inputs = [*captured.lifted, *example_inputs]
     options = options.with_(target=select_target(options.target, _named(gm, captured, inputs)))
     captured_at = time.perf_counter()

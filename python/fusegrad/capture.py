@@ -45,8 +45,10 @@ class Captured:
     """A functional graph plus what is needed to call it like the original.
 
     `gm(*lifted, *user_inputs)` returns `(new values of mutated inputs...,
-    user tensor outputs...)`; `mutated[i]` is the position, in the full input
-    list (lifted + user), of the input that mutation output `i` updates.
+    user tensor outputs..., conditions of runtime assertions...)`; `mutated[i]` is
+    the position, in the full input list (lifted + user), of the input that
+    mutation output `i` updates; `checks[i]` is the message of assertion `i`
+    (`capture(..., checks_as_outputs=True)`).
     """
 
     gm: torch.fx.GraphModule
@@ -54,6 +56,7 @@ class Captured:
     mutated: tuple[int, ...]
     out_spec: pytree.TreeSpec
     out_template: tuple[Any, ...]  # user output leaves: TENSOR_LEAF or the constant value
+    checks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # a tuple of tensors (what Dynamo graphs return) needs no pytree work per call
@@ -69,6 +72,19 @@ class Captured:
     @property
     def num_mutations(self) -> int:
         return len(self.mutated)
+
+    def finish(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> Any:
+        """The user's outputs from the graph's: its assertions checked first (each raises
+        as eager's `_assert_async` does, asynchronously on a GPU), then the input
+        mutations written back."""
+        if self.checks:
+            conditions = outputs[len(outputs) - len(self.checks):]
+            for condition, message in zip(conditions, self.checks):
+                torch._assert_async(condition, message)
+            outputs = outputs[:len(outputs) - len(self.checks)]
+        n = self.num_mutations
+        self.write_back(inputs, outputs[:n])
+        return self.rebuild(outputs[n:])
 
     def rebuild(self, tensors: Sequence[torch.Tensor]) -> Any:
         """The user's output structure around the user tensor outputs."""
@@ -117,11 +133,15 @@ def _attention_as_math(example_inputs: Sequence[torch.Tensor]) -> Any:
     return contextlib.nullcontext()
 
 
-def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> Captured:
+def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
+            checks_as_outputs: bool = False) -> Captured:
     """Trace `fn(*example_inputs)` to a functional core-ATen graph (see `Captured`).
 
     `fn` may be a Dynamo GraphModule, an nn.Module or a function of tensors.
     Only shapes and dtypes of the inputs matter (tracing uses fake tensors).
+    `checks_as_outputs`: runtime assertions become trailing outputs that
+    `Captured.finish` checks (else they stay in the graph, which the importer
+    rejects).
     """
     from torch._functorch.aot_autograd import aot_export_module
 
@@ -156,9 +176,32 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> C
             mutated.append(by_fqn[mutations[out_name]])
     if isinstance(fn, torch.fx.GraphModule):
         _inherit_stack_traces(gm, fn)
-    log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs",
-              len(lifted), len(example_inputs), len(mutated))
-    return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template)
+    checks = _checks_as_outputs(gm) if checks_as_outputs else ()
+    log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs, %d checks",
+              len(lifted), len(example_inputs), len(mutated), len(checks))
+    return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks)
+
+
+_ASSERTIONS = {torch.ops.aten._assert_async.msg: None,
+               torch.ops.aten._assert_async.default:
+                   "Expected Tensor with single nonzero value, but got zero"}
+
+
+def _checks_as_outputs(gm: torch.fx.GraphModule) -> tuple[str, ...]:
+    """Move each runtime assertion's condition (one_hot's class range, say) to the end
+    of the outputs and return their messages. Compiled code cannot raise, and dropping
+    an assertion would turn bad input into silently wrong numbers."""
+    output = gm.graph.output_node()
+    conditions, messages = [], []
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in _ASSERTIONS:
+            conditions.append(node.args[0])
+            messages.append(node.args[1] if len(node.args) > 1 else _ASSERTIONS[node.target])
+            gm.graph.erase_node(node)
+    if conditions:
+        output.args = (tuple(output.args[0]) + tuple(conditions),)
+        gm.recompile()
+    return tuple(messages)
 
 
 def _output_names(gm: torch.fx.GraphModule) -> list[str]:

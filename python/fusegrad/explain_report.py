@@ -114,7 +114,7 @@ def _explain_graph(name: str, gm: Callable[..., Any], example_inputs: list) -> G
 
     seconds: dict[str, float] = {}
     t = time.perf_counter()
-    captured = capture(gm, example_inputs)
+    captured = capture(gm, example_inputs, checks_as_outputs=True)  # as compile_graph does
     seconds["capture"] = time.perf_counter() - t
     train = torch.is_grad_enabled() and any(
         isinstance(x, torch.Tensor) and x.requires_grad
