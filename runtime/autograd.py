@@ -76,16 +76,18 @@ def unaliased(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -
 
 
 class CompiledFunction(torch.autograd.Function):
-    """`apply(training, mutated, again, name, *inputs)`: the outputs of `training.fwd`.
+    """`apply(training, mutated, recorded, again, name, *inputs)`: the outputs of
+    `training.fwd`.
 
     `mutated`: inputs the caller overwrites with the first outputs right after
-    the call; those outputs are constants to autograd, and the inputs are kept by
-    value. `again`: see the module docstring (None: no double backward, and the
-    error names `name`).
+    the call; the inputs are kept by value, and those outputs are constants to
+    autograd except the `recorded` ones (indices into `mutated`: the caller's copy
+    is recorded). `again`: see the module docstring (None: no double backward,
+    and the error names `name`).
     """
 
     @staticmethod
-    def forward(ctx, training: Training, mutated: tuple[int, ...],
+    def forward(ctx, training: Training, mutated: tuple[int, ...], recorded: tuple[int, ...],
                 again: DifferentiableBackward | None, name: str,
                 *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         t = training
@@ -101,8 +103,8 @@ class CompiledFunction(torch.autograd.Function):
         # an output the loss does not read gets no gradient: None, not zeros (backward)
         ctx.set_materialize_grads(False)
         ctx.output_specs = [(o.shape, o.dtype, o.device) for o in outputs]
-        ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs)
-                                      if i < len(mutated) or not o.is_floating_point()))
+        ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs) if not o.is_floating_point()
+                                      or (i < len(mutated) and i not in recorded)))
         return tuple(outputs)
 
     @staticmethod
@@ -111,7 +113,7 @@ class CompiledFunction(torch.autograd.Function):
         t: Training = ctx.training
         missing = tuple(i for i in t.ct_outputs if cotangents[i] is None)
         if missing == t.ct_outputs:  # no gradient reached any output: all zero
-            return (None,) * (4 + ctx.num_inputs)
+            return (None,) * (5 + ctx.num_inputs)
         bwd = t.bwd
         if missing and not torch.is_grad_enabled() and \
                 sum(_nbytes(ctx.output_specs[i]) for i in missing) >= SPECIALIZE_MIN_BYTES:
@@ -133,7 +135,7 @@ class CompiledFunction(torch.autograd.Function):
         full: list[torch.Tensor | None] = [None] * ctx.num_inputs
         for i, g in zip(t.wrt, grads):
             full[i] = g
-        return (None, None, None, None, *full)
+        return (None, None, None, None, None, *full)
 
 
 def _nbytes(spec: tuple[torch.Size, torch.dtype, torch.device]) -> int:

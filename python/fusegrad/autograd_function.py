@@ -36,12 +36,13 @@ def with_seed(program: Program, inputs: Sequence[torch.Tensor]) -> list[torch.Te
 
 
 def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
-                mutated: Sequence[int] = ()) -> list[torch.Tensor]:
+                mutated: Sequence[int] = (), recorded: Sequence[int] = ()) -> list[torch.Tensor]:
     """Outputs of `program` on `inputs` (a seed input, if any, is appended here).
 
     `mutated`: indices of inputs the caller overwrites after the call with the
-    first `len(mutated)` outputs (see `capture.Captured`); autograd treats those
-    outputs as constants, and the inputs are saved by value.
+    first `len(mutated)` outputs (see `capture.Captured`); the inputs are saved by
+    value, and autograd treats those outputs as constants except the `recorded`
+    ones (indices into `mutated`), whose copies into the inputs it records.
     """
     inputs = with_seed(program, inputs)
     if torch.is_grad_enabled():
@@ -49,8 +50,8 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
         if wrt:
             again = (functools.partial(_joint_grads, program, wrt)
                      if program.options.double_backward else None)
-            return list(CompiledFunction.apply(program.training(wrt), tuple(mutated), again,
-                                               program.label, *inputs))
+            return list(CompiledFunction.apply(program.training(wrt), tuple(mutated),
+                                               tuple(recorded), again, program.label, *inputs))
     # No input requires grad here, so nothing the executable does (allocating outputs,
     # making inputs contiguous) is recorded by autograd, with or without grad mode.
     forward = program.forward()

@@ -79,12 +79,17 @@ class CompiledGraph:
         if self.failed:
             return self.eager(*args)
         inputs = [*self.captured.lifted, *args]
-        if torch.is_grad_enabled() and any(inputs[i].requires_grad for i in self.captured.mutated):
+        recorded = self.captured.recorded(inputs)
+        if any(inputs[self.captured.mutated[j]].is_leaf or j in self.captured.unrecorded
+               for j in recorded):
+            # a leaf: eager raises its own error; under no_grad: eager passes the gradient
+            # of the updated tensor through unchanged, which the graph does not express
             return self._fail(NotImplementedError(
-                "an input that requires grad is mutated in place; compile without the in-place "
-                "update"), args)
+                "an input that requires grad is updated in place while grad is disabled, "
+                "or is a leaf"), args)
         try:
-            outputs = run_program(self.program, inputs, mutated=self.captured.mutated)
+            outputs = run_program(self.program, inputs, mutated=self.captured.mutated,
+                                  recorded=recorded)
         except OutOfRangeIndex:  # bad input data, raised where eager raises: not a fallback
             raise
         except Exception as e:  # building a lazily compiled variant failed: eager is still right

@@ -21,7 +21,7 @@ import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
 
 from .decompositions import DECOMPOSITIONS
-from .stop_gradient import mark_stop_gradients
+from .stop_gradient import GRAD_DISABLED, mark_stop_gradients
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,8 @@ class Captured:
     out_spec: pytree.TreeSpec
     out_template: tuple[Any, ...]  # user output leaves: TENSOR_LEAF or the constant value
     checks: tuple[str, ...] = ()
+    # mutations (indices into `mutated`) the program made with grad disabled
+    unrecorded: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         # a tuple of tensors (what Dynamo graphs return) needs no pytree work per call
@@ -94,12 +96,22 @@ class Captured:
         leaves = [next(it) if leaf is TENSOR_LEAF else leaf for leaf in self.out_template]
         return pytree.tree_unflatten(leaves, self.out_spec)
 
+    def recorded(self, inputs: Sequence[torch.Tensor]) -> list[int]:
+        """The mutations autograd records, as eager's in-place ops would be: of an input
+        that requires grad, with grad enabled (indices into `mutated`)."""
+        if not torch.is_grad_enabled():
+            return []
+        return [j for j, i in enumerate(self.mutated) if inputs[i].requires_grad]
+
     def write_back(self, inputs: Sequence[torch.Tensor], new_values: Sequence[torch.Tensor]) -> None:
-        """Apply the program's input mutations: copy new values into the inputs."""
+        """Apply the program's input mutations: copy new values into the inputs. A
+        recorded one gives the input the new value's history (its gradient flows to
+        what the program computed it from)."""
         if not self.mutated:
             return
-        with torch.no_grad():
-            for index, value in zip(self.mutated, new_values):
+        recorded = self.recorded(inputs)
+        for j, (index, value) in enumerate(zip(self.mutated, new_values)):
+            with torch.set_grad_enabled(j in recorded):
                 inputs[index].copy_(value)
 
 
@@ -176,10 +188,33 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
             mutated.append(by_fqn[mutations[out_name]])
     if isinstance(fn, torch.fx.GraphModule):
         _inherit_stack_traces(gm, fn)
+    unrecorded = _unrecorded(gm, fn, len(mutated))
     checks = _checks_as_outputs(gm) if checks_as_outputs else ()
     log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs, %d checks",
               len(lifted), len(example_inputs), len(mutated), len(checks))
-    return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks)
+    return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks,
+                    unrecorded)
+
+
+def _unrecorded(gm: torch.fx.GraphModule, source: Any, count: int) -> frozenset[int]:
+    """The first `count` outputs (mutations) whose value comes from a node of the Dynamo
+    graph `source` that ran with grad disabled (`mark_stop_gradients` marks them)."""
+    if not isinstance(source, torch.fx.GraphModule):
+        return frozenset()
+    disabled = {n.name for n in source.graph.nodes if n.meta.get(GRAD_DISABLED)}
+    if not disabled:
+        return frozenset()
+    nodes = {n.name: n for n in gm.graph.nodes}
+    found = set()
+    for j, name in enumerate(_output_names(gm)[:count]):
+        pending = list(nodes[name].meta.get("from_node") or ()) if name in nodes else []
+        while pending:
+            origin = pending.pop(0)
+            if origin.name in disabled:
+                found.add(j)
+                break
+            pending.extend(origin.from_node or ())
+    return frozenset(found)
 
 
 _ASSERTIONS = {torch.ops.aten._assert_async.msg: None,

@@ -6,7 +6,9 @@ an `aten.alias` (indistinguishable from other aliases) and Dynamo keeps a
 `no_grad()` block as `_set_grad_enabled` calls, which the tracer rejects.
 Before tracing, `mark_stop_gradients` rewrites a Dynamo graph: `detach` calls
 and the tensors computed with grad disabled go through this custom op, which
-survives tracing and the importer maps to `dg.stop_gradient`.
+survives tracing and the importer maps to `dg.stop_gradient`, and the switches
+become `fusegrad::set_grad_enabled`, which switches in eager and is gone from
+the traced graph.
 """
 from __future__ import annotations
 
@@ -24,7 +26,22 @@ def _(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("fusegrad::set_grad_enabled", mutates_args=())
+def set_grad_enabled(enabled: bool) -> None:
+    """A grad-mode switch the tracer passes over (a graph run eagerly, after a failed
+    compile, still runs its `no_grad()` blocks without grad)."""
+    torch._C._set_grad_enabled(enabled)
+
+
+@set_grad_enabled.register_fake
+def _(enabled: bool) -> None:
+    return None
+
+
 _DETACH = {torch.detach, torch.Tensor.detach, "detach"}
+# node meta of what a Dynamo graph computes with grad disabled: an in-place update of an
+# input there is not recorded by autograd (capture.Captured.write_back)
+GRAD_DISABLED = "fusegrad_grad_disabled"
 
 
 def _is_tensor(node: torch.fx.Node) -> bool:
@@ -33,14 +50,16 @@ def _is_tensor(node: torch.fx.Node) -> bool:
 
 def mark_stop_gradients(gm: torch.fx.GraphModule) -> None:
     """Route detaches and values computed under `no_grad` through `stop_gradient`, and
-    drop the grad-mode switches (in place)."""
+    turn the grad-mode switches into `set_grad_enabled`, which tracing drops (in place)."""
     graph = gm.graph
     enabled = True
     for node in list(graph.nodes):
         if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
             enabled = bool(node.args[0])
-            graph.erase_node(node)
+            node.target = torch.ops.fusegrad.set_grad_enabled.default
             continue
+        if not enabled:
+            node.meta[GRAD_DISABLED] = True
         detach = node.op in ("call_function", "call_method") and node.target in _DETACH
         if detach:
             node.target, node.op = torch.ops.fusegrad.stop_gradient.default, "call_function"

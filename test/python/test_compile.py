@@ -134,6 +134,42 @@ def test_input_mutation_is_written_back():
     torch.testing.assert_close(buf, buf_eager)
 
 
+def _mutate_in_grad_mode(x, y):
+    x.mul_(y)
+    return (x * 3).sum()
+
+
+def _mutate_without_grad(x, y):
+    with torch.no_grad():
+        x.mul_(y)
+    return (x * 3).sum()
+
+
+@pytest.mark.parametrize("fn,compiles", [(_mutate_in_grad_mode, True),
+                                         (_mutate_without_grad, False)])
+def test_in_place_update_of_an_input_that_requires_grad(fn, compiles):
+    """In grad mode the update compiles and autograd records the copy back, so the
+    gradient reaches what the input was computed from, as eager's. Under no_grad eager
+    passes the updated tensor's gradient through unchanged: that graph runs eagerly,
+    its no_grad block included."""
+    base, y = torch.randn(6), torch.randn(6)
+    results = []
+    for run in (fn, fusegrad.compile(fn)):
+        a, b = base.clone().requires_grad_(), y.clone().requires_grad_()
+        x = a * 1
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", FusegradFallbackWarning)
+            out = run(x, b)
+        (out + x.sum()).backward()
+        results.append((out, x, a.grad, b.grad))
+    assert bool(caught) != compiles
+    for got, want in zip(results[1], results[0]):
+        torch.testing.assert_close(got, want)
+    leaf = torch.randn(6, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        fusegrad.compile(_mutate_in_grad_mode)(leaf, y)
+
+
 def test_dump_dir_writes_parseable_stages(tmp_path):
     from mlir import ir
 
