@@ -1,4 +1,4 @@
-"""Indexing dg ops: gather, index_select and scatter_add (indices are i32/i64)."""
+"""Indexing dg ops: gather, index_select, scatter_add and scatter (indices are i32/i64)."""
 from __future__ import annotations
 
 
@@ -12,6 +12,9 @@ define("index_select", ("x", "indices"), attrs={"dim": Attr.I64}, kind=Kind.GATH
        summary="take along dim: result shape = x.shape[:dim] + indices.shape + x.shape[dim+1:]")
 define("scatter_add", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
        summary="torch.scatter_add: x with src[i..] added at x[i.. with i_dim := indices[i..]]")
+define("scatter", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
+       summary="torch.scatter: x with src[i..] stored at x[i.. with i_dim := indices[i..]] "
+               "(in order: of repeated indices the last one stays)")
 
 
 def _check_indices(idx, what):
@@ -41,21 +44,22 @@ def _index_select_shape(ins, attrs, hint, *, op):
     return [x.with_shape(x.shape[:dim] + idx.shape + x.shape[dim + 1:])]
 
 
-@shape_rule("scatter_add")
-def _scatter_add_shape(ins, attrs, hint, *, op):
+@shape_rule("scatter_add", "scatter")
+def _scatter_shape(ins, attrs, hint, *, op):
+    what = f"dg.{op}"
     x, idx, src = ins
-    _check_indices(idx, "dg.scatter_add")
-    (dim,) = check_dims([attrs["dim"]], x.rank, "dg.scatter_add")
+    _check_indices(idx, what)
+    (dim,) = check_dims([attrs["dim"]], x.rank, what)
     if src.dtype != x.dtype:
-        raise ShapeError(f"dg.scatter_add: src dtype {src.dtype} differs from operand {x.dtype}")
+        raise ShapeError(f"{what}: src dtype {src.dtype} differs from operand {x.dtype}")
     if idx.shape != src.shape:
-        raise ShapeError(f"dg.scatter_add: indices shape {list(idx.shape)} differs from src "
+        raise ShapeError(f"{what}: indices shape {list(idx.shape)} differs from src "
                          f"shape {list(src.shape)}")
     if idx.rank != x.rank:
-        raise ShapeError(f"dg.scatter_add: indices rank {idx.rank} differs from operand rank {x.rank}")
+        raise ShapeError(f"{what}: indices rank {idx.rank} differs from operand rank {x.rank}")
     for d in range(x.rank):
         if d != dim and idx.shape[d] > x.shape[d]:
-            raise ShapeError(f"dg.scatter_add: indices dim {d} of size {idx.shape[d]} exceeds "
+            raise ShapeError(f"{what}: indices dim {d} of size {idx.shape[d]} exceeds "
                              f"operand size {x.shape[d]}")
     return [x]
 
@@ -75,6 +79,11 @@ def _index_select_ref(x, idx, *, op, attrs, out):
 @reference_rule("scatter_add")
 def _scatter_add_ref(x, idx, src, *, op, attrs, out):
     return [torch.scatter_add(x, attrs["dim"], idx.long(), src)]
+
+
+@reference_rule("scatter")
+def _scatter_ref(x, idx, src, *, op, attrs, out):
+    return [torch.scatter(x, attrs["dim"], idx.long(), src)]
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
@@ -138,10 +147,11 @@ def _index_select_lower(op, operands, *, op_name, attrs, out):
     return lb.elementwise([], o.shape, [o.dtype], body)
 
 
-@lowering("scatter_add")
-def _scatter_add_lower(op, operands, *, op_name, attrs, out):
-    """A scf.for nest over src carrying the result tensor: extract, add, insert (in order,
-    so repeated indices accumulate like torch). Indices broadcast from 1-D along `dim`
+@lowering("scatter_add", "scatter")
+def _scatter_lower(op, operands, *, op_name, attrs, out):
+    """A scf.for nest over src carrying the result tensor: extract, add, insert (or just
+    insert, for dg.scatter), in order, so repeated indices accumulate, or the last one
+    stays, like torch on the CPU. Indices broadcast from 1-D along `dim`
     (`_broadcast_rows`) are read and checked once per slice, before the slice's loops."""
     from mlir import ir
     from mlir.dialects import scf
@@ -160,6 +170,8 @@ def _scatter_add_lower(op, operands, *, op_name, attrs, out):
             if row is None:
                 row = _to_index(op, lb.extract(idx, ivs), o.shape[dim])
             coords = [row if k == dim else iv for k, iv in enumerate(ivs)]
+            if op_name == "scatter":
+                return lb.insert(lb.extract(src, ivs), acc, coords)
             total = add.scalar([lb.extract(acc, coords), lb.extract(src, ivs)], op="add", attrs={},
                                in_dtypes=[o.dtype] * 2, out_dtype=o.dtype)
             return lb.insert(total, acc, coords)
@@ -249,6 +261,20 @@ def _scatter_add_vjp(b, ins, outs, cts, *, op, attrs):
     return [g, None, b.gather(g, ins[1], dim=attrs["dim"])]
 
 
+@vjp_rule("scatter")
+def _scatter_vjp(b, ins, outs, cts, *, op, attrs):
+    """The overwritten elements of x get no gradient; every src element gets the
+    gradient at its target, a repeated index's losers too (as eager's index_put)."""
+    (g,) = cts
+    if g is None:
+        return [None, None, None]
+    x, idx, src = ins
+    written = b.scatter(b.full_like(x, 0.0), idx, b.full_like(src, 1.0), dim=attrs["dim"])
+    kept = b.select(b.compare(written, b.full_like(x, 0.0), direction="eq"), g,
+                    b.full_like(g, 0.0))
+    return [kept, None, b.gather(g, idx, dim=attrs["dim"])]
+
+
 @jvp_rule("gather", "index_select")
 def _take_jvp(b, ins, outs, tangents, *, op, attrs):
     t = tangents[0]
@@ -262,3 +288,12 @@ def _scatter_add_jvp(b, ins, outs, tangents, *, op, attrs):
         return [tx]
     base = b.full_like(ins[0], 0.0) if tx is None else tx
     return [b.scatter_add(base, ins[1], tsrc, dim=attrs["dim"])]
+
+
+@jvp_rule("scatter")
+def _scatter_jvp(b, ins, outs, tangents, *, op, attrs):
+    tx, _, tsrc = tangents
+    if tx is None and tsrc is None:
+        return [None]
+    return [b.scatter(b.full_like(ins[0], 0.0) if tx is None else tx, ins[1],
+                      b.full_like(ins[2], 0.0) if tsrc is None else tsrc, dim=attrs["dim"])]

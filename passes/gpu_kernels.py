@@ -542,10 +542,11 @@ def _const_index(v: ir.Value) -> Optional[int]:
 
 
 def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Operation]]:
-    """(loops, store) if `op` is a scatter-add on the host (dg.scatter_add, the gradient of
-    a gather or an embedding): a nest of `scf.for` from 0 by 1 to constants (an outer
-    body may compute scalars before its loop: an embedding gradient's row index) whose
-    innermost body ends storing `load(buf[i]) + x` back to `buf[i]`, else None."""
+    """(loops, store) if `op` is a scatter on the host (dg.scatter_add, the gradient of a
+    gather or an embedding, or dg.scatter, `x[i] = v`): a nest of `scf.for` from 0 by 1
+    to constants (an outer body may compute scalars before its loop: an embedding
+    gradient's row index) whose innermost body ends storing, to `buf[i]`, either
+    `load(buf[i]) + x` (`_accumulated`) or a value that reads nothing of `buf`; else None."""
     loops: list[ir.Operation] = []
     while op.name == "scf.for" and not len(op.results):
         lb, ub, step = list(op.operands)[:3]
@@ -561,16 +562,27 @@ def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Oper
         if len(stores) != 1 or body[-2] != stores[0]:
             return None
         store = stores[0]
-        value, buf, idx = store.operands[0], store.operands[1], list(store.operands)[2:]
-        add = value.owner.operation if not isinstance(value.owner, ir.Block) else None
-        if add is None or add.name != "arith.addf" or \
-                str(ir.MemRefType(buf.type).element_type) not in ("f32", "f64"):
-            return None
-        loads = [x.owner.operation for x in add.operands if not isinstance(x.owner, ir.Block)
-                 and x.owner.operation.name == "memref.load"]
-        if not any(ld.operands[0] == buf and list(ld.operands)[1:] == idx for ld in loads):
+        buf = store.operands[1]
+        reads = [o for o in body if o.name == "memref.load" and o.operands[0] == buf]
+        if _accumulated(store) is None and reads:
             return None
         return loops, store
+    return None
+
+
+def _accumulated(store: ir.Operation) -> Optional[tuple[ir.Value, ir.Value]]:
+    """(the load of the stored element, the addend) when `store` writes
+    `load(buf[i]) + x` to `buf[i]` in f32/f64 (a scatter-add), else None."""
+    value, buf, idx = store.operands[0], store.operands[1], list(store.operands)[2:]
+    add = value.owner.operation if not isinstance(value.owner, ir.Block) else None
+    if add is None or add.name != "arith.addf" or \
+            str(ir.MemRefType(buf.type).element_type) not in ("f32", "f64"):
+        return None
+    for old in add.operands:
+        load = None if isinstance(old.owner, ir.Block) else old.owner.operation
+        if load is not None and load.name == "memref.load" and load.operands[0] == buf and \
+                list(load.operands)[1:] == idx:
+            return old, add.operands[1] if add.operands[0] == old else add.operands[0]
     return None
 
 
@@ -591,21 +603,21 @@ def _remap(op: ir.Operation, mapping: dict) -> None:
                 inner.operands[i] = mapping[v]
 
 
-def emit_scatter_add(loops: list[ir.Operation], store: ir.Operation, block_size: int) -> None:
-    """One thread per iteration of a scatter-add nest (`scatter_nest`), adding with
-    `memref.atomic_rmw addf`: iterations that hit one element run concurrently (the
-    order of their float additions is not fixed, as in PyTorch's CUDA index_add_)."""
+def emit_scatter(loops: list[ir.Operation], store: ir.Operation, block_size: int) -> None:
+    """One thread per iteration of a scatter nest (`scatter_nest`). A scatter-add adds
+    with `memref.atomic_rmw addf`: iterations that hit one element run concurrently (the
+    order of their float additions is not fixed, as in PyTorch's CUDA index_add_). A
+    scatter stores: of repeated indices one stays, which one is not fixed (as in
+    PyTorch's CUDA index_put_)."""
     trips = [_const_index(list(f.operands)[1]) for f in loops]
     if _prod(trips) == 0:
         return
-    value = store.operands[0]
-    add = value.owner.operation
-    buf, idx = store.operands[1], list(store.operands)[2:]
-    old = next(x for x in add.operands if not isinstance(x.owner, ir.Block)
-               and x.owner.operation.name == "memref.load"
-               and x.owner.operation.operands[0] == buf)
-    addend = add.operands[1] if add.operands[0] == old else add.operands[0]
-    skip = {store, add, old.owner.operation}
+    value, buf, idx = store.operands[0], store.operands[1], list(store.operands)[2:]
+    accumulated = _accumulated(store)
+    skip = {store}
+    if accumulated is not None:
+        old, value = accumulated
+        skip |= {store.operands[0].owner.operation, old.owner.operation}
 
     def body(ivs: list) -> None:
         mapping = dict(zip([f.regions[0].blocks[0].arguments[0] for f in loops], ivs))
@@ -614,8 +626,11 @@ def emit_scatter_add(loops: list[ir.Operation], store: ir.Operation, block_size:
                        mapping)
         _clone_ops([o.operation for o in loops[-1].regions[0].blocks[0].operations
                     if o.operation not in skip and o.operation.name != "scf.yield"], mapping)
-        memref.AtomicRMWOp(arith.AtomicRMWKind.addf, mapping.get(addend, addend), buf,
-                           [mapping.get(i, i) for i in idx])
+        where = [mapping.get(i, i) for i in idx]
+        if accumulated is None:
+            memref.StoreOp(mapping.get(value, value), buf, where)
+        else:
+            memref.AtomicRMWOp(arith.AtomicRMWKind.addf, mapping.get(value, value), buf, where)
 
     _thread_per_index(trips, block_size, body)
 
@@ -1325,7 +1340,7 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
             if kind == "scatter":
                 loops, store = k
                 with ir.InsertionPoint(loops[0]), loops[0].location:
-                    emit_scatter_add(loops, store, block_size)
+                    emit_scatter(loops, store, block_size)
                 loops[0].erase()
                 continue
             members = k.members if kind == "row" else [k]

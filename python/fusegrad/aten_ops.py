@@ -904,19 +904,25 @@ def _index_select(em: Emit, x: ir.Value, dim: int, index: ir.Value) -> ir.Value:
     return reshape(em, em.b.index_select(x, idx, dim=norm_dim(dim, s.rank)), em.out0.shape)
 
 
-@handles(aten.scatter_add.default)
-def _scatter_add(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: ir.Value) -> ir.Value:
+@handles(aten.scatter_add.default, aten.scatter.src, aten.scatter.value)
+def _scatter(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: Any) -> ir.Value:
+    """scatter_add, or scatter (of a tensor or a scalar): in order, so of repeated
+    indices the last one stays, as eager's CPU kernel does."""
+    op = "scatter_add" if em.node.target is aten.scatter_add.default else "scatter"
     s = spec(x)
     if spec(index).numel == 0:
         return x
-    if s.rank == 0:
-        r = em.b.scatter_add(reshape(em, x, (1,)), reshape(em, index, (1,)),
-                             reshape(em, src, (1,)), dim=0)
-        return reshape(em, r, s.shape)
     ishape = spec(index).shape
+    if not isinstance(src, ir.Value):
+        src = em.b.full(shape=ishape, dtype=s.dtype, value=float(src))
+    if s.rank == 0:
+        r = em.b.create(op, [reshape(em, x, (1,)), reshape(em, index, (1,)),
+                             reshape(em, src, (1,))], dim=0)
+        return reshape(em, r, s.shape)
+    src = cast(em, src, s.dtype)
     if spec(src).shape != ishape:
         src = em.b.slice(src, start=[0] * s.rank, limit=list(ishape), stride=[1] * s.rank)
-    return em.b.scatter_add(x, index, src, dim=norm_dim(dim, s.rank))
+    return em.b.create(op, [x, index, src], dim=norm_dim(dim, s.rank))
 
 
 @handles(aten.cumsum.default)
@@ -1074,11 +1080,8 @@ def _index(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None]) -> ir.Valu
 def _index_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None], values: ir.Value,
                accumulate: bool = False) -> ir.Value:
     """x with `values` added at x[indices] (index_add and `index_put_(..., accumulate=True)`)
-    as one scatter_add over the linearised indexed dims. Without accumulate, repeated
-    indices keep one of their values in eager PyTorch, which no sum reproduces."""
-    if not accumulate:
-        raise Unsupported("index_put without accumulate (x[i] = v): repeated indices are "
-                          "not known at compile time")
+    as one scatter_add over the linearised indexed dims, or stored there (`x[i] = v`) as
+    one scatter: of repeated indices the last one stays, as eager's CPU kernel does."""
     b = em.b
     s = spec(x)
     lin = _linearise(em, x, indices)
@@ -1091,7 +1094,7 @@ def _index_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None], values
         v = _unpermute(em, v, perm)
     v = reshape(em, v, [n] + rest_shape)
     where = b.broadcast_in_dim(lin.linear, shape=[n] + rest_shape, dims=[0])
-    out = b.scatter_add(lin.flat, where, v, dim=0)
+    out = b.create("scatter_add" if accumulate else "scatter", [lin.flat, where, v], dim=0)
     out = reshape(em, out, [s.shape[d] for d in lin.picked] + rest_shape)
     return _unpermute(em, out, lin.picked + lin.rest)
 

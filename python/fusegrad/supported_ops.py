@@ -60,16 +60,16 @@ def _bool_index(sample: Any) -> str | None:
         if any(t.dtype == torch.bool for t in _tensors(sample)[1:]) else None
 
 
-def _index_put_options(sample: Any) -> str | None:
-    if not sample.kwargs.get("accumulate", False):
-        return "x[i] = v: which of repeated indices wins is not known at compile time"
-    return _bool_index(sample)
-
-
 def _topk_options(sample: Any) -> str | None:
     from .aten_ops import TOPK_MAX_K
     k = sample.args[0] if sample.args else sample.kwargs["k"]
     return None if k <= TOPK_MAX_K else f"k > {TOPK_MAX_K}: a sort, which runs eagerly"
+
+
+def _scatter_options(sample: Any) -> str | None:
+    if "reduce" in sample.kwargs:
+        return "the deprecated reduce= argument (scatter_reduce's job)"
+    return _uint8(sample)
 
 
 def _embedding_options(sample: Any) -> str | None:
@@ -137,8 +137,12 @@ CLAIMS: list[Claim] = (
         Claim("gather", unsupported=_uint8, note="int64/int32 indices"),
         Claim("__getitem__", unsupported=_bool_index, note="no boolean masks"),
         Claim("index_add", note="a scatter_add over the indexed dim"),
-        Claim("index_put", unsupported=_index_put_options,
-              note="accumulate=True with integer indices: a scatter_add"),
+        Claim("index_put", unsupported=_bool_index,
+              note="integer indices: a scatter_add (accumulate=True) or a scatter"),
+        Claim("scatter", unsupported=_scatter_options,
+              note="of repeated indices the last one stays, as on eager's CPU"),
+        Claim("index_copy", note="a scatter over the indexed dim"),
+        Claim("index_fill", unsupported=_uint8, note="a scatter over the indexed dim"),
         Claim("nn.functional.embedding", unsupported=_embedding_options,
               note="no max_norm or scale_grad_by_freq"),
         Claim("narrow", unsupported=_tensor_start, note="int start only"),

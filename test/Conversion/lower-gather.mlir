@@ -2,8 +2,9 @@
 // index of its own, so nothing is lost to the store); index_select and embedding-like
 // gathers of rows first clamp and check the indices in a generic of their own (an
 // out-of-range one stores its site in the error flag), then a generic tensor.extracts at
-// the computed coordinates, with no store in its loop; scatter_add is an scf.for nest
-// carrying the result tensor.
+// the computed coordinates, with no store in its loop; scatter_add and scatter are
+// scf.for nests carrying the result tensor (in order: of repeated indices scatter
+// keeps the last, as eager's CPU kernel).
 // RUN: fusegrad-opt %s -p dg-lower-to-linalg | filecheck %s
 
 // CHECK-LABEL: func.func @gather
@@ -45,6 +46,18 @@ func.func @index_select(%x: tensor<4x5xf32>, %i: tensor<2x2xi32>) -> tensor<4x2x
 // CHECK: tensor.insert {{.*}} into %[[T1]]
 func.func @scatter_add(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
   %0 = "dg.scatter_add"(%x, %i, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// CHECK-LABEL: func.func @scatter(
+// CHECK: scf.for {{.*}} iter_args(%[[T0:.*]] = %arg0) -> (tensor<3x4xf32>)
+// CHECK: scf.for {{.*}} iter_args(%[[T1:.*]] = %[[T0]]) -> (tensor<3x4xf32>)
+// CHECK: tensor.extract %arg1
+// CHECK: %[[V:.*]] = tensor.extract %arg2
+// CHECK-NOT: arith.addf
+// CHECK: tensor.insert %[[V]] into %[[T1]]
+func.func @scatter(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %0 = "dg.scatter"(%x, %i, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
 

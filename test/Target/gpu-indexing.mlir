@@ -4,7 +4,8 @@
 // that reads it on the CPU is dropped); a gather's indices are checked and clamped by
 // a kernel of their own, which the gather kernel reads. A scatter-add (the gradient of a gather or an
 // embedding) is one thread per source element adding with `atomic_rmw addf`, not a
-// host loop. Scalars derived from loads on the host (dropout's keys from its seed)
+// host loop; a scatter (`x[i] = v`) stores (which of repeated indices stays is not
+// fixed, as in eager's CUDA kernel). Scalars derived from loads on the host (dropout's keys from its seed)
 // are recomputed in each kernel that uses them. Integer abs (T5's position buckets)
 // is expanded for NVVM.
 // RUN: fusegrad-opt %s -p 'dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
@@ -21,6 +22,12 @@
 // IR: gpu.launch
 // IR-NOT: scf.for
 // IR: memref.atomic_rmw addf %{{.*}}, %arg3[%{{.*}}, %{{.*}}] : (f32, memref<3x4xf32>) -> f32
+// IR-LABEL: func.func @overwrite
+// IR: gpu.launch
+// IR: gpu.launch
+// IR-NOT: scf.for
+// IR-NOT: memref.atomic_rmw
+// IR: memref.store %{{.*}}, %arg3[%{{.*}}, %{{.*}}] : memref<3x4xf32>
 // IR-LABEL: func.func @dropout
 // IR-NOT: memref.load
 // IR: gpu.launch
@@ -43,6 +50,10 @@
 // CHECK-NEXT: launch
 // CHECK-NEXT: index_flag
 // CHECK-NEXT: launch
+// CHECK-LABEL: func @overwrite
+// CHECK-NEXT: launch
+// CHECK-NEXT: index_flag
+// CHECK-NEXT: launch
 // CHECK-LABEL: func @dropout
 // CHECK-NEXT: launch {{.*}} (arg1, arg2)
 // CHECK-LABEL: func @scatter_slices
@@ -51,6 +62,7 @@
 // CHECK-NEXT: launch
 // CHECK: index site 1: dg.index_select at
 // CHECK: index site 2: dg.scatter_add at
+// CHECK: index site 3: dg.scatter at
 // CHECK: atom.global.add.f32
 
 func.func @embed(%t: tensor<50x16xf32>, %i: tensor<8xi64>) -> tensor<8x16xf32> {
@@ -59,6 +71,10 @@ func.func @embed(%t: tensor<50x16xf32>, %i: tensor<8xi64>) -> tensor<8x16xf32> {
 }
 func.func @scatter(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
   %0 = "dg.scatter_add"(%x, %i, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+func.func @overwrite(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %0 = "dg.scatter"(%x, %i, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
 func.func @dropout(%x: tensor<4x5xf32>, %seed: tensor<i64>) -> tensor<4x5xf32> {

@@ -115,6 +115,10 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
                      lambda b, x, i: b.index_select(x, i, dim=0)),
     "scatter_add": (lambda: [rnd(3, 5), idx(5, 2, 4), rnd(2, 4)],
                     lambda b, x, i, s: b.scatter_add(x, i, s, dim=1)),
+    # distinct indices per row: a repeated one's loser gets eager's gradient, not a true one
+    "scatter": (lambda: [rnd(3, 5), torch.stack([torch.randperm(5)[:4] for _ in range(2)]),
+                         rnd(2, 4)],
+                lambda b, x, i, s: b.scatter(x, i, s, dim=1)),
     "matmul": (lambda: [rnd(2, 3, 4), rnd(2, 4, 5)], binary("matmul")),
     # the mask is a constant, as the importer's masks are; the gradient ops' derivatives
     # (second order) go through the decomposition, where the mask is an input too
