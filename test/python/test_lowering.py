@@ -186,6 +186,8 @@ def gather_cases():
                              (_i(3, 4), _i(3, 6, seed=1), _i(3, 6, lo=0, hi=4, dtype=torch.int32), 1),
                              (_f(4, dtype=torch.float64), _f(6, dtype=torch.float64), _i(6, lo=0, hi=4), 0)):
         c.append(Case("scatter_add", [x, idx, src], lambda b, x, i, s, dim=dim: b.scatter_add(x, i, s, dim=dim)))
+        # repeated indices: the last one stays, as in eager's CPU kernel
+        c.append(Case("scatter", [x, idx, src], lambda b, x, i, s, dim=dim: b.scatter(x, i, s, dim=dim)))
     return c
 
 
