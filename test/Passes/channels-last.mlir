@@ -1,4 +1,4 @@
-// dg-channels-last: an ungrouped f32 convolution becomes dg.conv2d_nhwc, and the ops
+// dg-channels-last: an ungrouped f32 convolution (activations outweighing its weight) becomes dg.conv2d_nhwc, and the ops
 // after it compute channels-last too, their attributes remapped (channel dim 1 -> last):
 // the bias broadcast's dims, the relu (a dg.full re-emitted in the new shape), the
 // batch-norm-like sum over (n, h, w), the strided slice of a max-pool. The input is
@@ -65,4 +65,15 @@ func.func @grouped(%x: tensor<2x4x8x8xf32>, %w: tensor<4x1x3x3xf32>) -> tensor<2
 func.func @half(%x: tensor<2x4x8x8xf16>, %w: tensor<4x4x3x3xf16>) -> tensor<2x4x8x8xf16> {
   %y = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x8x8xf16>, tensor<4x4x3x3xf16>) -> tensor<2x4x8x8xf16>
   return %y : tensor<2x4x8x8xf16>
+}
+
+// A convolution whose weight outweighs its activations (a ResNet's last stage on small
+// images) stays NCHW: oneDNN would convert the weight to channels-last on every call.
+// CHECK-LABEL: func.func @heavy_weight(
+// CHECK-NOT: dg.transpose
+// CHECK: "dg.conv2d"
+// CHECK-NOT: dg.conv2d_nhwc
+func.func @heavy_weight(%x: tensor<2x64x2x2xf32>, %w: tensor<64x64x3x3xf32>) -> tensor<2x64x2x2xf32> {
+  %y = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x64x2x2xf32>, tensor<64x64x3x3xf32>) -> tensor<2x64x2x2xf32>
+  return %y : tensor<2x64x2x2xf32>
 }
