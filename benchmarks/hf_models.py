@@ -49,6 +49,11 @@ def _models() -> dict[str, Callable[[], tuple[Any, dict]]]:
         "resnet": lambda: (tf.ResNetForImageClassification(tf.ResNetConfig(
             hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 1, 1], embedding_size=32,
             num_labels=10)), image),
+        # ResNet-18's widths (64-512): its last stages' 3x3 weights outweigh their
+        # activations at this image size
+        "resnet18": lambda: (tf.ResNetForImageClassification(tf.ResNetConfig(
+            layer_type="basic", hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2],
+            embedding_size=64, num_labels=10)), image),
         "mobilenet_v2": lambda: (tf.MobileNetV2ForImageClassification(tf.MobileNetV2Config(
             image_size=IMAGE, depth_multiplier=0.5, num_labels=10)), image),
         "distilbert": lambda: (tf.DistilBertForMaskedLM(tf.DistilBertConfig(
