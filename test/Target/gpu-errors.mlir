@@ -1,13 +1,15 @@
 // Host code the CUDA pipeline cannot run fails with the op named.
 // RUN: fusegrad-opt %s -p dg-gpu-kernels --verify-diagnostics --split-input-file
 
+// (a loop that only stores would be a scatter: one thread per iteration; this one reads
+// what an earlier iteration may have written)
 func.func @loop(%a: memref<4xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
-  %x = arith.constant 1.0 : f32
   // expected-error @+1 {{dg-gpu-kernels: 'scf.for' cannot run on the CUDA host side}}
   scf.for %i = %c0 to %c4 step %c1 {
+    %x = memref.load %a[%c0] : memref<4xf32>
     memref.store %x, %a[%i] : memref<4xf32>
   }
   return
