@@ -104,18 +104,14 @@ nn.functional.l1_loss nn.functional.smooth_l1_loss nn.functional.huber_loss
 nn.functional.nll_loss lerp addcmul addcdiv frac deg2rad rad2deg remainder fmod
 nn.functional.avg_pool2d nn.functional.max_pool2d tril triu outer
 nn.functional.interpolate.nearest nn.functional.upsample_nearest
-nn.functional.glu nn.functional.selu nn.functional.celu nn.functional.softsign nn.functional.tanhshrink nn.functional.hardshrink nn.functional.softshrink nn.functional.threshold
-nn.functional.kl_div nn.functional.binary_cross_entropy nn.functional.margin_ranking_loss nn.functional.soft_margin_loss nn.functional.hinge_embedding_loss nn.functional.cosine_embedding_loss nn.functional.triplet_margin_loss nn.functional.pairwise_distance
-nn.functional.poisson_nll_loss nn.functional.multilabel_soft_margin_loss nn.functional.rms_norm nn.functional.instance_norm nn.functional.pixel_shuffle nn.functional.pixel_unshuffle nn.functional.channel_shuffle nn.functional.unfold
-nn.functional.interpolate.bilinear nn.functional.interpolate.bicubic nn.functional.upsample_bilinear nn.functional.interpolate.linear nn.functional.prelu nn.functional.max_pool1d nn.functional.avg_pool1d nn.functional.pad.reflect
-nn.functional.pad.replicate nn.functional.pad.circular diag_embed movedim ravel broadcast_to broadcast_tensors atleast_1d
-atleast_2d atleast_3d hstack vstack dstack column_stack hsplit vsplit
-dsplit squeeze.multiple unsafe_chunk unsafe_split diff rot90 fliplr flipud
-tensordot inner kron vdot logit heaviside floor_divide float_power
-nan_to_num nansum nanmean isfinite isinf isposinf isneginf sgn
-count_nonzero aminmax new_full new_ones new_zeros linspace std_mean.unbiased mT
-mH T H addmv addr norm norm.fro renorm
-select_scatter slice_scatter cross
+nn.functional.glu nn.functional.selu nn.functional.celu nn.functional.softsign nn.functional.hardshrink nn.functional.softshrink
+nn.functional.threshold nn.functional.kl_div nn.functional.binary_cross_entropy nn.functional.margin_ranking_loss nn.functional.soft_margin_loss nn.functional.hinge_embedding_loss
+nn.functional.cosine_embedding_loss nn.functional.triplet_margin_loss nn.functional.pairwise_distance nn.functional.poisson_nll_loss nn.functional.multilabel_soft_margin_loss nn.functional.rms_norm
+nn.functional.instance_norm nn.functional.pixel_shuffle nn.functional.pixel_unshuffle nn.functional.channel_shuffle nn.functional.unfold nn.functional.interpolate.bilinear
+nn.functional.interpolate.bicubic nn.functional.interpolate.linear nn.functional.prelu nn.functional.max_pool1d nn.functional.avg_pool1d nn.functional.pad.reflect
+nn.functional.pad.replicate nn.functional.pad.circular tensordot kron logit nan_to_num
+nansum nanmean addmv addr norm renorm
+cross
 """
 
 _TOLERANT = """
