@@ -28,6 +28,16 @@ UNARY = {
     "erf": ("error function", True),
     "sin": ("sine", True),
     "cos": ("cosine", True),
+    "atan": ("arc tangent", True),
+    "asin": ("arc sine", True),
+    "acos": ("arc cosine", True),
+    "sinh": ("hyperbolic sine", True),
+    "cosh": ("hyperbolic cosine", True),
+    "asinh": ("inverse hyperbolic sine", True),
+    "acosh": ("inverse hyperbolic cosine", True),
+    "atanh": ("inverse hyperbolic tangent", True),
+    "erfc": ("1 - erf(x), accurate where erf(x) is near 1", True),
+    "exp2": ("2^x", True),
     "reciprocal": ("1 / x", True),
     "sign": ("-1, 0 or 1 (0 for NaN-free zero)", False),
     "floor": ("round toward -inf", True),
@@ -44,6 +54,7 @@ BINARY = {
     "mul": "x * y",
     "div": "x / y (integers: truncating)",
     "pow": "x ** y",
+    "atan2": "the angle of the point (rhs, lhs): atan(lhs / rhs) in the right quadrant",
     "max": "maximum, NaN-propagating",
     "min": "minimum, NaN-propagating",
     "and": "bitwise/logical and (integers and i1)",
@@ -94,6 +105,8 @@ def _binary_shape(ins, attrs, hint, *, op):
     _same(ins, f"dg.{op}")
     if op in ("and", "or") and is_float(ins[0].dtype):
         raise ShapeError(f"dg.{op} takes integer or i1 operands, got {ins[0].dtype}")
+    if op == "atan2" and not is_float(ins[0].dtype):
+        raise ShapeError(f"dg.atan2 takes floating-point operands, got {ins[0].dtype}")
     if op not in ("and", "or", "max", "min") and ins[0].dtype == "i1":
         raise ShapeError(f"dg.{op} does not take i1 operands; convert first")
     return [ins[0]]
@@ -182,6 +195,9 @@ _FLOAT_UNARY = {
     "exp": "ExpOp", "log": "LogOp", "log1p": "Log1pOp", "expm1": "ExpM1Op", "sqrt": "SqrtOp",
     "rsqrt": "RsqrtOp", "tanh": "TanhOp", "erf": "ErfOp", "sin": "SinOp", "cos": "CosOp",
     "floor": "FloorOp", "ceil": "CeilOp", "round": "RoundEvenOp",
+    "atan": "AtanOp", "asin": "AsinOp", "acos": "AcosOp", "sinh": "SinhOp", "cosh": "CoshOp",
+    "asinh": "AsinhOp", "acosh": "AcoshOp", "atanh": "AtanhOp", "erfc": "ErfcOp",
+    "exp2": "Exp2Op",
 }
 
 
@@ -222,6 +238,7 @@ def _unary_scalar(args, *, op, attrs, in_dtypes, out_dtype):
 _BINARY_OPS = {
     "add": ("addf", "addi", None), "sub": ("subf", "subi", None), "mul": ("mulf", "muli", None),
     "div": ("divf", "divsi", None), "pow": ("math.powf", "math.ipowi", None),
+    "atan2": ("math.atan2", None, None),
     "max": ("maximumf", "maxsi", "maxui"), "min": ("minimumf", "minsi", "minui"),
     "and": (None, "andi", "andi"), "or": (None, "ori", "ori"),
 }
@@ -345,6 +362,21 @@ def _unary_derivative(b, x, y, op):
         return b.cos(x)
     if op == "cos":
         return b.neg(b.sin(x))
+    if op in ("atan", "atanh"):  # 1 / (1 +- x^2)
+        return b.reciprocal(b.create("add" if op == "atan" else "sub", (c(1.0), b.mul(x, x))))
+    if op in ("asin", "acos"):  # +-1 / sqrt(1 - x^2)
+        d = b.rsqrt(b.sub(c(1.0), b.mul(x, x)))
+        return d if op == "asin" else b.neg(d)
+    if op in ("asinh", "acosh"):  # 1 / sqrt(x^2 +- 1)
+        return b.rsqrt(b.create("add" if op == "asinh" else "sub", (b.mul(x, x), c(1.0))))
+    if op == "sinh":
+        return b.cosh(x)
+    if op == "cosh":
+        return b.sinh(x)
+    if op == "erfc":
+        return b.mul(c(-1.1283791670955126), b.exp(b.neg(b.mul(x, x))))  # -2/sqrt(pi)
+    if op == "exp2":
+        return b.mul(y, c(0.6931471805599453))  # ln 2
     if op == "reciprocal":
         return b.neg(b.mul(y, y))
     raise AssertionError(op)
@@ -375,6 +407,9 @@ def _binary_derivatives(b, x, y, out, op):
                                   b.compare(y, zero, direction="ge")))
         dy = b.select(x_zero, zero, b.mul(out, b.log(x)))
         return dx, dy
+    if op == "atan2":  # atan2(x, y): (y, -x) / (x^2 + y^2)
+        r = b.add(b.mul(x, x), b.mul(y, y))
+        return b.div(y, r), b.neg(b.div(x, r))
     if op in ("max", "min"):
         # torch.maximum/minimum: the winner takes the gradient, ties split it equally
         x_loses = b.compare(x, y, direction="lt" if op == "max" else "gt")
@@ -458,7 +493,7 @@ def _additive_jvp(b, ins, outs, tangents, *, op, attrs):
     return [_add_opt(b, tx, ty) if op == "add" else _sub_opt(b, tx, ty)]
 
 
-@vjp_rule("mul", "div", "pow", "max", "min")
+@vjp_rule("mul", "div", "pow", "atan2", "max", "min")
 def _binary_vjp(b, ins, outs, cts, *, op, attrs):
     (g,) = cts
     if g is None:
@@ -467,7 +502,7 @@ def _binary_vjp(b, ins, outs, cts, *, op, attrs):
     return [b.mul(g, dx), _scale(b, g, dy)]
 
 
-@jvp_rule("mul", "div", "pow", "max", "min")
+@jvp_rule("mul", "div", "pow", "atan2", "max", "min")
 def _binary_jvp(b, ins, outs, tangents, *, op, attrs):
     tx, ty = tangents
     if tx is None and ty is None:

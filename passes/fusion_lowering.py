@@ -34,7 +34,9 @@ Map = tuple  # per value dim: loop dim index, or None for the constant index 0
 
 REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min")
 # pointwise ops that cost tens of instructions per element (a polynomial, a division)
-TRANSCENDENTAL = ("exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow", "sigmoid")
+TRANSCENDENTAL = ("exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow", "sigmoid",
+                  "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc",
+                  "exp2", "atan2")
 INDEX_OPS = ("broadcast_in_dim", "transpose", "reshape")
 
 

@@ -164,6 +164,10 @@ _UNARY = {
     aten.sigmoid.default: "sigmoid", aten.erf.default: "erf", aten.sin.default: "sin",
     aten.cos.default: "cos", aten.reciprocal.default: "reciprocal", aten.sign.default: "sign",
     aten.floor.default: "floor", aten.ceil.default: "ceil", aten.round.default: "round",
+    aten.atan.default: "atan", aten.asin.default: "asin", aten.acos.default: "acos",
+    aten.sinh.default: "sinh", aten.cosh.default: "cosh", aten.asinh.default: "asinh",
+    aten.acosh.default: "acosh", aten.atanh.default: "atanh", aten.erfc.default: "erfc",
+    aten.exp2.default: "exp2",
 }
 _INTEGER_IDENTITY = {"floor", "ceil", "round"}
 
@@ -313,7 +317,7 @@ _ARITH = {
     aten.sub.Scalar: "sub", aten.mul.Tensor: "mul", aten.mul.Scalar: "mul",
     aten.div.Tensor: "div", aten.div.Scalar: "div", aten.pow.Tensor_Tensor: "pow",
     aten.pow.Tensor_Scalar: "pow", aten.pow.Scalar: "pow", aten.maximum.default: "max",
-    aten.minimum.default: "min",
+    aten.minimum.default: "min", aten.atan2.default: "atan2",
 }
 _BOOL_ARITH = {"add": "or", "mul": "and", "max": "or", "min": "and"}
 
@@ -395,6 +399,74 @@ def _mod(rounded_div: Callable) -> Callable:
 handles(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
     _mod(_floor_div))
 handles(aten.fmod.Tensor, aten.fmod.Scalar)(_mod(_trunc_div))
+
+
+def _pair(em: Emit, a: Any, b: Any) -> tuple[ir.Value, ir.Value]:
+    """Both operands in the result's computation dtype and shape."""
+    out = em.out0
+    ct = _opmath(out.dtype)
+    return coerce(em, a, ct, out.shape), coerce(em, b, ct, out.shape)
+
+
+@handles(aten.hypot.default)
+def _hypot(em: Emit, a: Any, b: Any) -> ir.Value:
+    """sqrt(x^2 + y^2) without overflow: m sqrt(1 + (n/m)^2), m = max(|x|, |y|), n the
+    other; 0 where both are 0, +inf where either is infinite (NaN or not, as C's hypot)."""
+    x, y = _pair(em, a, b)
+    bb = em.b
+    ax, ay = bb.abs(x), bb.abs(y)
+    big, small = bb.max(ax, ay), bb.min(ax, ay)
+    zero, one = full_as(em, x, 0.0), full_as(em, x, 1.0)
+    is_zero = bb.compare(big, zero, direction="eq")
+    q = bb.div(small, bb.select(is_zero, one, big))
+    r = bb.select(is_zero, zero, bb.mul(big, bb.sqrt(bb.add(one, bb.mul(q, q)))))
+    inf = full_as(em, x, math.inf)
+    infinite = bb.create("or", (bb.compare(ax, inf, direction="eq"),
+                                bb.compare(ay, inf, direction="eq")))
+    return cast(em, bb.select(infinite, inf, r), em.out0.dtype)
+
+
+def _sign_bit(em: Emit, x: ir.Value) -> ir.Value:
+    """x < 0, -0.0 included (1 / -0 is -inf); NaN counts as positive."""
+    b = em.b
+    zero = full_as(em, x, 0.0)
+    if not is_float(spec(x).dtype):
+        return b.compare(x, zero, direction="lt")
+    negative_zero = b.create("and", (b.compare(x, zero, direction="eq"),
+                                     b.compare(b.reciprocal(x), zero, direction="lt")))
+    return b.create("or", (b.compare(x, zero, direction="lt"), negative_zero))
+
+
+@handles(aten.signbit.default)
+def _signbit(em: Emit, x: ir.Value) -> ir.Value:
+    if spec(x).dtype == "i1":
+        return em.b.full(shape=em.out0.shape, dtype="i1", value=0.0)
+    return _sign_bit(em, x)
+
+
+@handles(aten.copysign.Tensor, aten.copysign.Scalar)
+def _copysign(em: Emit, a: Any, b: Any) -> ir.Value:
+    x, y = _pair(em, a, b)
+    magnitude = em.b.abs(x)
+    return cast(em, em.b.select(_sign_bit(em, y), em.b.neg(magnitude), magnitude),
+                em.out0.dtype)
+
+
+def _nan_ignoring(direction: str) -> Callable:
+    """fmax/fmin: the larger (smaller) operand, the number where one is NaN. Ties and
+    NaN-NaN go to x, so x takes the whole gradient there, as in eager."""
+    def handler(em: Emit, a: Any, b: Any) -> ir.Value:
+        x, y = _pair(em, a, b)
+        bb = em.b
+        keep_x = bb.compare(x, y, direction=direction)
+        if is_float(spec(x).dtype):
+            keep_x = bb.create("or", (keep_x, bb.compare(y, y, direction="ne")))
+        return cast(em, bb.select(keep_x, x, y), em.out0.dtype)
+    return handler
+
+
+handles(aten.fmax.default)(_nan_ignoring("ge"))
+handles(aten.fmin.default)(_nan_ignoring("le"))
 
 _COMPARE = {}
 for _dir in ("eq", "ne", "lt", "le", "gt", "ge"):
@@ -735,15 +807,65 @@ def _reshape(em: Emit, x: ir.Value, *args: Any) -> ir.Value:
     return reshape(em, x, em.out0.shape)
 
 
+# an as_strided of a non-contiguous view gathers at a constant index table of this many
+# elements at most
+AS_STRIDED_TABLE_MAX = 1 << 20
+
+
 @handles(aten.as_strided.default, aten.as_strided_copy.default)
 def _as_strided(em: Emit, x: ir.Value, size: Sequence[int], stride: Sequence[int],
                 storage_offset: int | None = None) -> ir.Value:
-    """Only the contiguous case: a reshape of the whole (contiguous) operand."""
+    """A view of `x`'s storage (diagonal, trace and einsum's repeated indices decompose
+    to this): a reshape where it is the whole operand in order; else a gather of `x`'s
+    elements at the view's storage positions. For a contiguous `x` the positions are
+    `offset + sum_i index_i * stride_i` computed from iotas; for a strided view
+    (x.t(), x[1:]) a constant table maps them back to `x`'s elements."""
+    val = em.node.args[0].meta.get("val")
+    base = val.storage_offset() if isinstance(val, torch.Tensor) else 0
+    offset = (base if storage_offset is None else storage_offset) - base
+    numel = spec(x).numel
     contiguous = [math.prod(size[i + 1:]) for i in range(len(size))]
-    same = all(st == c for n, st, c in zip(size, stride, contiguous) if n != 1)
-    if not same or storage_offset or math.prod(size) != spec(x).numel:
-        raise Unsupported("as_strided with non-contiguous strides or an offset")
-    return reshape(em, x, em.out0.shape)
+    dense = not isinstance(val, torch.Tensor) or val.is_contiguous()
+    if dense and offset == 0 and math.prod(size) == numel and all(
+            st == c for n, st, c in zip(size, stride, contiguous) if n != 1):
+        return reshape(em, x, em.out0.shape)
+    count = math.prod(size)
+    if dense:
+        last = offset + sum((n - 1) * st for n, st in zip(size, stride)) if count else offset
+        if offset < 0 or any(st < 0 for st in stride) or (count and last >= numel):
+            raise Unsupported(f"as_strided reading outside its operand (offset {offset}, "
+                              f"strides {list(stride)}, {numel} elements)")
+        shape = tuple(size)
+        index = em.b.full(shape=shape, dtype="i64", value=float(offset))
+        for d, st in enumerate(stride):
+            if size[d] != 1 and st != 0:
+                step = em.b.full(shape=shape, dtype="i64", value=float(st))
+                index = em.b.add(index, em.b.mul(em.b.iota(shape=shape, dtype="i64", dim=d),
+                                                 step))
+    else:
+        index = em.b.constant(_view_positions(val, size, stride, base + offset))
+    flat = em.b.index_select(reshape(em, x, (numel,)), reshape(em, index, (count,)), dim=0)
+    return reshape(em, flat, em.out0.shape)
+
+
+def _view_positions(val: torch.Tensor, size: Sequence[int], stride: Sequence[int],
+                    offset: int) -> torch.Tensor:
+    """For each element of `as_strided(val, size, stride, offset)`, the row-major index
+    of the element of `val` at the same storage position."""
+    count = math.prod(size)
+    if count > AS_STRIDED_TABLE_MAX:
+        raise Unsupported(f"as_strided of a non-contiguous tensor into {count} elements "
+                          f"(a gather table of {AS_STRIDED_TABLE_MAX} at most)")
+    ends = [val.storage_offset() + sum((n - 1) * st for n, st in zip(val.shape, val.stride())),
+            offset + sum((n - 1) * st for n, st in zip(size, stride))]
+    storage = torch.arange(max(ends) + 1)
+    table = torch.full_like(storage, -1)
+    table[torch.as_strided(storage, val.shape, val.stride(), val.storage_offset()).flatten()] = \
+        torch.arange(val.numel())
+    index = torch.as_strided(table, size, stride, offset)
+    if (index < 0).any():
+        raise Unsupported("as_strided reading storage outside its operand's view")
+    return index.contiguous()
 
 
 @handles(aten.permute.default, aten.permute_copy.default)
@@ -997,6 +1119,67 @@ def _triangle_matmul(em: Emit, x: ir.Value, n: int, dtype: str, axis: int,
     direction = ("lt" if strict else "le") if axis else ("gt" if strict else "ge")
     ones = cast(em, em.b.compare(i, j, direction=direction), dtype)
     return em.b.matmul(x, ones) if axis else em.b.matmul(ones, x)
+
+
+@handles(aten.cumprod.default)
+def _cumprod(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
+    """Hillis-Steele: log2(n) rounds each multiplying by the running products k places
+    back (k = 1, 2, 4, ...). Plain multiplications, so the gradient needs no division
+    (zeros included) and no scan op."""
+    out = em.out0
+    s = spec(x)
+    y = cast(em, x, _opmath(out.dtype))
+    if s.rank == 0 or s.numel == 0:
+        return cast(em, y, out.dtype)
+    d = norm_dim(dim, s.rank)
+    n = s.shape[d]
+    k = 1
+    while k < n:
+        limit = list(s.shape)
+        limit[d] = n - k
+        low = [0] * s.rank
+        low[d] = k
+        earlier = em.b.slice(y, start=[0] * s.rank, limit=limit, stride=[1] * s.rank)
+        earlier = em.b.pad(earlier, low=low, high=[0] * s.rank, interior=[0] * s.rank,
+                           value=1.0)
+        y = em.b.mul(y, earlier)
+        k *= 2
+    return cast(em, y, out.dtype)
+
+
+@handles(aten.prod.default, aten.prod.dim_int)
+def _prod(em: Emit, x: ir.Value, dim: int | None = None, keepdim: bool = False, *,
+          dtype: Any = None) -> ir.Value:
+    """The reduced elements as the last dim of a 2-D [kept, reduced] array, halved by
+    multiplying its two halves until one column is left: plain multiplications, so the
+    gradient needs no division (zeros included) and no product reduction op."""
+    out = em.out0
+    s = spec(x)
+    y = cast(em, x, _opmath(out.dtype))
+    dims = norm_dims(dim, s.rank)
+    kept = [k for k in range(s.rank) if k not in dims]
+    rows = math.prod(s.shape[k] for k in kept)
+    n = math.prod(s.shape[k] for k in dims)
+    if n == 0:
+        return em.b.full(shape=out.shape, dtype=out.dtype, value=1.0)
+    y = reshape(em, _permute(em, y, kept + dims), (rows, n))
+    while n > 1:
+        if n % 2:
+            y = em.b.pad(y, low=[0, 0], high=[0, 1], interior=[0, 0], value=1.0)
+            n += 1
+        half = n // 2
+        y = em.b.mul(em.b.slice(y, start=[0, 0], limit=[rows, half], stride=[1, 1]),
+                     em.b.slice(y, start=[0, half], limit=[rows, n], stride=[1, 1]))
+        n = half
+    return cast(em, reshape(em, y, out.shape), out.dtype)
+
+
+@handles(aten.eye.default, aten.eye.m)
+def _eye(em: Emit, n: int, m: int | None = None, **kwargs: Any) -> ir.Value:
+    out = em.out0
+    i = em.b.iota(shape=out.shape, dtype="i64", dim=0)
+    j = em.b.iota(shape=out.shape, dtype="i64", dim=1)
+    return cast(em, em.b.compare(i, j, direction="eq"), out.dtype)
 
 
 @handles(torch.ops.fusegrad.stop_gradient.default)

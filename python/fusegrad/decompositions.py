@@ -15,8 +15,12 @@ Added (decomposed before import):
   gelu (both approximate modes)   erf / tanh pointwise chains
   leaky_relu, elu, celu, selu, mish, softplus, logit
   addmm, addmv, addbmm, baddbmm   mm/bmm + scaled adds
-  lerp, addcmul, addcdiv, xlogy, logaddexp, frac,
-  log_sigmoid_forward, rsub, square, *_copy views
+  lerp, addcmul, addcdiv, xlogy, logaddexp, logaddexp2, frac,
+  log_sigmoid_forward, rsub, square, dist, *_copy views
+  diagonal, trace                 as_strided (a gather of computed indices)
+  tril_indices, triu_indices      constants
+  addbmm (ours)                   one mm over the batch folded into the contraction
+  _trilinear (ours: bilinear)     einsum, so two matmuls
 
 Kept where exact (mapped to dg.attention by `aten_ops`):
   _scaled_dot_product_flash_attention_for_cpu
@@ -28,6 +32,8 @@ Kept (removed from the core table, mapped directly by `aten_ops`):
                        importer maps divisible sizes to reshape + mean
   bernoulli            the core decomposition calls `rand_like`; the importer
                        maps it onto dg.rng_* with the function's seed input
+  eye                  the core decomposition compares uint8 aranges (no dg
+                       dtype); the importer compares two iotas
   hardtanh, hardsigmoid, hardswish
                        their decompositions clamp, whose gradient passes at
                        the bounds; theirs does not (relu6 is hardtanh)
@@ -99,7 +105,6 @@ _ADDED = [
     aten.logit,
     aten.addmm,
     aten.addmv,
-    aten.addbmm,
     aten.baddbmm,
     aten.lerp,
     aten.addcmul,
@@ -123,6 +128,12 @@ _ADDED = [
     aten.slice_scatter,
     aten.select_scatter,
     aten.index_select_backward,
+    aten.logaddexp2,
+    aten.dist,
+    aten.diagonal,
+    aten.trace,
+    aten.tril_indices,
+    aten.triu_indices,
 ]
 
 _REMOVED = [
@@ -133,6 +144,8 @@ _REMOVED = [
     aten.std_mean.correction,
     aten.sinc.default,
     aten.bernoulli.default,
+    aten.eye.default,
+    aten.eye.m,
 ]
 
 
@@ -155,11 +168,40 @@ def _flash_attention_for_cpu(decomposition: Callable) -> Callable:
     return flash
 
 
+def _addbmm(input: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *,
+            beta: float = 1, alpha: float = 1) -> torch.Tensor:
+    """sum_b batch1[b] @ batch2[b] is one [n, B*k] @ [B*k, p] matmul (torch 2.13 has no
+    decomposition of its own)."""
+    b, n, k = batch1.shape
+    product = batch1.permute(1, 0, 2).reshape(n, b * k) @ batch2.reshape(b * k, -1)
+    out = product if alpha == 1 else alpha * product
+    if beta == 0:  # input is ignored, NaN included
+        return out
+    return out + (input if beta == 1 else beta * input)
+
+
+def _trilinear(i1: torch.Tensor, i2: torch.Tensor, i3: torch.Tensor, expand1: list[int],
+               expand2: list[int], expand3: list[int], sumdim: list[int],
+               unroll_dim: int = 1) -> torch.Tensor:
+    """`bilinear`'s kernel: i1, i2, i3 unsqueezed at their expand dims, multiplied and
+    summed over `sumdim` (dropped), written as an einsum (two matmuls, not the full
+    product)."""
+    rank = i1.dim() + len(expand1)
+    letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
+
+    def spec(expand: list[int]) -> str:
+        return "".join(c for d, c in enumerate(letters) if d not in expand)
+    kept = "".join(c for d, c in enumerate(letters) if d not in sumdim)
+    return torch.einsum(f"{spec(expand1)},{spec(expand2)},{spec(expand3)}->{kept}", i1, i2, i3)
+
+
 def _build() -> dict[torch._ops.OpOverload, Callable]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_ADDED))
     table[aten._softmax.default] = _softmax
     table[aten._log_softmax.default] = _log_softmax
+    table[aten.addbmm.default] = _addbmm
+    table[aten._trilinear.default] = _trilinear
     flash = aten._scaled_dot_product_flash_attention_for_cpu.default
     table[flash] = _flash_attention_for_cpu(table[flash])
     for op in _REMOVED:

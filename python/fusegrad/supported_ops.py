@@ -111,7 +111,7 @@ nn.functional.instance_norm nn.functional.pixel_shuffle nn.functional.pixel_unsh
 nn.functional.interpolate.bicubic nn.functional.interpolate.linear nn.functional.prelu nn.functional.max_pool1d nn.functional.avg_pool1d nn.functional.pad.reflect
 nn.functional.pad.replicate nn.functional.pad.circular tensordot kron logit nan_to_num
 nansum nanmean addmv addr norm renorm
-cross
+cross signbit copysign fmax fmin diagonal diag trace eye
 """
 
 _TOLERANT = """
@@ -121,6 +121,8 @@ nn.functional.batch_norm nn.functional.cross_entropy logsumexp nn.functional.gel
 nn.functional.softplus nn.functional.mish nn.functional.logsigmoid
 nn.functional.binary_cross_entropy_with_logits tan log2 log10 xlogy logaddexp
 linalg.vector_norm nn.functional.normalize nn.functional.cosine_similarity cumsum
+atan asin acos sinh cosh asinh acosh atanh erfc exp2 atan2 hypot logaddexp2 dist prod cumprod
+addbmm einsum nn.functional.bilinear
 """
 
 
@@ -135,7 +137,8 @@ def _split(key: str, **kw: Any) -> Claim:
 CLAIMS: list[Claim] = (
     [_split(k) for k in _PLAIN.split()]
     + [_split(k, **(_CONTRACTION_TOL if k in ("mm", "bmm", "matmul", "addmm", "baddbmm", "mv",
-                                                "dot", "nn.functional.linear",
+                                                "dot", "nn.functional.linear", "addbmm",
+                                                "einsum", "nn.functional.bilinear",
                                                 "nn.functional.conv1d", "nn.functional.conv2d",
                                                 "nn.functional.binary_cross_entropy_with_logits")
                     else _TRANSCENDENTAL_TOL)) for k in _TOLERANT.split()]

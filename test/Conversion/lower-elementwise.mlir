@@ -59,3 +59,18 @@ func.func @unary(%a: tensor<2xf64>) -> (tensor<2xf64>, tensor<2xf64>) {
   %1 = "dg.round"(%a) : (tensor<2xf64>) -> tensor<2xf64>
   return %0, %1 : tensor<2xf64>, tensor<2xf64>
 }
+
+// Inverse trigonometric and hyperbolic functions, erfc and exp2 are math ops (libm on
+// the CPU, libdevice on CUDA); atan2 takes (y, x) in that order.
+// CHECK-LABEL: func.func @inverse_and_hyperbolic
+// CHECK: math.acosh
+// CHECK: math.erfc
+// CHECK: math.exp2
+// CHECK: math.atan2 %{{.*}}, %{{.*}} : f32
+func.func @inverse_and_hyperbolic(%y: tensor<4xf32>, %x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %0 = "dg.acosh"(%y) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "dg.erfc"(%y) : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "dg.exp2"(%y) : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = "dg.atan2"(%y, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1, %2, %3 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}

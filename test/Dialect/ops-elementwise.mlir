@@ -103,3 +103,30 @@ func.func @stop_gradient(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = "dg.stop_gradient"(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// CHECK-LABEL: func.func @inverse_and_hyperbolic(
+// CHECK-NEXT: "dg.atan"(%arg0)
+// CHECK-NEXT: "dg.asin"(%arg0)
+// CHECK-NEXT: "dg.acos"(%arg0)
+// CHECK-NEXT: "dg.sinh"(%arg0)
+// CHECK-NEXT: "dg.cosh"(%arg0)
+// CHECK-NEXT: "dg.asinh"(%arg0)
+// CHECK-NEXT: "dg.acosh"(%arg0)
+// CHECK-NEXT: "dg.atanh"(%arg0)
+// CHECK-NEXT: "dg.erfc"(%arg0)
+// CHECK-NEXT: "dg.exp2"(%arg0)
+// CHECK-NEXT: "dg.atan2"(%arg0, %arg0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+func.func @inverse_and_hyperbolic(%arg0: tensor<2xf64>) -> (tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>) {
+  %0 = "dg.atan"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %1 = "dg.asin"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %2 = "dg.acos"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %3 = "dg.sinh"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %4 = "dg.cosh"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %5 = "dg.asinh"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %6 = "dg.acosh"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %7 = "dg.atanh"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %8 = "dg.erfc"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %9 = "dg.exp2"(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+  %10 = "dg.atan2"(%arg0, %arg0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10 : tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>
+}

@@ -110,3 +110,11 @@ func.func @convert_shape(%a: tensor<4xf32>) {
   %0 = "dg.convert"(%a) : (tensor<4xf32>) -> tensor<2x2xi32>
   return
 }
+
+// -----
+
+func.func @atan2_int(%a: tensor<4xi64>) {
+  // expected-error @+1 {{'dg.atan2' op takes floating-point operands, got i64}}
+  %0 = "dg.atan2"(%a, %a) : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return
+}

@@ -62,7 +62,14 @@ def f64(b, v):
     return b.convert(v, dtype="f64")
 
 
+def unit(*shape):
+    """Inside (-1, 1), away from the ends where asin/acos/atanh's derivatives blow up."""
+    return torch.rand(*shape, dtype=F64) * 1.6 - 0.8
+
+
 _UNARY_INPUTS = {"log": pos, "sqrt": pos, "rsqrt": pos, "reciprocal": pos, "log1p": pos,
+                 "asin": unit, "acos": unit, "atanh": unit,
+                 "acosh": lambda *s: pos(*s) + 1.0,
                  "abs": lambda *s: torch.cat([rnd(5), torch.zeros(1, dtype=F64)]).reshape(2, 3)}
 CONV_ATTRS = dict(stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2)
 # name -> (inputs, body); one case at least for every op of the table
@@ -70,8 +77,10 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
     **{op: (lambda op=op: [_UNARY_INPUTS.get(op, rnd)(2, 3)], unary(op))
        for op in ("neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh",
                   "sigmoid", "erf", "sin", "cos", "reciprocal", "sign", "floor", "ceil", "round",
-                  "stop_gradient")},
-    **{op: (lambda: [rnd(2, 3), rnd(2, 3)], binary(op)) for op in ("add", "sub", "mul")},
+                  "stop_gradient", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh",
+                  "atanh", "erfc", "exp2")},
+    **{op: (lambda: [rnd(2, 3), rnd(2, 3)], binary(op)) for op in ("add", "sub", "mul",
+                                                                  "atan2")},
     "div": (lambda: [rnd(2, 3), pos(2, 3)], binary("div")),
     "pow": (lambda: [pos(2, 3), rnd(2, 3)], binary("pow")),
     # constant exponents (RMSNorm's square): the derivative c * x ** (c - 1) is folded

@@ -26,6 +26,18 @@ PTXAS = find_ptxas()
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas not found (CUDA toolkit, or "
                                  "pip install nvidia-cuda-nvcc-cu12)")
 
+_MATH = ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "exp2")
+
+
+def _math_text(dtype: str) -> str:
+    """Every libdevice-backed unary op in one chain, then atan2."""
+    t = f"tensor<64x100x{dtype}>"
+    lines = [f'  %{i + 1} = "dg.{op}"(%{i}) : ({t}) -> {t}' for i, op in enumerate(_MATH)]
+    n = len(_MATH)
+    return (f"func.func @math(%0: {t}) -> {t} {{\n" + "\n".join(lines)
+            + f'\n  %r = "dg.atan2"(%{n}, %0) : ({t}, {t}) -> {t}\n  return %r : {t}\n}}')
+
+
 # name -> (dg text, passes first): pointwise, reductions of every kind, softmax,
 # a matmul epilogue, a transpose, and a layer norm's joint forward+backward
 PROGRAMS = {
@@ -41,6 +53,9 @@ PROGRAMS = {
     # 16-bit floats: the block reductions go through f32 (shuffles move 32 bits)
     "softmax_f16": (bench.softmax_text(64, 1000).replace("f32", "f16"), "dg-fuse"),
     "rowsum_bf16": (bench.rowsum_text(128, 1000).replace("f32", "bf16"), "dg-fuse"),
+    # libdevice's __nv_* functions, inlined into one fused kernel
+    "math_f32": (_math_text("f32"), "dg-fuse"),
+    "math_f64": (_math_text("f64"), "dg-fuse"),
 }
 
 

@@ -9,6 +9,7 @@ from mlir import ir
 from torch.func import functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 
+import fusegrad
 from fusegrad.capture import capture
 from fusegrad.context import make_context
 from fusegrad.decompositions import DECOMPOSITIONS
@@ -75,15 +76,15 @@ def test_user_frame_skips_library_frames():
 
 def test_unsupported_op_names_op_and_line():
     def f(x):
-        return torch.cumprod(x, 0)
+        return torch.digamma(x)
 
     gm = dynamo_trace(f, torch.randn(4))
     with pytest.raises(UnsupportedOp) as info:
         import_and_run(gm, [torch.randn(4)])
-    assert info.value.op_name == "aten.cumprod.default"
+    assert info.value.op_name == "aten.digamma.default"
     msg = str(info.value)
-    assert "aten.cumprod.default" in msg and f"test_importer.py:{_user_line(f)}" in msg
-    assert info.value.node.target is torch.ops.aten.cumprod.default  # what graph_split blames
+    assert "aten.digamma.default" in msg and f"test_importer.py:{_user_line(f)}" in msg
+    assert info.value.node.target is torch.ops.aten.digamma.default  # what graph_split blames
 
 
 def test_unsupported_kwarg_raises_instead_of_wrong_numbers():
@@ -181,6 +182,51 @@ def test_topk_orders_like_a_stable_sort(largest, dtype):
 def test_topk_beyond_its_rounds_is_unsupported():
     with pytest.raises(UnsupportedOp, match="topk with k=17"):
         import_graph(trace(lambda t: torch.topk(t, 17), torch.randn(2, 40)))
+
+
+@pytest.mark.parametrize("view", ["contiguous", "transposed", "sliced"])
+def test_as_strided_gathers_at_storage_positions(view):
+    """diagonal/trace decompose to as_strided, which reads storage: of a contiguous
+    operand by computed offsets, of a strided view (Dynamo keeps views) through a table."""
+    def f(x):
+        y = {"contiguous": x, "transposed": x.t(), "sliced": x[1:, 1:]}[view]
+        return torch.diagonal(y, 1) * 2, torch.trace(y), torch.einsum("ii->i", y[:2, :2])
+
+    x = torch.randn(5, 5)
+    _, _, got = import_and_run(dynamo_trace(f, x), [x])
+    for g, e in zip(got, f(x)):
+        torch.testing.assert_close(g, e)
+
+
+def test_as_strided_outside_its_operand_is_unsupported():
+    with pytest.raises(UnsupportedOp, match="as_strided reading"):
+        import_graph(dynamo_trace(lambda x: x[:2].as_strided((3,), (2,), 1) * 2,
+                                  torch.randn(4, 2)))
+
+
+def test_index_factories_are_constants():
+    def f(x):
+        lower = torch.tril_indices(4, 3, -1)
+        return x[lower[0], lower[1]], torch.triu_indices(3, 4, 1), torch.eye(3, 4) * x[0, 0]
+
+    x = torch.randn(4, 3)
+    _, _, got = import_and_run(dynamo_trace(f, x), [x])
+    for g, e in zip(got, f(x)):
+        torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("op", ["prod", "cumprod"])
+def test_products_differentiate_through_zeros(op):
+    """prod and cumprod are trees and scans of multiplications: the gradient at a zero
+    (one zero: the product of the others; two: zero) needs no division."""
+    x = torch.randn(3, 7, dtype=torch.float64)
+    x[0, 2] = 0.0
+    x[1, 1] = x[1, 5] = 0.0
+
+    def f(t):
+        return t.prod(1) if op == "prod" else torch.cumprod(t, 1)
+    torch.autograd.gradcheck(fusegrad.compile(f), (x.requires_grad_(),))
+    torch.autograd.gradgradcheck(fusegrad.compile(f), (x,))
 
 
 def test_random_ops_take_a_seed_input():

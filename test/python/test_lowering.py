@@ -92,6 +92,8 @@ def binary_cases():
                 x.view(-1)[0], y.view(-1)[1] = NAN, NAN
             cases.append(Case(op, [x, y], fn))
             cases.append(Case(op, [_f(dtype=dt, positive=pos, seed=3), _f(dtype=dt, positive=pos)], fn))
+        if op == "atan2":  # float only
+            continue
         for dt in (torch.int64, torch.int32):
             x = _i(3, 4, dtype=dt, seed=1)
             y = _i(3, 4, lo=0, hi=4, dtype=dt, seed=2) if op == "pow" else _i(3, 4, dtype=dt, seed=2)
