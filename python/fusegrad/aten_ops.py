@@ -746,7 +746,8 @@ TOPK_MAX_K = 16
 @handles(aten.topk.default)
 def _topk(em: Emit, x: ir.Value, k: int, dim: int = -1, largest: bool = True,
           sorted: bool = True) -> list[ir.Value]:
-    """k rounds of arg-max (arg-min) over the elements not taken yet, in torch's order:
+    """k rounds of arg-max (arg-min) over the elements not taken yet (beyond TOPK_MAX_K
+    rounds, a sort), in torch's order:
     NaN is the largest value, ties go to the lower index. A round whose best is the
     masking value itself (every remaining element is -inf, or +inf / NaN for the
     smallest; for integers the row's extreme) takes the first remaining element
@@ -758,9 +759,12 @@ def _topk(em: Emit, x: ir.Value, k: int, dim: int = -1, largest: bool = True,
             raise Unsupported(f"topk of k={k} from a 0-d tensor")
         return [x, em.b.full(shape=(), dtype="i64", value=0.0)]
     d = norm_dim(dim, s.rank)
+    if k > TOPK_MAX_K and k <= s.shape[d] <= SORT_MAX_N:
+        values, indices = _sort(em, x, d, descending=largest)
+        return [slice_dim(em, v, d, 0, k) for v in (values, indices)]
     if not 1 <= k <= min(s.shape[d], TOPK_MAX_K):
         raise Unsupported(f"topk with k={k} of {s.shape[d]} (compiled for 1 <= k <= "
-                          f"{TOPK_MAX_K})")
+                          f"{TOPK_MAX_K}, or a sort of up to {SORT_MAX_N})")
     if s.dtype == "i1":
         raise Unsupported("topk of a bool tensor")
     kept = tuple(1 if i == d else n for i, n in enumerate(s.shape))
@@ -795,6 +799,108 @@ def _topk(em: Emit, x: ir.Value, k: int, dim: int = -1, largest: bool = True,
         remaining = em.b.create("and", [remaining, em.b.compare(where, spread, direction="ne")])
     indices = chosen[0] if k == 1 else em.b.concat(chosen, dim=d)
     return [em.b.gather(x, indices, dim=d), indices]
+
+
+# sorts along dims up to this long are compiled (a bitonic network of
+# log2(n) (log2(n) + 1) / 2 compare-exchange stages: 91 for 8192)
+SORT_MAX_N = 8192
+
+
+@handles(aten.sort.default, aten.sort.stable)
+def _sort(em: Emit, x: ir.Value, dim: int = -1, descending: bool = False, *,
+          stable: bool | None = None) -> list[ir.Value]:
+    """A bitonic sorting network over (key, index) pairs, in the order of a stable sort
+    (eager's on the CPU): ties keep their index order and NaN is the largest value. The
+    dim goes last, padded to a power of two with elements that sort after everything.
+    Each stage compares every element with its partner j places away (the two halves
+    of [.., groups, 2, j]) and keeps or swaps the pair by its group's direction. The
+    values are a gather of the sorted indices, so their gradient is the gather's."""
+    s = spec(x)
+    if s.rank == 0:
+        return [x, em.b.full(shape=(), dtype="i64", value=0.0)]
+    d = norm_dim(dim, s.rank)
+    n = s.shape[d]
+    if n > SORT_MAX_N:
+        raise Unsupported(f"sort along a dim of {n} elements (compiled up to {SORT_MAX_N})")
+    if n <= 1 or s.numel == 0:
+        return [x, em.b.full(shape=s.shape, dtype="i64", value=0.0)]
+    perm = [k for k in range(s.rank) if k != d] + [d]
+    rows = s.numel // n
+    keys = reshape(em, _permute(em, x, perm), (rows, n))
+    if s.dtype == "i1":
+        keys = cast(em, keys, "i32")
+    size = 1 << (n - 1).bit_length()
+    if size != n:
+        keys = em.b.pad(keys, low=[0, 0], high=[0, size - n], interior=[0, 0], value=0.0)
+    index = em.b.iota(shape=(rows, size), dtype="i64", dim=1)
+    k = 2
+    while k <= size:
+        j = k // 2
+        while j:
+            keys, index = _compare_exchange(em, keys, index, n, k, j, descending)
+            j //= 2
+        k *= 2
+    if size != n:
+        index = em.b.slice(index, start=[0, 0], limit=[rows, n], stride=[1, 1])
+    moved = [s.shape[k] for k in perm]
+    index = _unpermute(em, reshape(em, index, moved), perm)
+    return [em.b.gather(x, index, dim=d), index]
+
+
+def _compare_exchange(em: Emit, keys: ir.Value, index: ir.Value, n: int, k: int, j: int,
+                      descending: bool) -> tuple[ir.Value, ir.Value]:
+    """One bitonic stage: elements i and i + j of each group of 2j, in increasing order
+    where bit k of i is clear (decreasing where set)."""
+    b = em.b
+    rows, size = spec(keys).shape
+    groups = size // (2 * j)
+    split = (rows, groups, 2, j)
+
+    def halves(v: ir.Value) -> tuple[ir.Value, ir.Value]:
+        v = reshape(em, v, split)
+        first = b.slice(v, start=[0, 0, 0, 0], limit=[rows, groups, 1, j], stride=[1] * 4)
+        second = b.slice(v, start=[0, 0, 1, 0], limit=[rows, groups, 2, j], stride=[1] * 4)
+        return first, second
+    ka, kb = halves(keys)
+    ia, ib = halves(index)
+    increasing = [((g * 2 * j) & k) == 0 for g in range(groups)]
+    direction = b.broadcast_in_dim(b.constant(torch.tensor(increasing)),
+                                   shape=spec(ka).shape, dims=[1])
+    swap = b.select(direction, _sorts_before(em, kb, ib, ka, ia, n, descending),
+                    _sorts_before(em, ka, ia, kb, ib, n, descending))
+    joined = [reshape(em, b.concat([b.select(swap, hi, lo), b.select(swap, lo, hi)], dim=2),
+                      (rows, size)) for lo, hi in ((ka, kb), (ia, ib))]
+    return joined[0], joined[1]
+
+
+def _sorts_before(em: Emit, ka: ir.Value, ia: ir.Value, kb: ir.Value, ib: ir.Value, n: int,
+                  descending: bool) -> ir.Value:
+    """Whether element (ka, ia) comes before (kb, ib): padding (index >= n) last, then by
+    key (NaN the largest), then by index."""
+    b = em.b
+
+    def both(x, y):
+        return b.create("and", (x, y))
+
+    def either(x, y):
+        return b.create("or", (x, y))
+    limit = full_as(em, ia, float(n))
+    pad_a, pad_b = (b.compare(i, limit, direction="ge") for i in (ia, ib))
+    if is_float(spec(ka).dtype):
+        nan_a, nan_b = (b.compare(v, v, direction="ne") for v in (ka, kb))
+        if descending:
+            ahead = either(b.compare(ka, kb, direction="gt"),
+                           both(nan_a, b.create("not", (nan_b,))))
+        else:
+            ahead = either(b.compare(ka, kb, direction="lt"),
+                           both(nan_b, b.create("not", (nan_a,))))
+        tie = either(b.compare(ka, kb, direction="eq"), both(nan_a, nan_b))
+    else:
+        ahead = b.compare(ka, kb, direction="gt" if descending else "lt")
+        tie = b.compare(ka, kb, direction="eq")
+    by_key = either(ahead, both(tie, b.compare(ia, ib, direction="lt")))
+    same_kind = b.compare(pad_a, pad_b, direction="eq")
+    return b.select(same_kind, by_key, pad_b)
 
 
 # ------------------------------------------------------------------ shapes and views
@@ -1400,21 +1506,52 @@ def _repeat_heads(em: Emit, x: ir.Value, heads: int) -> ir.Value:
 def _convolution(em: Emit, x: ir.Value, w: ir.Value, bias: ir.Value | None, stride: Sequence[int],
                  padding: Sequence[int], dilation: Sequence[int], transposed: bool,
                  output_padding: Sequence[int], groups: int) -> ir.Value:
-    if transposed:
-        raise Unsupported("transposed convolution")
+    """A transposed convolution is the input gradient of the forward convolution with the
+    same weight whose input has the transposed one's output shape (output_padding only
+    sets that shape): dg.conv2d_input_grad, with its rules and library call."""
     xs = spec(x)
+    out_shape = em.out0.shape
     if xs.rank == 3:  # conv1d: a 2-D convolution over a height-1 image
         x = reshape(em, x, (xs.shape[0], xs.shape[1], 1, xs.shape[2]))
         ws = spec(w).shape
         w = reshape(em, w, (ws[0], ws[1], 1, ws[2]))
         stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
+        out_shape = (out_shape[0], out_shape[1], 1, out_shape[2])
     elif xs.rank != 4:
         raise Unsupported(f"{xs.rank - 2}-d convolution (fusegrad supports 1-d and 2-d)")
     pairs = [list(v) * 2 if len(v) == 1 else list(v) for v in (stride, padding, dilation)]
-    y = em.b.conv2d(x, w, stride=pairs[0], padding=pairs[1], dilation=pairs[2], groups=groups)
+    attrs = dict(stride=pairs[0], padding=pairs[1], dilation=pairs[2], groups=groups)
+    if transposed:
+        y = _transposed_conv(em, x, w, out_shape, attrs)
+    else:
+        y = em.b.conv2d(x, w, **attrs)
     y = reshape(em, y, em.out0.shape)
     if bias is not None:
         y = em.b.add(y, em.b.broadcast_in_dim(bias, shape=em.out0.shape, dims=[1]))
+    return y
+
+
+def _transposed_conv(em: Emit, x: ir.Value, w: ir.Value, out_shape: Sequence[int],
+                     attrs: dict[str, Any]) -> ir.Value:
+    """The input gradient of the forward convolution whose input has `out_shape`. Where
+    output_padding reaches past the stride (it may when dilated), no forward convolution
+    of that input has `x`'s shape: then the unpadded transposed convolution, cropped by
+    the padding and extended with zeros."""
+    h, wd = spec(x).shape[2:]
+    kh, kw = spec(w).shape[2:]
+    st, pad, dil = attrs["stride"], attrs["padding"], attrs["dilation"]
+    fits = all((o + 2 * p - d * (k - 1) - 1) // s + 1 == i for o, p, d, k, s, i in zip(
+        out_shape[2:], pad, dil, (kh, kw), st, (h, wd)))
+    if fits:
+        return em.b.conv2d_input_grad(x, w, input_shape=list(out_shape), **attrs)
+    full = [(i - 1) * s + d * (k - 1) + 1 for i, s, d, k in zip((h, wd), st, dil, (kh, kw))]
+    y = em.b.conv2d_input_grad(x, w, input_shape=[*out_shape[:2], *full],
+                               **{**attrs, "padding": [0, 0]})
+    ends = [min(p + o, f) for p, o, f in zip(pad, out_shape[2:], full)]
+    y = em.b.slice(y, start=[0, 0, *pad], limit=[*out_shape[:2], *ends], stride=[1] * 4)
+    short = [p + o - e for p, o, e in zip(pad, out_shape[2:], ends)]
+    if any(short):
+        y = em.b.pad(y, low=[0] * 4, high=[0, 0, *short], interior=[0] * 4, value=0.0)
     return y
 
 
@@ -1551,17 +1688,38 @@ def _avg_divisor(geo, h: int, w: int, oh: int, ow: int, include_pad: bool) -> to
 
 @handles(aten._adaptive_avg_pool2d.default)
 def _adaptive_avg_pool2d(em: Emit, x: ir.Value, output_size: Sequence[int]) -> ir.Value:
+    """Windows that divide the input: a reshape and one sum. Otherwise eager's windows
+    [floor(i n / o), ceil((i + 1) n / o)) along each dim, overlapping and of unequal
+    lengths: a matmul with the constant averaging matrix of that dim."""
     s = spec(x)
     if not is_float(s.dtype):
         raise Unsupported("adaptive_avg_pool2d of an integer tensor")
     h, w = s.shape[-2:]
     oh, ow = em.out0.shape[-2:]
-    if oh == 0 or ow == 0 or h % oh or w % ow:
-        raise Unsupported(f"adaptive_avg_pool2d from {h}x{w} to {oh}x{ow}: only sizes that "
-                          "divide the input evenly are supported")
+    if oh == 0 or ow == 0:
+        raise Unsupported(f"adaptive_avg_pool2d to an empty {oh}x{ow} output")
+    if h % oh or w % ow:
+        return _window_means(em, _window_means(em, x, s.rank - 1, ow), s.rank - 2, oh)
     kh, kw = h // oh, w // ow
     lead = list(s.shape[:-2])
     y = reshape(em, x, lead + [oh, kh, ow, kw])
     r = len(lead)
     y = em.b.reduce_sum(y, dims=[r + 1, r + 3])
     return em.b.div(y, full_as(em, y, float(kh * kw)))
+
+
+def _window_means(em: Emit, x: ir.Value, axis: int, out: int) -> ir.Value:
+    """Means of adaptive pooling's `out` windows along `axis`, as x @ A with A[j, i] =
+    1 / len(window i) for j in window i."""
+    s = spec(x)
+    n = s.shape[axis]
+    weights = torch.zeros(n, out, dtype=torch_dtype(s.dtype))
+    for i in range(out):
+        lo, hi = (i * n) // out, -(-((i + 1) * n) // out)
+        weights[lo:hi, i] = 1.0 / (hi - lo)
+    perm = [k for k in range(s.rank) if k != axis] + [axis]
+    rows = _permute(em, x, perm)
+    moved = spec(rows).shape
+    y = em.b.matmul(reshape(em, rows, (s.numel // n, n)), em.b.constant(weights))
+    y = reshape(em, y, (*moved[:-1], out))
+    return _unpermute(em, y, perm)

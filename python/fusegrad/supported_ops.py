@@ -32,14 +32,6 @@ class Claim:
         return f"{self.name}.{self.variant}" if self.variant else self.name
 
 
-def _adaptive_not_divisible(sample: Any) -> str | None:
-    h, w = sample.input.shape[-2:]
-    out = sample.args[0]
-    oh, ow = (out, out) if isinstance(out, int) or out is None else out
-    oh, ow = oh or h, ow or w
-    return None if h % oh == 0 and w % ow == 0 else "output size does not divide the input"
-
-
 def _tensor_start(sample: Any) -> str | None:
     start = sample.args[1] if len(sample.args) > 1 else None
     return "a tensor start is data-dependent" if isinstance(start, torch.Tensor) else None
@@ -60,10 +52,20 @@ def _bool_index(sample: Any) -> str | None:
         if any(t.dtype == torch.bool for t in _tensors(sample)[1:]) else None
 
 
+def _sorted_too_long(sample: Any, dim: int) -> str | None:
+    from .aten_ops import SORT_MAX_N
+    n = sample.input.shape[dim] if sample.input.dim() else 1
+    return None if n <= SORT_MAX_N else f"a dim of {n} > {SORT_MAX_N}: a sort that runs eagerly"
+
+
 def _topk_options(sample: Any) -> str | None:
-    from .aten_ops import TOPK_MAX_K
-    k = sample.args[0] if sample.args else sample.kwargs["k"]
-    return None if k <= TOPK_MAX_K else f"k > {TOPK_MAX_K}: a sort, which runs eagerly"
+    return _sorted_too_long(sample, sample.args[1] if len(sample.args) > 1
+                            else sample.kwargs.get("dim", -1))
+
+
+def _sort_options(sample: Any) -> str | None:
+    args = [a for a in sample.args if not isinstance(a, bool)]
+    return _sorted_too_long(sample, args[0] if args else sample.kwargs.get("dim", -1))
 
 
 def _scatter_options(sample: Any) -> str | None:
@@ -122,7 +124,9 @@ nn.functional.softplus nn.functional.mish nn.functional.logsigmoid
 nn.functional.binary_cross_entropy_with_logits tan log2 log10 xlogy logaddexp
 linalg.vector_norm nn.functional.normalize nn.functional.cosine_similarity cumsum
 atan asin acos sinh cosh asinh acosh atanh erfc exp2 atan2 hypot logaddexp2 dist prod cumprod
-addbmm einsum nn.functional.bilinear
+addbmm einsum nn.functional.bilinear nn.functional.conv_transpose1d
+nn.functional.conv_transpose2d nn.functional.adaptive_avg_pool1d
+nn.functional.adaptive_avg_pool2d
 """
 
 
@@ -139,12 +143,12 @@ CLAIMS: list[Claim] = (
     + [_split(k, **(_CONTRACTION_TOL if k in ("mm", "bmm", "matmul", "addmm", "baddbmm", "mv",
                                                 "dot", "nn.functional.linear", "addbmm",
                                                 "einsum", "nn.functional.bilinear",
+                                                "nn.functional.conv_transpose1d",
+                                                "nn.functional.conv_transpose2d",
                                                 "nn.functional.conv1d", "nn.functional.conv2d",
                                                 "nn.functional.binary_cross_entropy_with_logits")
                     else _TRANSCENDENTAL_TOL)) for k in _TOLERANT.split()]
     + [
-        Claim("nn.functional.adaptive_avg_pool2d", unsupported=_adaptive_not_divisible,
-              note="output sizes that divide the input only"),
         Claim("gather", unsupported=_uint8, note="int64/int32 indices"),
         Claim("__getitem__", unsupported=_bool_index, note="no boolean masks"),
         Claim("index_add", note="a scatter_add over the indexed dim"),
@@ -158,7 +162,11 @@ CLAIMS: list[Claim] = (
               note="no max_norm or scale_grad_by_freq"),
         Claim("narrow", unsupported=_tensor_start, note="int start only"),
         Claim("topk", unsupported=_topk_options,
-              note="k rounds of arg-max; ties go to the lower index"),
+              note="k rounds of arg-max (a sort beyond 16); ties go to the lower index"),
+        Claim("sort", unsupported=_sort_options, note="a bitonic network, stable"),
+        Claim("argsort", unsupported=_sort_options, note="a bitonic network, stable"),
+        Claim("msort", unsupported=lambda sample: _sorted_too_long(sample, 0),
+              note="a bitonic network, stable"),
         Claim("nn.functional.dropout", stochastic=True,
               note="seeded by the function's dg.seed_input argument; checked statistically"),
         Claim("bernoulli", stochastic=True, note="checked statistically"),

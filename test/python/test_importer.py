@@ -179,9 +179,30 @@ def test_topk_orders_like_a_stable_sort(largest, dtype):
         torch.testing.assert_close(v, ev.narrow(dim, 0, k), equal_nan=True)
 
 
-def test_topk_beyond_its_rounds_is_unsupported():
+def test_topk_beyond_its_rounds_sorts():
+    x = torch.randn(2, 40)
+    _, _, (v, i) = import_and_run(trace(lambda t: torch.topk(t, 17), x), [x])
+    ev, ei = torch.sort(x, descending=True, stable=True)
+    assert torch.equal(i, ei[:, :17]) and torch.equal(v, ev[:, :17])
     with pytest.raises(UnsupportedOp, match="topk with k=17"):
-        import_graph(trace(lambda t: torch.topk(t, 17), torch.randn(2, 40)))
+        import_graph(trace(lambda t: torch.topk(t, 17), torch.randn(2, 9000)))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_sort_is_stable_with_nan_largest(descending, dtype):
+    """The bitonic network orders like eager's stable sort: ties by index, NaN largest,
+    any length (padded to a power of two), any dim."""
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[1.0, -inf, 3.0, -inf, nan, 1.0, 2.0], [nan, 2.0, nan, inf, -inf, inf, 0.0],
+                      [0.0, -0.0, 0.0, 1.0, 1.0, -1.0, nan]])
+    if dtype != torch.float32:
+        x = torch.randint(-2, 2, (3, 7)).to(dtype)
+    for dim in (0, 1):
+        _, _, (v, i) = import_and_run(trace(lambda t: torch.sort(t, dim, descending), x), [x])
+        ev, ei = torch.sort(x, dim=dim, descending=descending, stable=True)
+        assert torch.equal(i, ei), dim
+        torch.testing.assert_close(v, ev, equal_nan=True)
 
 
 @pytest.mark.parametrize("view", ["contiguous", "transposed", "sliced"])
