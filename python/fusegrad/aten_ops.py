@@ -1153,6 +1153,46 @@ def _scatter(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: Any) -> ir.V
     return em.b.create(op, [x, index, src], dim=norm_dim(dim, s.rank))
 
 
+@handles(aten.histc.default)
+def _histc(em: Emit, x: ir.Value, bins: int = 100, min: float = 0, max: float = 0) -> ir.Value:
+    """Counts per bin as a comparison of every element's bin with every bin, summed:
+    O(elements x bins), fine for the router statistics it serves (a mixture of experts'
+    tokens per expert). Bins as eager's: (x - lo) / (hi - lo) * bins truncated, x == hi
+    in the last bin, out-of-range values and NaN in none; min == max takes the data's
+    range (widened by 1 each way if that is a single value)."""
+    b = em.b
+    s = spec(x)
+    if not is_float(s.dtype):
+        raise Unsupported(f"histc of {s.dtype}")
+    ct = _opmath(s.dtype)
+    flat = reshape(em, cast(em, x, ct), (s.numel,))
+    if min == max:
+        lo, hi = (reshape(em, b.create(op, [flat], dims=[0]), (1,))
+                  for op in ("reduce_min", "reduce_max"))
+        if min != 0 or max != 0:  # eager: equal bounds other than 0, 0 widen them
+            lo = b.full(shape=(1,), dtype=ct, value=float(min) - 1)
+            hi = b.full(shape=(1,), dtype=ct, value=float(max) + 1)
+        else:
+            same = b.compare(lo, hi, direction="eq")
+            one = b.full(shape=(1,), dtype=ct, value=1.0)
+            lo, hi = b.select(same, b.sub(lo, one), lo), b.select(same, b.add(hi, one), hi)
+        lo, hi = (b.broadcast_to(v, (s.numel,)) for v in (lo, hi))
+    else:
+        lo = b.full(shape=(s.numel,), dtype=ct, value=float(min))
+        hi = b.full(shape=(s.numel,), dtype=ct, value=float(max))
+    scaled = b.mul(b.div(b.sub(flat, lo), b.sub(hi, lo)), full_as(em, flat, float(bins)))
+    index = b.convert(b.floor(scaled), dtype="i64")
+    last = b.full(shape=(s.numel,), dtype="i64", value=float(bins - 1))
+    index = b.select(b.compare(flat, hi, direction="eq"), last, index)
+    inside = b.create("and", (b.compare(flat, lo, direction="ge"),
+                               b.compare(flat, hi, direction="le")))
+    index = b.select(inside, index, b.full(shape=(s.numel,), dtype="i64", value=-1.0))
+    grid = (s.numel, bins)
+    hits = b.compare(b.broadcast_in_dim(index, shape=grid, dims=[0]),
+                     b.iota(shape=grid, dtype="i64", dim=1), direction="eq")
+    return cast(em, b.reduce_sum(cast(em, hits, ct), dims=[0]), em.out0.dtype)
+
+
 @handles(aten.cumsum.default)
 def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
     out = em.out0
@@ -1553,6 +1593,88 @@ def _transposed_conv(em: Emit, x: ir.Value, w: ir.Value, out_shape: Sequence[int
     if any(short):
         y = em.b.pad(y, low=[0] * 4, high=[0, 0, *short], interior=[0] * 4, value=0.0)
     return y
+
+
+# ------------------------------------------------------------------ sampling
+@handles(aten.grid_sampler_2d.default)
+def _grid_sampler_2d(em: Emit, x: ir.Value, grid: ir.Value, interpolation_mode: int,
+                     padding_mode: int, align_corners: bool) -> ir.Value:
+    """Bilinear (0) or nearest (1) sampling of `x` [N, C, H, W] at `grid` [N, Ho, Wo, 2]
+    as eager computes it: coordinates unnormalized, then clipped (border, 1) or reflected
+    (reflection, 2); each of the (up to four) neighbours a gather over the flattened
+    image, weighted, and zero where it falls outside (zeros, 0). The gradient of the
+    image flows through the gathers, that of the grid through the weights."""
+    if interpolation_mode not in (0, 1):
+        raise Unsupported("bicubic grid_sample")
+    b = em.b
+    n, c, h, w = spec(x).shape
+    _, ho, wo, _ = spec(grid).shape
+    ct = _opmath(spec(x).dtype)
+    grid = cast(em, grid, ct)
+    points = (n, ho * wo)
+
+    def coordinate(axis: int, size: int) -> ir.Value:
+        g = reshape(em, slice_dim(em, grid, 3, axis, axis + 1), points)
+        one = full_as(em, g, 1.0)
+        if align_corners:
+            v = b.mul(b.div(b.add(g, one), full_as(em, g, 2.0)), full_as(em, g, size - 1.0))
+        else:
+            v = b.div(b.sub(b.mul(b.add(g, one), full_as(em, g, float(size))), one),
+                      full_as(em, g, 2.0))
+        if padding_mode == 2:
+            v = _reflect(em, v, *((0.0, 2.0 * (size - 1)) if align_corners
+                                  else (-1.0, 2.0 * size - 1)))
+        if padding_mode:  # eager clips after reflecting too; no gradient at the bounds
+            v = _clip(em, v, full_as(em, v, 0.0), full_as(em, v, size - 1.0), at_bounds=False)
+        return v
+    ix, iy = coordinate(0, w), coordinate(1, h)
+    flat = reshape(em, cast(em, x, ct), (n, c, h * w))
+
+    def tap(cx: ir.Value, cy: ir.Value, weight: ir.Value | None) -> ir.Value:
+        """x at integer-valued coordinates (cx, cy), times weight, 0 outside the image."""
+        inside = b.create("and", (
+            b.create("and", (b.compare(cx, full_as(em, cx, 0.0), direction="ge"),
+                             b.compare(cx, full_as(em, cx, w - 1.0), direction="le"))),
+            b.create("and", (b.compare(cy, full_as(em, cy, 0.0), direction="ge"),
+                             b.compare(cy, full_as(em, cy, h - 1.0), direction="le")))))
+        where = b.add(b.mul(cy, full_as(em, cy, float(w))), cx)
+        where = b.select(inside, where, full_as(em, where, 0.0))
+        index = b.broadcast_in_dim(b.convert(where, dtype="i64"), shape=(n, c, ho * wo),
+                                   dims=[0, 2])
+        mask = cast(em, inside, ct)
+        weight = mask if weight is None else b.mul(weight, mask)
+        return b.mul(b.gather(flat, index, dim=2),
+                     b.broadcast_in_dim(weight, shape=(n, c, ho * wo), dims=[0, 2]))
+    if interpolation_mode == 1:  # nearest: round half to even, as nearbyint
+        out = tap(b.round(ix), b.round(iy), None)
+    else:
+        x0, y0 = b.floor(ix), b.floor(iy)
+        one = full_as(em, ix, 1.0)
+        x1, y1 = b.add(x0, one), b.add(y0, one)
+        east, south = b.sub(ix, x0), b.sub(iy, y0)  # weights of x1 and y1
+        west, north = b.sub(x1, ix), b.sub(y1, iy)
+        out = None
+        for cx, wx in ((x0, west), (x1, east)):
+            for cy, wy in ((y0, north), (y1, south)):
+                term = tap(cx, cy, b.mul(wx, wy))
+                out = term if out is None else b.add(out, term)
+    return cast(em, reshape(em, out, (n, c, ho, wo)), em.out0.dtype)
+
+
+def _reflect(em: Emit, v: ir.Value, twice_low: float, twice_high: float) -> ir.Value:
+    """Eager's reflect_coordinates: v folded into [low, high] by reflections."""
+    b = em.b
+    if twice_low == twice_high:
+        return full_as(em, v, 0.0)
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    d = b.abs(b.sub(v, full_as(em, v, low)))
+    flips = b.floor(b.div(d, full_as(em, v, span)))
+    extra = b.sub(d, b.mul(flips, full_as(em, v, span)))
+    even = b.compare(b.sub(flips, b.mul(b.floor(b.div(flips, full_as(em, v, 2.0))),
+                                        full_as(em, v, 2.0))),
+                     full_as(em, v, 0.0), direction="eq")
+    return b.select(even, b.add(extra, full_as(em, v, low)),
+                    b.add(b.sub(full_as(em, v, span), extra), full_as(em, v, low)))
 
 
 # ------------------------------------------------------------------ pooling

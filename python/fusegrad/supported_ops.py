@@ -68,6 +68,13 @@ def _sort_options(sample: Any) -> str | None:
     return _sorted_too_long(sample, args[0] if args else sample.kwargs.get("dim", -1))
 
 
+def _grid_sample_options(sample: Any) -> str | None:
+    if sample.input.dim() != 4:
+        return "volumetric (5-d) grid sampling"
+    mode = sample.args[1] if len(sample.args) > 1 else sample.kwargs.get("mode", "bilinear")
+    return "bicubic grid sampling" if mode in ("bicubic", 2) else None
+
+
 def _scatter_options(sample: Any) -> str | None:
     if "reduce" in sample.kwargs:
         return "the deprecated reduce= argument (scatter_reduce's job)"
@@ -113,7 +120,7 @@ nn.functional.instance_norm nn.functional.pixel_shuffle nn.functional.pixel_unsh
 nn.functional.interpolate.bicubic nn.functional.interpolate.linear nn.functional.prelu nn.functional.max_pool1d nn.functional.avg_pool1d nn.functional.pad.reflect
 nn.functional.pad.replicate nn.functional.pad.circular tensordot kron logit nan_to_num
 nansum nanmean addmv addr norm renorm
-cross signbit copysign fmax fmin diagonal diag trace eye
+cross signbit copysign fmax fmin diagonal diag trace eye histc
 """
 
 _TOLERANT = """
@@ -167,6 +174,10 @@ CLAIMS: list[Claim] = (
         Claim("argsort", unsupported=_sort_options, note="a bitonic network, stable"),
         Claim("msort", unsupported=lambda sample: _sorted_too_long(sample, 0),
               note="a bitonic network, stable"),
+        Claim("nn.functional.grid_sample", unsupported=_grid_sample_options,
+              note="2-d, bilinear or nearest, every padding mode"),
+        Claim("grid_sampler_2d", unsupported=_grid_sample_options,
+              note="bilinear or nearest, every padding mode"),
         Claim("nn.functional.dropout", stochastic=True,
               note="seeded by the function's dg.seed_input argument; checked statistically"),
         Claim("bernoulli", stochastic=True, note="checked statistically"),
