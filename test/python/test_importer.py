@@ -88,11 +88,12 @@ def test_unsupported_op_names_op_and_line():
 
 
 def test_unsupported_kwarg_raises_instead_of_wrong_numbers():
-    def f(x):
-        return torch.nn.functional.adaptive_avg_pool2d(x, (3, 2))
+    def f(x, grid):
+        return torch.nn.functional.grid_sample(x, grid, mode="bicubic", align_corners=False)
 
-    with pytest.raises(UnsupportedOp, match="adaptive_avg_pool2d"):
-        import_and_run(trace(f, torch.randn(1, 2, 5, 4)), [torch.randn(1, 2, 5, 4)])
+    x, grid = torch.randn(1, 2, 5, 4), torch.rand(1, 3, 3, 2)
+    with pytest.raises(UnsupportedOp, match="bicubic grid_sample"):
+        import_and_run(trace(f, x, grid), [x, grid])
 
 
 def test_meta_mismatch_is_an_internal_error():
