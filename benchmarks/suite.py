@@ -58,13 +58,15 @@ import warnings
 from typing import Any, Callable
 
 REGIMES: dict[str, dict[str, str]] = {
-    # glibc defaults: large blocks are mmapped and returned to the OS on free.
-    "default": {},
+    # glibc defaults: large blocks are mmapped and returned to the OS on free. fusegrad's
+    # runtime would otherwise switch to (about) `keep` at its first compiled module
+    # (runtime/host_memory.keep_freed_memory), midway through a workload's process.
+    "default": {"FUSEGRAD_MALLOC": "default"},
     # freed memory stays in the heap: no mmapped blocks, no trimming.
     "keep": {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "1099511627776"},
 }
 MALLOC_VARS = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
-               "MALLOC_TOP_PAD_", "MALLOC_ARENA_MAX")
+               "MALLOC_TOP_PAD_", "MALLOC_ARENA_MAX", "FUSEGRAD_MALLOC")
 BACKENDS = ("eager", "inductor", "fusegrad")
 F32 = 4  # bytes per element
 

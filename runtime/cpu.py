@@ -298,6 +298,7 @@ class CpuModule:
                  forwarded: Mapping[str, Mapping[int, int]] | None = None,
                  index_errors: tuple[str, Sequence[str]] | None = None,
                  workspaces: Mapping[str, int] | None = None) -> None:
+        host_memory.keep_freed_memory()
         self.owner = owner
         self.entries = {n: (list(ins), list(outs)) for n, (ins, outs) in entries.items()}
         self.forwarded = {n: dict(m) for n, m in (forwarded or {}).items()}

@@ -4,7 +4,13 @@ touch; small ones are plain torch.empty."""
 from __future__ import annotations
 
 import gc
+import os
 import pickle
+import platform
+import subprocess
+import sys
+
+import pytest
 
 import torch
 
@@ -139,3 +145,22 @@ def test_a_new_workspace_asks_for_huge_pages(monkeypatch):
     assert len(calls) == 1 and address <= calls[0][0] and calls[0][1] >= 4 * MIB
     calls.clear()
     assert cpu._WORKSPACE.data_ptr(4 * MIB) == address and calls == []  # kept, not advised again
+
+
+_KEEP = "from fusegrad.runtime import host_memory; print(host_memory.keep_freed_memory())"
+
+
+def _keeps(**env: str) -> str:
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith("MALLOC_") and k not in ("FUSEGRAD_MALLOC", "GLIBC_TUNABLES")}
+    return subprocess.run([sys.executable, "-c", _KEEP], env={**clean, **env}, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
+def test_glibc_keeps_freed_memory_unless_told_otherwise():
+    """The library calls' own results (PyTorch allocations) stop page-faulting: glibc
+    keeps freed memory. A user's FUSEGRAD_MALLOC=default or glibc setting wins."""
+    assert _keeps() == "True"
+    assert _keeps(FUSEGRAD_MALLOC="default") == "False"
+    assert _keeps(MALLOC_TRIM_THRESHOLD_="1000000") == "False"
