@@ -648,21 +648,43 @@ def _vector_norm(em: Emit, x: ir.Value, ord: float = 2.0, dim: Any = None,
     dims = norm_dims(dim, spec(x).rank)
     if spec(x).rank == 0:
         x, dims = reshape(em, x, (1,)), [0]
-    p = float(ord)
+    return cast(em, reshape(em, _p_norm(em, x, float(ord), dims), out.shape), out.dtype)
+
+
+def _p_norm(em: Emit, x: ir.Value, p: float, dims: Sequence[int]) -> ir.Value:
+    """The p-norm of float `x` over `dims` (dropped), with eager's gradient at 0."""
+    b = em.b
     if p == 2.0:  # the common case: x * x, no abs
-        r = _norm_root(em, b.reduce_sum(b.mul(x, x), dims=dims), p)
-    elif p == 0.0:
-        r = b.reduce_sum(b.convert(b.compare(x, full_as(em, x, 0.0), direction="ne"),
-                                   dtype=ct), dims=dims)
-    else:
-        a = b.abs(x)
-        if math.isinf(p):
-            r = b.reduce_max(a, dims=dims) if p > 0 else b.reduce_min(a, dims=dims)
-        elif p == 1.0:
-            r = b.reduce_sum(a, dims=dims)
-        else:
-            r = _norm_root(em, b.reduce_sum(b.pow(a, full_as(em, a, p)), dims=dims), p)
-    return cast(em, reshape(em, r, out.shape), out.dtype)
+        return _norm_root(em, b.reduce_sum(b.mul(x, x), dims=dims), p)
+    if p == 0.0:
+        return b.reduce_sum(b.convert(b.compare(x, full_as(em, x, 0.0), direction="ne"),
+                                      dtype=spec(x).dtype), dims=dims)
+    a = b.abs(x)
+    if math.isinf(p):
+        return b.reduce_max(a, dims=dims) if p > 0 else b.reduce_min(a, dims=dims)
+    if p == 1.0:
+        return b.reduce_sum(a, dims=dims)
+    return _norm_root(em, b.reduce_sum(b.pow(a, full_as(em, a, p)), dims=dims), p)
+
+
+@handles(aten._cdist_forward.default)
+def _cdist(em: Emit, x1: ir.Value, x2: ir.Value, p: float,
+           compute_mode: int | None = None) -> ir.Value:
+    """p-norms of the row differences [.., P, R, M] over M (what eager's kernel does below
+    25 rows; cdist itself takes the matmul form for p = 2 beyond that)."""
+    out = em.out0
+    ct = _opmath(out.dtype)
+    *batch, rows1, rows2 = out.shape
+    m = spec(x1).shape[-1]
+
+    def spread(x: ir.Value, at: int) -> ir.Value:
+        s = spec(x).shape
+        kept = [1] * (len(batch) - (len(s) - 2)) + list(s[:-1])
+        kept.insert(len(batch) + at, 1)
+        return em.b.broadcast_to(reshape(em, cast(em, x, ct), (*kept, m)),
+                                 (*batch, rows1, rows2, m))
+    diff = em.b.sub(spread(x1, 1), spread(x2, 0))
+    return cast(em, _p_norm(em, diff, float(p), [len(batch) + 2]), out.dtype)
 
 
 @handles(aten.var_mean.correction)
