@@ -375,37 +375,33 @@ def _trunc_div(em: Emit, x: ir.Value, y: ir.Value) -> ir.Value:
     return q
 
 
+def _pair(em: Emit, a: Any, b: Any) -> tuple[ir.Value, ir.Value]:
+    """Both operands in the result's computation dtype and shape."""
+    out = em.out0
+    ct = _opmath(out.dtype)
+    return coerce(em, a, ct, out.shape), coerce(em, b, ct, out.shape)
+
+
 @handles(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def _div_mode(em: Emit, a: Any, b: Any, *, rounding_mode: str | None = None) -> ir.Value:
     if rounding_mode is None:
         return _arith("div")(em, a, b)
-    out = em.out0
-    ct = _opmath(out.dtype)
-    x, y = coerce(em, a, ct, out.shape), coerce(em, b, ct, out.shape)
+    x, y = _pair(em, a, b)
     fn = _floor_div if rounding_mode == "floor" else _trunc_div
-    return cast(em, fn(em, x, y), out.dtype)
+    return cast(em, fn(em, x, y), em.out0.dtype)
 
 
 def _mod(rounded_div: Callable) -> Callable:
     def handler(em: Emit, a: Any, b: Any) -> ir.Value:
-        out = em.out0
-        ct = _opmath(out.dtype)
-        x, y = coerce(em, a, ct, out.shape), coerce(em, b, ct, out.shape)
+        x, y = _pair(em, a, b)
         r = em.b.sub(x, em.b.mul(rounded_div(em, x, y), y))
-        return cast(em, r, out.dtype)
+        return cast(em, r, em.out0.dtype)
     return handler
 
 
 handles(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
     _mod(_floor_div))
 handles(aten.fmod.Tensor, aten.fmod.Scalar)(_mod(_trunc_div))
-
-
-def _pair(em: Emit, a: Any, b: Any) -> tuple[ir.Value, ir.Value]:
-    """Both operands in the result's computation dtype and shape."""
-    out = em.out0
-    ct = _opmath(out.dtype)
-    return coerce(em, a, ct, out.shape), coerce(em, b, ct, out.shape)
 
 
 @handles(aten.hypot.default)
