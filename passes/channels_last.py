@@ -284,9 +284,16 @@ class _Rewrite:
             return out_k is not None and self._emit(op, [k], out_k, {})
         if name == "transpose":
             p, _ = self.phys[x]
+            perm = list(attrs["perm"])
             logical_from_p = _inverse(moved(in_rank, k))
+            out_k = perm.index(k)
+            if [logical_from_p[perm[i]] for i in moved(rank, out_k)] == list(range(rank)):
+                # p already is the result with its channel dim last: a 3-d convolution's
+                # [n, d, c, h, w] <-> [n, c, d, h, w] around its 2-d one
+                self._result(op, p, out_k)
+                return True
             with ir.InsertionPoint(op), op.location:
-                y = Builder().transpose(p, [logical_from_p[i] for i in attrs["perm"]])
+                y = Builder().transpose(p, [logical_from_p[i] for i in perm])
             self._result(op, y, None)
             return True
         return False

@@ -17,6 +17,7 @@ approximates silently.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from dataclasses import dataclass
@@ -1575,18 +1576,54 @@ def _convolution(em: Emit, x: ir.Value, w: ir.Value, bias: ir.Value | None, stri
         w = reshape(em, w, (ws[0], ws[1], 1, ws[2]))
         stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
         out_shape = (out_shape[0], out_shape[1], 1, out_shape[2])
+    elif xs.rank == 5 and not transposed:
+        stride, padding, dilation = ([*v] * 3 if len(v) == 1 else list(v)
+                                     for v in (stride, padding, dilation))
+        y = _conv3d(em, x, w, stride, padding, dilation, groups)
     elif xs.rank != 4:
-        raise Unsupported(f"{xs.rank - 2}-d convolution (fusegrad supports 1-d and 2-d)")
-    pairs = [list(v) * 2 if len(v) == 1 else list(v) for v in (stride, padding, dilation)]
-    attrs = dict(stride=pairs[0], padding=pairs[1], dilation=pairs[2], groups=groups)
-    if transposed:
-        y = _transposed_conv(em, x, w, out_shape, attrs)
-    else:
-        y = em.b.conv2d(x, w, **attrs)
+        what = "3-d transposed" if xs.rank == 5 else f"{xs.rank - 2}-d"
+        raise Unsupported(f"{what} convolution (fusegrad supports 1-d and 2-d, and 3-d "
+                          "forward convolutions)")
+    if xs.rank != 5:
+        pairs = [list(v) * 2 if len(v) == 1 else list(v) for v in (stride, padding, dilation)]
+        attrs = dict(stride=pairs[0], padding=pairs[1], dilation=pairs[2], groups=groups)
+        if transposed:
+            y = _transposed_conv(em, x, w, out_shape, attrs)
+        else:
+            y = em.b.conv2d(x, w, **attrs)
     y = reshape(em, y, em.out0.shape)
     if bias is not None:
         y = em.b.add(y, em.b.broadcast_in_dim(bias, shape=em.out0.shape, dims=[1]))
     return y
+
+
+def _conv3d(em: Emit, x: ir.Value, w: ir.Value, stride: Sequence[int], padding: Sequence[int],
+            dilation: Sequence[int], groups: int) -> ir.Value:
+    """A 3-d convolution as one 2-d convolution over N*Do images of KD*C channels: each
+    output depth's KD input depth slices side by side as channels (an im2col along depth
+    only), so the weight is a transpose and a reshape, and dg.conv2d's rules and library
+    call serve. Ungrouped, the taps are concatenated along the channel dim (tap-major),
+    which dg-channels-last keeps channels-last from one convolution to the next; grouped,
+    each channel's taps are adjacent so a group's channels stay together. Costs KD
+    copies of the input (none beyond a transpose when KD = 1)."""
+    n, c = spec(x).shape[:2]
+    o, cg, kd, kh, kw = spec(w).shape
+    do, ho, wo = em.out0.shape[2:]
+    (sd, *st), (pd, *pad), (dd, *dil) = stride, padding, dilation
+    if pd:
+        x = em.b.pad(x, low=[0, 0, pd, 0, 0], high=[0, 0, pd, 0, 0], interior=[0] * 5, value=0.0)
+    x = _permute(em, x, [0, 2, 1, 3, 4])  # [n, d, c, h, w]
+    h, wd = spec(x).shape[3:]
+    taps = [slice_dim(em, x, 1, t * dd, t * dd + (do - 1) * sd + 1, sd) for t in range(kd)]
+    if groups == 1:
+        cols = em.b.concat(taps, dim=2)
+        w = _permute(em, w, [0, 2, 1, 3, 4])
+    else:
+        cols = em.b.concat([reshape(em, t, (n, do, c, 1, h, wd)) for t in taps], dim=3)
+    cols = reshape(em, cols, (n * do, c * kd, h, wd))
+    y = em.b.conv2d(cols, reshape(em, w, (o, cg * kd, kh, kw)), stride=st, padding=pad,
+                    dilation=dil, groups=groups)
+    return _permute(em, reshape(em, y, (n, do, o, ho, wo)), [0, 2, 1, 3, 4])
 
 
 def _transposed_conv(em: Emit, x: ir.Value, w: ir.Value, out_shape: Sequence[int],
@@ -1696,156 +1733,170 @@ def _reflect(em: Emit, v: ir.Value, twice_low: float, twice_high: float) -> ir.V
 
 
 # ------------------------------------------------------------------ pooling
-def _as_4d(em: Emit, x: ir.Value) -> tuple[ir.Value, tuple[int, ...]]:
+def _batched(em: Emit, x: ir.Value, spatial: int) -> ir.Value:
+    """`x` with its batch dim (unbatched inputs have none)."""
     s = spec(x)
-    if s.rank == 3:
-        return reshape(em, x, (1, *s.shape)), s.shape
-    if s.rank != 4:
-        raise Unsupported(f"pooling over a rank-{s.rank} input")
-    return x, s.shape
+    if s.rank == spatial + 1:
+        return reshape(em, x, (1, *s.shape))
+    if s.rank != spatial + 2:
+        raise Unsupported(f"{spatial}-d pooling over a rank-{s.rank} input")
+    return x
 
 
-def _pool_geometry(kernel, stride, padding, dilation) -> list[tuple[int, int, int, int]]:
-    def two(v, default):
+def _pool_geometry(kernel, stride, padding, dilation,
+                   spatial: int) -> list[tuple[int, int, int, int]]:
+    """(kernel, stride, padding, dilation) per spatial dim."""
+    def per_dim(v, default):
         v = list(v) if v else list(default)
-        return v * 2 if len(v) == 1 else v
-    k = two(kernel, None)
-    st = two(stride, k)
-    p = two(padding, [0])
-    d = two(dilation, [1])
-    return list(zip(k, st, p, d))
+        return v * spatial if len(v) == 1 else v
+    k = per_dim(kernel, None)
+    return list(zip(k, per_dim(stride, k), per_dim(padding, [0]), per_dim(dilation, [1])))
 
 
-def _windows(em: Emit, x: ir.Value, geo, out_hw: Sequence[int], pad_value: float):
-    """Padded input and, per kernel offset (i, j), the strided slice it contributes."""
-    n, c, h, w = spec(x).shape
-    highs = []
-    for (k, st, p, d), o, size in zip(geo, out_hw, (h, w)):
-        need = (o - 1) * st + (k - 1) * d + 1
-        highs.append(max(need - size - p, 0))
-    if any(p for _, _, p, _ in geo) or any(highs):
-        x = em.b.pad(x, low=[0, 0, geo[0][2], geo[1][2]], high=[0, 0, *highs],
-                     interior=[0, 0, 0, 0], value=pad_value)
-    (kh, sh, _, dh), (kw, sw, _, dw) = geo
-    oh, ow = out_hw
-    for i in range(kh):
-        for j in range(kw):
-            yield (i, j), em.b.slice(
-                x, start=[0, 0, i * dh, j * dw],
-                limit=[n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1],
-                stride=[1, 1, sh, sw])
+def _windows(em: Emit, x: ir.Value, geo, out_sizes: Sequence[int], pad_value: float):
+    """Per kernel offset (one per spatial dim), the strided slice of the padded input it
+    contributes to every window."""
+    s = spec(x)
+    lows = [p for _, _, p, _ in geo]
+    highs = [max((o - 1) * st + (k - 1) * d + 1 - size - p, 0)
+             for (k, st, p, d), o, size in zip(geo, out_sizes, s.shape[2:])]
+    if any(lows) or any(highs):
+        x = em.b.pad(x, low=[0, 0, *lows], high=[0, 0, *highs], interior=[0] * s.rank,
+                     value=pad_value)
+    strides = [st for _, st, _, _ in geo]
+    for offset in itertools.product(*(range(k) for k, _, _, _ in geo)):
+        start = [t * d for t, (_, _, _, d) in zip(offset, geo)]
+        limit = [a + (o - 1) * st + 1 for a, o, st in zip(start, out_sizes, strides)]
+        yield offset, em.b.slice(x, start=[0, 0, *start], limit=[*s.shape[:2], *limit],
+                                 stride=[1, 1, *strides])
 
 
-@handles(aten.max_pool2d_with_indices.default)
-def _max_pool2d(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
-                padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
-                ceil_mode: bool = False) -> list[Any]:
-    x4, orig = _as_4d(em, x)
+def _outer(vectors: Sequence[torch.Tensor], combine: Callable) -> torch.Tensor:
+    """`combine` of 1-D tensors, each along a dim of its own (an outer sum or product)."""
+    out = None
+    for k, v in enumerate(vectors):
+        v = v.reshape([-1 if j == k else 1 for j in range(len(vectors))])
+        out = v if out is None else combine(out, v)
+    return out
+
+
+def _flat_strides(sizes: Sequence[int]) -> list[int]:
+    return [math.prod(sizes[k + 1:]) for k in range(len(sizes))]
+
+
+@handles(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
+def _max_pool(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+              padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
+              ceil_mode: bool = False) -> list[Any]:
+    spatial = 3 if em.node.target is aten.max_pool3d_with_indices.default else 2
+    xb = _batched(em, x, spatial)
     dtype = spec(x).dtype
     if not is_float(dtype):
-        raise Unsupported("max_pool2d of an integer tensor")
-    geo = _pool_geometry(kernel_size, stride, padding, dilation)
-    oh, ow = em.out[0].shape[-2:]
-    out4 = (*spec(x4).shape[:2], oh, ow)
+        raise Unsupported(f"max_pool{spatial}d of an integer tensor")
+    geo = _pool_geometry(kernel_size, stride, padding, dilation, spatial)
+    sizes = spec(xb).shape[2:]
+    outs = em.out[0].shape[-spatial:]
+    out_b = (*spec(xb).shape[:2], *outs)
+    flat = _flat_strides(sizes)
     b = em.b
     want_index = em.result_used(1)
-    h, w = spec(x4).shape[2:]
-    (_, sh, ph, dh), (_, sw, pw, dw) = geo
-    origin = (torch.arange(oh) * sh - ph)[:, None] * w + (torch.arange(ow) * sw - pw)[None, :]
     best, index = None, None
     if want_index:
-        best = b.full(shape=out4, dtype=dtype, value=-math.inf)
-        index = b.broadcast_to(b.constant(_first_valid(geo, h, w, oh, ow)), out4)
-        origin_v = b.broadcast_to(b.constant(origin.to(torch.int64)), out4)
+        origin = _outer([(torch.arange(o) * st - p) * f
+                         for o, (_, st, p, _), f in zip(outs, geo, flat)], torch.add)
+        best = b.full(shape=out_b, dtype=dtype, value=-math.inf)
+        index = b.broadcast_to(b.constant(_first_valid(geo, sizes, outs)), out_b)
+        origin_v = b.broadcast_to(b.constant(origin.to(torch.int64)), out_b)
     # eager's rule, also when the indices are not wanted: a window's value and gradient
     # come from its first maximum (or its last NaN), so ties never share the gradient
-    for (i, j), v in _windows(em, x4, geo, (oh, ow), -math.inf):
+    for offset, v in _windows(em, xb, geo, outs, -math.inf):
         if best is None:
             best = v
             continue
         take = b.create("or", [b.compare(v, best, direction="gt"), b.compare(v, v, direction="ne")])
         best = b.select(take, v, best)
         if want_index:
-            here = b.add(origin_v, full_as(em, origin_v, float(i * dh * w + j * dw)))
-            index = b.select(take, here, index)
+            step = sum(t * d * f for t, (_, _, _, d), f in zip(offset, geo, flat))
+            index = b.select(take, b.add(origin_v, full_as(em, origin_v, float(step))), index)
     results = [reshape(em, best, em.out[0].shape)]
     results.append(reshape(em, index, em.out[1].shape) if want_index
-                   else Unavailable("max_pool2d indices"))
+                   else Unavailable(f"max_pool{spatial}d indices"))
     return results
 
 
-def _first_valid(geo, h: int, w: int, oh: int, ow: int) -> torch.Tensor:
+def _first_valid(geo, sizes: Sequence[int], outs: Sequence[int]) -> torch.Tensor:
     """Per output position, the flat input index of the first in-bounds window element."""
-    (kh, sh, ph, dh), (kw, sw, pw, dw) = geo
-
-    def first(o, s, p, d, k, size):
+    def first(o, k, s, p, d, size):
         for t in range(k):
             pos = o * s - p + t * d
             if 0 <= pos < size:
                 return pos
         return 0
-    rows = torch.tensor([first(a, sh, ph, dh, kh, h) for a in range(oh)])
-    cols = torch.tensor([first(c, sw, pw, dw, kw, w) for c in range(ow)])
-    return (rows[:, None] * w + cols[None, :]).to(torch.int64)
+    firsts = [torch.tensor([first(a, k, st, p, d, size) for a in range(o)]) * f
+              for (k, st, p, d), size, o, f in zip(geo, sizes, outs, _flat_strides(sizes))]
+    return _outer(firsts, torch.add).to(torch.int64)
 
 
-@handles(aten.avg_pool2d.default)
-def _avg_pool2d(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
-                padding: Sequence[int] = (0,), ceil_mode: bool = False,
-                count_include_pad: bool = True, divisor_override: int | None = None) -> ir.Value:
-    x4, orig = _as_4d(em, x)
+@handles(aten.avg_pool2d.default, aten.avg_pool3d.default)
+def _avg_pool(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+              padding: Sequence[int] = (0,), ceil_mode: bool = False,
+              count_include_pad: bool = True, divisor_override: int | None = None) -> ir.Value:
+    spatial = 3 if em.node.target is aten.avg_pool3d.default else 2
+    xb = _batched(em, x, spatial)
     dtype = spec(x).dtype
     if not is_float(dtype):
-        raise Unsupported("avg_pool2d of an integer tensor")
-    geo = _pool_geometry(kernel_size, stride, padding, [1])
-    oh, ow = em.out0.shape[-2:]
+        raise Unsupported(f"avg_pool{spatial}d of an integer tensor")
+    geo = _pool_geometry(kernel_size, stride, padding, [1], spatial)
+    outs = em.out0.shape[-spatial:]
     total = None
-    for _, v in _windows(em, x4, geo, (oh, ow), 0.0):
+    for _, v in _windows(em, xb, geo, outs, 0.0):
         total = v if total is None else em.b.add(total, v)
-    h, w = spec(x4).shape[2:]
     if divisor_override:
         divisor = full_as(em, total, float(divisor_override))
     else:
-        counts = _avg_divisor(geo, h, w, oh, ow, count_include_pad).to(torch_dtype(dtype))
-        divisor = em.b.broadcast_to(em.b.constant(counts), spec(total).shape)
+        counts = _avg_divisor(geo, spec(xb).shape[2:], outs, count_include_pad)
+        divisor = em.b.broadcast_to(em.b.constant(counts.to(torch_dtype(dtype))),
+                                    spec(total).shape)
     return reshape(em, em.b.div(total, divisor), em.out0.shape)
 
 
-def _avg_divisor(geo, h: int, w: int, oh: int, ow: int, include_pad: bool) -> torch.Tensor:
-    """PyTorch's avg_pool2d divisor per output position (window clipped to input or padding)."""
-    def sizes(o_n, k, s, p, size):
+def _avg_divisor(geo, sizes: Sequence[int], outs: Sequence[int],
+                 include_pad: bool) -> torch.Tensor:
+    """PyTorch's avg_pool divisor per output position (window clipped to input or padding)."""
+    def lengths(o_n, k, s, p, size):
         out = []
         for o in range(o_n):
             start = o * s - p
             end = min(start + k, size + p)
-            span = end - start
-            lo, hi = max(start, 0), min(end, size)
-            out.append(span if include_pad else hi - lo)
+            out.append(end - start if include_pad else min(end, size) - max(start, 0))
         return torch.tensor(out, dtype=torch.float64)
-    (kh, sh, ph, _), (kw, sw, pw, _) = geo
-    return sizes(oh, kh, sh, ph, h)[:, None] * sizes(ow, kw, sw, pw, w)[None, :]
+    return _outer([lengths(o, k, st, p, size) for o, (k, st, p, _), size
+                   in zip(outs, geo, sizes)], torch.mul)
 
 
-@handles(aten._adaptive_avg_pool2d.default)
-def _adaptive_avg_pool2d(em: Emit, x: ir.Value, output_size: Sequence[int]) -> ir.Value:
+@handles(aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool3d.default)
+def _adaptive_avg_pool(em: Emit, x: ir.Value, output_size: Sequence[int]) -> ir.Value:
     """Windows that divide the input: a reshape and one sum. Otherwise eager's windows
     [floor(i n / o), ceil((i + 1) n / o)) along each dim, overlapping and of unequal
     lengths: a matmul with the constant averaging matrix of that dim."""
     s = spec(x)
+    spatial = len(output_size)
+    name = f"adaptive_avg_pool{spatial}d"
     if not is_float(s.dtype):
-        raise Unsupported("adaptive_avg_pool2d of an integer tensor")
-    h, w = s.shape[-2:]
-    oh, ow = em.out0.shape[-2:]
-    if oh == 0 or ow == 0:
-        raise Unsupported(f"adaptive_avg_pool2d to an empty {oh}x{ow} output")
-    if h % oh or w % ow:
-        return _window_means(em, _window_means(em, x, s.rank - 1, ow), s.rank - 2, oh)
-    kh, kw = h // oh, w // ow
-    lead = list(s.shape[:-2])
-    y = reshape(em, x, lead + [oh, kh, ow, kw])
-    r = len(lead)
-    y = em.b.reduce_sum(y, dims=[r + 1, r + 3])
-    return em.b.div(y, full_as(em, y, float(kh * kw)))
+        raise Unsupported(f"{name} of an integer tensor")
+    sizes = s.shape[-spatial:]
+    outs = em.out0.shape[-spatial:]
+    if 0 in outs:
+        raise Unsupported(f"{name} to an empty {'x'.join(map(str, outs))} output")
+    lead = list(s.shape[:-spatial])
+    if any(n % o for n, o in zip(sizes, outs)):
+        for k, o in enumerate(outs):
+            x = _window_means(em, x, len(lead) + k, o)
+        return x
+    windows = [n // o for n, o in zip(sizes, outs)]
+    y = reshape(em, x, lead + [d for o, k in zip(outs, windows) for d in (o, k)])
+    y = em.b.reduce_sum(y, dims=[len(lead) + 2 * k + 1 for k in range(spatial)])
+    return em.b.div(y, full_as(em, y, float(math.prod(windows))))
 
 
 def _window_means(em: Emit, x: ir.Value, axis: int, out: int) -> ir.Value:

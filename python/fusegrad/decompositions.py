@@ -28,7 +28,8 @@ Kept where exact (mapped to dg.attention by `aten_ops`):
                        kernel runs it on the CPU; otherwise its decomposition
 
 Kept (removed from the core table, mapped directly by `aten_ops`):
-  adaptive_avg_pool2d  the core decomposition builds index tensors; the
+  adaptive_avg_pool2d, adaptive_avg_pool3d
+                       the core decomposition builds index tensors; the
                        importer maps divisible sizes to reshape + mean
   bernoulli            the core decomposition calls `rand_like`; the importer
                        maps it onto dg.rng_* with the function's seed input
@@ -138,6 +139,7 @@ _ADDED = [
 
 _REMOVED = [
     aten.adaptive_avg_pool2d.default,
+    aten.adaptive_avg_pool3d.default,
     aten.hardsigmoid.default,
     aten.hardswish.default,
     aten.std.correction,

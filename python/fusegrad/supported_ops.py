@@ -111,7 +111,8 @@ nn.functional.leaky_relu nn.functional.hardtanh nn.functional.elu nn.functional.
 nn.functional.hardswish nn.functional.silu nn.functional.mse_loss
 nn.functional.l1_loss nn.functional.smooth_l1_loss nn.functional.huber_loss
 nn.functional.nll_loss lerp addcmul addcdiv frac deg2rad rad2deg remainder fmod
-nn.functional.avg_pool2d nn.functional.max_pool2d tril triu outer
+nn.functional.avg_pool2d nn.functional.max_pool2d nn.functional.avg_pool3d
+nn.functional.max_pool3d tril triu outer
 nn.functional.interpolate.nearest nn.functional.upsample_nearest
 nn.functional.glu nn.functional.selu nn.functional.celu nn.functional.softsign nn.functional.hardshrink nn.functional.softshrink
 nn.functional.threshold nn.functional.kl_div nn.functional.binary_cross_entropy nn.functional.margin_ranking_loss nn.functional.soft_margin_loss nn.functional.hinge_embedding_loss
@@ -133,7 +134,8 @@ linalg.vector_norm nn.functional.normalize nn.functional.cosine_similarity cumsu
 atan asin acos sinh cosh asinh acosh atanh erfc exp2 atan2 hypot logaddexp2 dist prod cumprod
 addbmm einsum nn.functional.bilinear nn.functional.conv_transpose1d
 nn.functional.conv_transpose2d nn.functional.adaptive_avg_pool1d
-nn.functional.adaptive_avg_pool2d
+nn.functional.adaptive_avg_pool2d nn.functional.adaptive_avg_pool3d nn.functional.conv3d
+nn.functional.local_response_norm
 """
 
 
@@ -153,6 +155,7 @@ CLAIMS: list[Claim] = (
                                                 "nn.functional.conv_transpose1d",
                                                 "nn.functional.conv_transpose2d",
                                                 "nn.functional.conv1d", "nn.functional.conv2d",
+                                                "nn.functional.conv3d",
                                                 "nn.functional.binary_cross_entropy_with_logits")
                     else _TRANSCENDENTAL_TOL)) for k in _TOLERANT.split()]
     + [

@@ -77,3 +77,23 @@ func.func @heavy_weight(%x: tensor<2x64x2x2xf32>, %w: tensor<64x64x3x3xf32>) -> 
   %y = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x64x2x2xf32>, tensor<64x64x3x3xf32>) -> tensor<2x64x2x2xf32>
   return %y : tensor<2x64x2x2xf32>
 }
+
+// A 3-d convolution's layout changes around its 2-d one ([n*d, c, h, w] viewed as
+// [n, d, c, h, w], transposed to [n, c, d, h, w] for the ops between, and back for the
+// next convolution) are each the channels-last value itself: nothing is transposed
+// between the two convolutions.
+// CHECK-LABEL: func.func @volume(
+// CHECK: %[[Y:.*]] = "dg.conv2d_nhwc"
+// CHECK-NOT: dg.transpose
+// CHECK: "dg.conv2d_nhwc"
+func.func @volume(%x: tensor<4x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %w2: tensor<4x4x3x3xf32>) -> tensor<4x4x8x8xf32> {
+  %y = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<4x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<4x4x8x8xf32>
+  %v = "dg.reshape"(%y) : (tensor<4x4x8x8xf32>) -> tensor<2x2x4x8x8xf32>
+  %t = "dg.transpose"(%v) {perm = array<i64: 0, 2, 1, 3, 4>} : (tensor<2x2x4x8x8xf32>) -> tensor<2x4x2x8x8xf32>
+  %z = "dg.full"() {value = 0.0 : f64} : () -> tensor<2x4x2x8x8xf32>
+  %r = "dg.max"(%t, %z) : (tensor<2x4x2x8x8xf32>, tensor<2x4x2x8x8xf32>) -> tensor<2x4x2x8x8xf32>
+  %b = "dg.transpose"(%r) {perm = array<i64: 0, 2, 1, 3, 4>} : (tensor<2x4x2x8x8xf32>) -> tensor<2x2x4x8x8xf32>
+  %f = "dg.reshape"(%b) : (tensor<2x2x4x8x8xf32>) -> tensor<4x4x8x8xf32>
+  %y2 = "dg.conv2d"(%f, %w2) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<4x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<4x4x8x8xf32>
+  return %y2 : tensor<4x4x8x8xf32>
+}

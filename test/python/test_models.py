@@ -25,6 +25,15 @@ def cnn():
                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
 
 
+def cnn3d():
+    # video-style: a spatial-only and a temporal-only kernel, 3-d pooling
+    return nn.Sequential(nn.Conv3d(2, 4, (1, 3, 3), padding=(0, 1, 1), bias=False),
+                         nn.BatchNorm3d(4), nn.ReLU(), nn.MaxPool3d((1, 2, 2)),
+                         nn.Conv3d(4, 6, (3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0)),
+                         nn.ReLU(), nn.AvgPool3d(2), nn.AdaptiveAvgPool3d(1), nn.Flatten(),
+                         nn.Linear(6, 3))
+
+
 def transformer(norm_first):
     layer = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0,
                                        batch_first=True, norm_first=norm_first)
@@ -34,6 +43,7 @@ def transformer(norm_first):
 MODELS = {
     "mlp": (mlp, (6, 8)),
     "cnn": (cnn, (3, 2, 8, 8)),
+    "cnn3d": (cnn3d, (3, 2, 4, 8, 8)),
     "transformer": (lambda: transformer(False), (2, 5, 8)),
     "transformer_norm_first": (lambda: transformer(True), (2, 5, 8)),
 }
@@ -69,7 +79,8 @@ def fastpath(enabled):
 
 # the transformer compiles slowly (~1 min for fwd+bwd on CPU): Adam only
 @pytest.mark.parametrize("name,opt", [("mlp", "sgd"), ("mlp", "adam"), ("cnn", "sgd"),
-                                      ("cnn", "adam"), ("transformer", "adam")])
+                                      ("cnn", "adam"), ("cnn3d", "sgd"),
+                                      ("transformer", "adam")])
 def test_training_steps_match_eager(name, opt):
     model, reference, x = make(name)
     target = torch.randn_like(copy.deepcopy(reference)(x))  # a copy: keep BN stats untouched
