@@ -866,6 +866,53 @@ def _sort(em: Emit, x: ir.Value, dim: int = -1, descending: bool = False, *,
     return [em.b.gather(x, index, dim=d), index]
 
 
+@handles(aten.median.default, aten.median.dim, aten.nanmedian.default, aten.nanmedian.dim,
+         aten.kthvalue.default)
+def _order_statistic(em: Emit, x: ir.Value, *args: Any) -> list[ir.Value] | ir.Value:
+    """An element at a position of the stably sorted dim (a gather, so the gradient goes
+    to it, as eager's): median the lower middle one, or the first NaN where there is one
+    (NaN sorts last, so that is the position after the numbers); nanmedian the lower
+    middle of the numbers; kthvalue the k-th (NaN the largest)."""
+    b = em.b
+    target = em.node.target
+    name = target._overloadpacket.__name__
+    if target is aten.kthvalue.default:
+        k, dim = args[0], args[1] if len(args) > 1 else -1
+    else:
+        k, dim = None, args[0] if args else None
+    s = spec(x)
+    if dim is None:
+        x, d = reshape(em, x, (s.numel,)), 0
+    else:
+        d = norm_dim(dim, s.rank) if s.rank else 0
+    if spec(x).rank == 0:
+        x = reshape(em, x, (1,))
+    values, index = _sort(em, x, d)
+    shape = list(spec(x).shape)
+    n = shape[d]
+    if n == 0:
+        raise Unsupported(f"{name} of an empty dim")
+    at = [*shape[:d], 1, *shape[d + 1:]]
+    if k is not None:
+        position = b.full(shape=at, dtype="i64", value=float(k - 1))
+    else:
+        numbers = cast(em, b.create("not", [b.compare(x, x, direction="ne")]), "i64")
+        count = reshape(em, b.reduce_sum(numbers, dims=[d]), at)
+        if name == "median":
+            middle = b.full(shape=at, dtype="i64", value=float((n - 1) // 2))
+            position = b.select(b.compare(count, full_as(em, count, float(n)), direction="lt"),
+                                count, middle)
+        else:  # the lower middle of the numbers: (count - 1) // 2, 0 when all are NaN
+            position = b.div(b.max(b.sub(count, full_as(em, count, 1.0)),
+                                   full_as(em, count, 0.0)), full_as(em, count, 2.0))
+    value = b.gather(values, position, dim=d)
+    where = b.gather(index, position, dim=d)
+    results = [reshape(em, value, em.out[0].shape)]
+    if len(em.out) > 1:
+        results.append(reshape(em, where, em.out[1].shape))
+    return results if len(results) > 1 else results[0]
+
+
 def _compare_exchange(em: Emit, keys: ir.Value, index: ir.Value, n: int, k: int, j: int,
                       descending: bool) -> tuple[ir.Value, ir.Value]:
     """One bitonic stage: elements i and i + j of each group of 2j, in increasing order
@@ -1288,15 +1335,23 @@ def _triangle_matmul(em: Emit, x: ir.Value, n: int, dtype: str, axis: int,
 
 @handles(aten.cumprod.default)
 def _cumprod(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
-    """Hillis-Steele: log2(n) rounds each multiplying by the running products k places
-    back (k = 1, 2, 4, ...). Plain multiplications, so the gradient needs no division
-    (zeros included) and no scan op."""
+    """Plain multiplications, so the gradient needs no division (zeros included)."""
     out = em.out0
     s = spec(x)
     y = cast(em, x, _opmath(out.dtype))
     if s.rank == 0 or s.numel == 0:
         return cast(em, y, out.dtype)
-    d = norm_dim(dim, s.rank)
+    (y,) = _scan(em, [y], norm_dim(dim, s.rank), [1.0], lambda e, l: [em.b.mul(e[0], l[0])])
+    return cast(em, y, out.dtype)
+
+
+def _scan(em: Emit, values: list[ir.Value], d: int, identities: list[float],
+          combine: Callable[[list, list], list]) -> list[ir.Value]:
+    """Inclusive scan along dim d of tuples of same-shaped `values` (Hillis-Steele): log2(n)
+    rounds, each combining every element with the running result k places back (k = 1,
+    2, 4, ...; `identities` fill in before the start). `combine(earlier, later)` takes
+    and returns tuples; it must be associative. No scan op: plain dg ops, differentiable."""
+    s = spec(values[0])
     n = s.shape[d]
     k = 1
     while k < n:
@@ -1304,12 +1359,67 @@ def _cumprod(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
         limit[d] = n - k
         low = [0] * s.rank
         low[d] = k
-        earlier = em.b.slice(y, start=[0] * s.rank, limit=limit, stride=[1] * s.rank)
-        earlier = em.b.pad(earlier, low=low, high=[0] * s.rank, interior=[0] * s.rank,
-                           value=1.0)
-        y = em.b.mul(y, earlier)
+        earlier = [em.b.pad(em.b.slice(v, start=[0] * s.rank, limit=limit, stride=[1] * s.rank),
+                            low=low, high=[0] * s.rank, interior=[0] * s.rank, value=identity)
+                   for v, identity in zip(values, identities)]
+        values = combine(earlier, values)
         k *= 2
-    return cast(em, y, out.dtype)
+    return values
+
+
+@handles(aten.cummax.default, aten.cummin.default)
+def _cummax(em: Emit, x: ir.Value, dim: int) -> list[ir.Value]:
+    """A scan of (value, index) pairs in eager's order: an element replaces the running
+    extreme when it is at least as large (small), or NaN, unless the running one is NaN:
+    the last of equal extremes wins, and the first NaN stays until the next."""
+    s = spec(x)
+    b = em.b
+    if s.dtype == "i1":
+        raise Unsupported(f"{em.node.target._overloadpacket.__name__} of a bool tensor")
+    index = b.full(shape=s.shape, dtype="i64", value=0.0)
+    if s.rank == 0 or s.numel == 0:
+        return [x, index]
+    d = norm_dim(dim, s.rank)
+    index = b.iota(shape=s.shape, dtype="i64", dim=d)
+    largest = em.node.target is aten.cummax.default
+
+    def combine(earlier: list, later: list) -> list:
+        (ev, ei), (lv, li) = earlier, later
+        beats = b.compare(lv, ev, direction="ge" if largest else "le")
+        if is_float(s.dtype):
+            nan_e, nan_l = b.compare(ev, ev, direction="ne"), b.compare(lv, lv, direction="ne")
+            beats = b.create("or", [nan_l, b.create("and", [b.create("not", [nan_e]), beats])])
+        # before the start (index -1) nothing: no value of the dtype is an identity for
+        # both rules (int64's extremes are not even f64 pad values)
+        start = b.compare(ei, full_as(em, ei, 0.0), direction="lt")
+        beats = b.create("or", [start, beats])
+        return [b.select(beats, lv, ev), b.select(beats, li, ei)]
+    return _scan(em, [x, index], d, [0.0, -1.0], combine)
+
+
+@handles(aten.logcumsumexp.default)
+def _logcumsumexp(em: Emit, x: ir.Value, dim: int) -> ir.Value:
+    """A scan of log(exp(a) + exp(b)) = hi + log1p(exp(lo - hi)), hi the larger: exact for
+    any range of values (a running-max shift would underflow the early terms), and its
+    gradient splits a tie in half, as the softmax weights do."""
+    b = em.b
+    s = spec(x)
+    if not is_float(s.dtype):
+        raise Unsupported("logcumsumexp of an integer tensor")
+    y = cast(em, x, _opmath(s.dtype))
+    if s.rank == 0 or s.numel == 0:
+        return cast(em, y, em.out0.dtype)
+
+    def combine(earlier: list, later: list) -> list:
+        (e,), (l,) = earlier, later
+        first = b.compare(e, l, direction="ge")
+        hi, lo = b.select(first, e, l), b.select(first, l, e)
+        # infinite hi: inf - inf would be NaN; the result is hi itself
+        infinite = b.compare(b.abs(hi), full_as(em, hi, math.inf), direction="eq")
+        gap = b.select(infinite, full_as(em, hi, 0.0), b.sub(lo, hi))
+        return [b.add(hi, b.log1p(b.exp(gap)))]
+    (y,) = _scan(em, [y], norm_dim(dim, s.rank), [-math.inf], combine)
+    return cast(em, y, em.out0.dtype)
 
 
 @handles(aten.prod.default, aten.prod.dim_int)
