@@ -1259,6 +1259,42 @@ def _histc(em: Emit, x: ir.Value, bins: int = 100, min: float = 0, max: float = 
     return cast(em, b.reduce_sum(cast(em, hits, ct), dims=[0]), em.out0.dtype)
 
 
+@handles(aten.bucketize.Tensor, aten.bucketize.Scalar)
+def _bucketize(em: Emit, x: Any, boundaries: ir.Value, *, out_int32: bool = False,
+               right: bool = False) -> ir.Value:
+    return _search_sorted(em, boundaries, x, right)
+
+
+@handles(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
+def _searchsorted(em: Emit, sorted_sequence: ir.Value, x: Any, *, out_int32: bool = False,
+                  right: bool = False, side: str | None = None,
+                  sorter: ir.Value | None = None) -> ir.Value:
+    if sorter is not None:
+        sorted_sequence = em.b.gather(sorted_sequence, sorter, dim=spec(sorted_sequence).rank - 1)
+    return _search_sorted(em, sorted_sequence, x, right if side is None else side == "right")
+
+
+def _search_sorted(em: Emit, seq: ir.Value, x: Any, right: bool) -> ir.Value:
+    """Where each value would go in the sorted last dim of `seq`: the count of the
+    elements it comes after, compared as eager's binary search compares (not b >= x, or
+    not b > x for `right`, so NaN values go last), every value with every element
+    (values x elements work, fused into the count). Same as eager's search for any
+    sequence without NaN (eager's result with NaN in the sequence depends on where its
+    search looks)."""
+    b = em.b
+    out = em.out0
+    ss = spec(seq)
+    ct = ss.dtype if not isinstance(x, ir.Value) else \
+        from_torch_dtype(torch.promote_types(torch_dtype(ss.dtype), torch_dtype(spec(x).dtype)))
+    shape = (*out.shape, ss.shape[-1])
+    r = len(out.shape)
+    values = b.broadcast_in_dim(coerce(em, x, ct, out.shape), shape=shape, dims=list(range(r)))
+    lead = list(range(r - 1)) if ss.rank > 1 else []
+    elements = b.broadcast_in_dim(cast(em, seq, ct), shape=shape, dims=[*lead, r])
+    before = b.create("not", [b.compare(elements, values, direction="gt" if right else "ge")])
+    return cast(em, b.reduce_sum(cast(em, before, "i64"), dims=[r]), out.dtype)
+
+
 @handles(aten.cumsum.default)
 def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
     out = em.out0
@@ -1602,6 +1638,40 @@ def _arange(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
 def _rand(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
     out = em.out0
     return em.b.rng_uniform(em.seed(), shape=out.shape, dtype=out.dtype)
+
+
+@handles(aten.uniform.default, random=True)
+def _uniform(em: Emit, x: ir.Value, low: float = 0.0, high: float = 1.0, *,
+             generator: Any = None) -> ir.Value:
+    if generator is not None:
+        raise Unsupported("an explicit generator")
+    out = em.out0
+    u = em.b.rng_uniform(em.seed(), shape=out.shape, dtype=_opmath(out.dtype))
+    u = em.b.add(em.b.mul(u, full_as(em, u, float(high) - float(low))), full_as(em, u, float(low)))
+    return cast(em, u, out.dtype)
+
+
+@handles(aten.randn.default, aten.randn_like.default, aten.normal_functional.default,
+         random=True)
+def _randn(em: Emit, *args: Any, generator: Any = None, **kwargs: Any) -> ir.Value:
+    """Standard normal samples by Box-Muller from two uniform streams:
+    sqrt(-2 log(1 - u1)) cos(2 pi u2), 1 - u1 in (0, 1] (so no log 0; |z| <= 5.8 from
+    the uniforms' 24 bits). normal_ (mean, std) scales them; like eager's, its result
+    has no gradient to the tensor it fills."""
+    if generator is not None:
+        raise Unsupported("an explicit generator")
+    out = em.out0
+    b = em.b
+    ct = _opmath(out.dtype)
+    u1 = b.rng_uniform(em.seed(), shape=out.shape, dtype=ct)
+    u2 = b.rng_uniform(em.seed(), shape=out.shape, dtype=ct)
+    radius = b.sqrt(b.mul(b.log(b.sub(full_as(em, u1, 1.0), u1)), full_as(em, u1, -2.0)))
+    z = b.mul(radius, b.cos(b.mul(u2, full_as(em, u2, 2 * math.pi))))
+    if em.node.target is aten.normal_functional.default:
+        mean, std = (list(args[1:]) + [kwargs.get("mean", 0.0), kwargs.get("std", 1.0)])[:2] \
+            if len(args) > 1 else (kwargs.get("mean", 0.0), kwargs.get("std", 1.0))
+        z = b.add(b.mul(z, full_as(em, z, float(std))), full_as(em, z, float(mean)))
+    return cast(em, z, out.dtype)
 
 
 @handles(aten.bernoulli.p, random=True)

@@ -197,6 +197,8 @@ CLAIMS: list[Claim] = (
         Claim("nanmedian", unsupported=_order_options(0), note="a position of the sorted dim"),
         Claim("kthvalue", unsupported=_order_options(1), note="a position of the sorted dim"),
         Claim("cummax", note="a scan of (value, index) pairs"),
+        Claim("bucketize", note="counts of the boundaries each value comes after"),
+        Claim("searchsorted", note="counts of the sequence elements each value comes after"),
         # the first gradient sample has values near 1e4, where float32's spacing is 1e-3:
         # eager's gradient is 9.6e-4 off the float64 one there, ours 1.7e-4
         Claim("logcumsumexp", atol=2e-3, rtol=2e-3,

@@ -186,6 +186,28 @@ def test_bernoulli_statistics():
     STATS["samples"] += 1
 
 
+def test_randn_statistics():
+    x = torch.zeros(256, 256)
+    fn = lambda a: a + torch.randn_like(a)  # noqa: E731
+    y1, y2 = _run_stochastic(fn, x, 3), _run_stochastic(fn, x, 4)
+    for y in (y1, y2):
+        assert abs(y.mean().item()) < 0.01 and abs(y.std().item() - 1) < 0.01
+        assert abs(y.pow(4).mean().item() - 3) < 0.1  # a normal's fourth moment
+        assert abs((y.abs() < 1).float().mean().item() - 0.6827) < 0.01
+    assert not torch.equal(y1, y2)
+    STATS["samples"] += 2
+
+
+def test_uniform_and_normal_fill_statistics():
+    x = torch.zeros(256, 256)
+    u = _run_stochastic(lambda a: a + torch.empty_like(a).uniform_(-2.0, 3.0), x, 5)
+    assert u.min().item() >= -2.0 and u.max().item() < 3.0
+    assert abs(u.mean().item() - 0.5) < 0.02
+    n = _run_stochastic(lambda a: a + torch.empty_like(a).normal_(2.0, 3.0), x, 6)
+    assert abs(n.mean().item() - 2.0) < 0.03 and abs(n.std().item() - 3.0) < 0.03
+    STATS["samples"] += 2
+
+
 # ------------------------------------------------------------------ gradients through fusegrad.compile
 GRAD_CLAIMS = [c for c in DETERMINISTIC if OPINFOS[c.key].supports_autograd]
 
