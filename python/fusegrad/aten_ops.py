@@ -684,6 +684,20 @@ def _cdist(em: Emit, x1: ir.Value, x2: ir.Value, p: float,
     return cast(em, _p_norm(em, diff, float(p), [len(batch) + 2]), out.dtype)
 
 
+@handles(aten._pdist_forward.default)
+def _pdist(em: Emit, x: ir.Value, p: float = 2.0) -> ir.Value:
+    """p-norms of the differences of rows i < j (eager's order), the pairs gathered by
+    constant row tables."""
+    out = em.out0
+    n, m = spec(x).shape
+    if out.numel == 0:
+        return em.b.full(shape=out.shape, dtype=out.dtype, value=0.0)
+    first, second = torch.triu_indices(n, n, offset=1)
+    rows = [em.b.index_select(x, em.b.constant(t.to(torch.int64)), dim=0) for t in (first, second)]
+    diff = em.b.sub(*(cast(em, r, _opmath(out.dtype)) for r in rows))
+    return cast(em, _p_norm(em, diff, float(p), [1]), out.dtype)
+
+
 @handles(aten.var_mean.correction)
 def _var_mean(em: Emit, x: ir.Value, dim: Any = None, *, correction: Any = None,
               keepdim: bool = False) -> list[ir.Value]:
@@ -1304,6 +1318,8 @@ def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
         return x
     d = norm_dim(dim, s.rank)
     n = s.shape[d]
+    if not is_float(out.dtype):  # no BLAS for integer matmuls: log2(n) rounds of adds
+        return _scan(em, [x], d, [0.0], lambda e, l: [em.b.add(e[0], l[0])])[0]
     if d == s.rank - 1:  # rows: no data moves
         rows = reshape(em, x, (s.numel // max(n, 1), n))
         return reshape(em, _prefix_sums(em, rows, out.dtype, axis=1), s.shape)
@@ -1513,6 +1529,127 @@ def _embedding(em: Emit, weight: ir.Value, indices: ir.Value, padding_idx: int =
     is_pad = em.b.compare(indices, full_as(em, indices, float(padding_idx)), direction="eq")
     is_pad = em.b.broadcast_in_dim(is_pad, shape=shape, dims=list(range(len(shape) - 1)))
     return em.b.select(is_pad, em.b.stop_gradient(rows), rows)
+
+
+# embedding_bag in max mode compares every bag with every index: at most this many
+# bag x index x feature elements
+EMBEDDING_BAG_MAX_GRID = 1 << 24
+
+
+@handles(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+def _embedding_bag(em: Emit, weight: ir.Value, indices: ir.Value, offsets: ir.Value,
+                   scale_grad_by_freq: bool = False, mode: int = 0, sparse: bool = False,
+                   per_sample_weights: ir.Value | None = None,
+                   include_last_offset: bool = False, padding_idx: int = -1) -> list[Any]:
+    """The looked-up rows summed into their bags by one scatter_add (sum, and mean divided
+    by each bag's count), or, for max, each bag's rows selected from all rows (bags x
+    indices x features work). A row's bag is the number of offsets at or before it,
+    less one; padding_idx rows count in no bag; empty bags are 0, as eager's."""
+    if scale_grad_by_freq:
+        raise Unsupported("scale_grad_by_freq=True")
+    b = em.b
+    out = em.out0
+    bags, dim = out.shape
+    n = spec(indices).shape[0]
+    rows = b.index_select(weight, indices, dim=0)
+    counted = b.full(shape=(n,), dtype="i1", value=1.0) if padding_idx is None or \
+        padding_idx < 0 else b.compare(indices, full_as(em, indices, float(padding_idx)),
+                                       direction="ne")
+    length = _equal_bags(em.node.args[2], n, bags, include_last_offset)
+    if length:
+        return [_equal_bag_reduce(em, rows, counted, per_sample_weights, mode, length),
+                *_embedding_bag_aux()]
+    starts = offsets
+    if include_last_offset:
+        starts = b.slice(offsets, start=[0], limit=[bags], stride=[1])
+    # a row's bag: the bag starts at or before it, less one (a scan of start marks)
+    marks = b.create("scatter_add", [b.full(shape=(n + 1,), dtype="i64", value=0.0),
+                                     cast(em, starts, "i64"),
+                                     b.full(shape=(bags,), dtype="i64", value=1.0)], dim=0)
+    marks = b.slice(marks, start=[0], limit=[n], stride=[1])
+    (bag,) = _scan(em, [marks], 0, [0.0], lambda e, l: [b.add(e[0], l[0])])
+    bag = b.sub(bag, full_as(em, bag, 1.0))
+    grid = (n, bags)
+    if mode == 2:
+        if n * bags * dim > EMBEDDING_BAG_MAX_GRID:
+            raise Unsupported(f"embedding_bag max mode over {bags} bags x {n} indices x "
+                              f"{dim} features (compiled up to {EMBEDDING_BAG_MAX_GRID})")
+        cube = (bags, n, dim)
+        member = b.create("and", [b.compare(b.broadcast_in_dim(bag, shape=grid, dims=[0]),
+                                            b.iota(shape=grid, dtype="i64", dim=1),
+                                            direction="eq"),
+                                  b.broadcast_in_dim(counted, shape=grid, dims=[0])])
+        member = b.broadcast_in_dim(b.transpose(member, perm=[1, 0]), shape=cube, dims=[0, 1])
+        candidates = b.select(member, b.broadcast_in_dim(rows, shape=cube, dims=[1, 2]),
+                              b.full(shape=cube, dtype=out.dtype, value=-math.inf))
+        result = b.reduce_max(candidates, dims=[1])
+        empty = b.compare(result, full_as(em, result, -math.inf), direction="eq")
+        result = b.select(empty, full_as(em, result, 0.0), result)
+    else:
+        if per_sample_weights is not None:
+            rows = b.mul(rows, b.broadcast_in_dim(cast(em, per_sample_weights, out.dtype),
+                                                  shape=(n, dim), dims=[0]))
+        rows = b.select(b.broadcast_in_dim(counted, shape=(n, dim), dims=[0]), rows,
+                        b.full(shape=(n, dim), dtype=out.dtype, value=0.0))
+        target = b.broadcast_in_dim(bag, shape=(n, dim), dims=[0])
+        result = b.create("scatter_add", [b.full(shape=(bags, dim), dtype=out.dtype, value=0.0),
+                                          target, rows], dim=0)
+        if mode == 1:
+            ones = cast(em, counted, "i64")
+            count = b.create("scatter_add", [b.full(shape=(bags,), dtype="i64", value=0.0), bag,
+                                             ones], dim=0)
+            count = b.max(count, full_as(em, count, 1.0))
+            result = b.div(result, b.broadcast_in_dim(cast(em, count, out.dtype),
+                                                      shape=(bags, dim), dims=[0]))
+    return [result, *_embedding_bag_aux()]
+
+
+def _embedding_bag_aux() -> list[Unavailable]:
+    """embedding_bag's other results, for eager's backward only."""
+    return [Unavailable(f"embedding_bag's {what}")
+            for what in ("offset2bag", "bag_size", "max_indices")]
+
+
+def _equal_bags(offsets: Any, n: int, bags: int, include_last_offset: bool) -> int | None:
+    """The common bag length when the offsets are `arange(0, n, length)` in the graph
+    (EmbeddingBag's 2-d input), else None."""
+    if not isinstance(offsets, torch.fx.Node) or offsets.target is not aten.arange.start_step:
+        return None
+    start, end, step = (list(offsets.args) + [1])[:3]
+    if not all(isinstance(v, int) for v in (start, end, step)) or start != 0 or step <= 0:
+        return None
+    count = bags + 1 if include_last_offset else bags
+    if len(range(start, end, step)) != count or bags * step != n:
+        return None
+    return step
+
+
+def _equal_bag_reduce(em: Emit, rows: ir.Value, counted: ir.Value,
+                      per_sample_weights: ir.Value | None, mode: int, length: int) -> ir.Value:
+    """Bags of `length` consecutive rows: a reduction over [bags, length, dim], fused and
+    threaded like any other, instead of a scatter."""
+    b = em.b
+    out = em.out0
+    bags, dim = out.shape
+    cube = (bags, length, dim)
+    keep = b.broadcast_in_dim(reshape(em, counted, (bags, length)), shape=cube, dims=[0, 1])
+    rows = reshape(em, rows, cube)
+    if mode == 2:
+        best = b.reduce_max(b.select(keep, rows, b.full(shape=cube, dtype=out.dtype,
+                                                          value=-math.inf)), dims=[1])
+        return b.select(b.compare(best, full_as(em, best, -math.inf), direction="eq"),
+                        full_as(em, best, 0.0), best)
+    if per_sample_weights is not None:
+        rows = b.mul(rows, b.broadcast_in_dim(
+            reshape(em, cast(em, per_sample_weights, out.dtype), (bags, length)),
+            shape=cube, dims=[0, 1]))
+    total = b.reduce_sum(b.select(keep, rows, b.full(shape=cube, dtype=out.dtype, value=0.0)),
+                         dims=[1])
+    if mode != 1:
+        return total
+    count = b.reduce_sum(cast(em, reshape(em, counted, (bags, length)), out.dtype), dims=[1])
+    count = b.max(count, full_as(em, count, 1.0))
+    return b.div(total, b.broadcast_in_dim(count, shape=(bags, dim), dims=[0]))
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,7 @@ nn.functional.softplus nn.functional.mish nn.functional.logsigmoid
 nn.functional.binary_cross_entropy_with_logits tan log2 log10 xlogy logaddexp
 linalg.vector_norm nn.functional.normalize nn.functional.cosine_similarity cumsum
 atan asin acos sinh cosh asinh acosh atanh erfc exp2 atan2 hypot logaddexp2 dist prod cumprod
+nn.functional.pdist
 addbmm einsum nn.functional.bilinear nn.functional.conv_transpose1d
 nn.functional.conv_transpose2d nn.functional.adaptive_avg_pool1d
 nn.functional.adaptive_avg_pool2d nn.functional.adaptive_avg_pool3d nn.functional.conv3d
@@ -186,6 +187,8 @@ CLAIMS: list[Claim] = (
         Claim("index_fill", unsupported=_uint8, note="a scatter over the indexed dim"),
         Claim("nn.functional.embedding", unsupported=_embedding_options,
               note="no max_norm or scale_grad_by_freq"),
+        Claim("nn.functional.embedding_bag", unsupported=_embedding_options,
+              note="sum and mean by a scatter_add, max by a bags x indices comparison"),
         Claim("narrow", unsupported=_tensor_start, note="int start only"),
         Claim("topk", unsupported=_topk_options,
               note="k rounds of arg-max (a sort beyond 16); ties go to the lower index"),

@@ -80,3 +80,43 @@ func.func @scatter_slices(%x: tensor<3x4xf32>, %i: tensor<5xi64>, %s: tensor<5x4
   %0 = "dg.scatter_add"(%x, %wide, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
+
+// Indices that a fused region computes while broadcasting them (index_add's wrapping of
+// negative indices) are computed once per slice, in a 1-D generic of the same body,
+// and the scatter reads them per slice as above (not a full-size index tensor checked
+// element by element).
+// CHECK-LABEL: func.func @scatter_computed_slices
+// CHECK: %[[ROWS:.*]] = linalg.generic {{.*}} ins(%arg1 : tensor<5xi64>) outs(%{{.*}} : tensor<5xi64>)
+// CHECK: arith.addi
+// CHECK: scf.for %[[I:.*]] = {{.*}} iter_args(%[[T0:.*]] = %arg0) -> (tensor<3x4xf32>)
+// CHECK: tensor.extract %[[ROWS]][%[[I]]] : tensor<5xi64>
+// CHECK: scf.if
+// CHECK: scf.for
+// CHECK-NOT: scf.if
+// CHECK: tensor.insert
+func.func @scatter_computed_slices(%x: tensor<3x4xf32>, %i: tensor<5xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %wide = scf.execute_region -> tensor<5x4xi64> no_inline {
+    %one = "dg.full"() {value = 1.0 : f64} : () -> tensor<5xi64>
+    %j = "dg.add"(%i, %one) : (tensor<5xi64>, tensor<5xi64>) -> tensor<5xi64>
+    %w = "dg.broadcast_in_dim"(%j) {dims = array<i64: 0>} : (tensor<5xi64>) -> tensor<5x4xi64>
+    scf.yield %w : tensor<5x4xi64>
+  } {dg.fusion}
+  %0 = "dg.scatter_add"(%x, %wide, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// A gather by indices broadcast along its dim (a scatter_add's gradient) reads whole
+// slices, as index_select does: the indices checked once each in a generic of their own,
+// the gather's loop free of stores.
+// CHECK-LABEL: func.func @gather_slices
+// CHECK: %[[SAFE:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<5xi64>) outs(%{{.*}} : tensor<5xi64>)
+// CHECK: scf.if
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<5x4xf32>)
+// CHECK-NOT: scf.if
+// CHECK: tensor.extract %[[SAFE]][{{.*}}] : tensor<5xi64>
+// CHECK: tensor.extract %arg0[{{.*}}] : tensor<3x4xf32>
+func.func @gather_slices(%x: tensor<3x4xf32>, %i: tensor<5xi64>) -> tensor<5x4xf32> {
+  %wide = "dg.broadcast_in_dim"(%i) {dims = array<i64: 0>} : (tensor<5xi64>) -> tensor<5x4xi64>
+  %0 = "dg.gather"(%x, %wide) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>) -> tensor<5x4xf32>
+  return %0 : tensor<5x4xf32>
+}
