@@ -239,6 +239,108 @@ def _sinc(em: Emit, x: ir.Value) -> ir.Value:
 handles(aten.sinc.default)(_float_unary(_sinc))
 
 
+def _in_f64(fn: Callable[[Emit, ir.Value], ir.Value]) -> Callable:
+    """A unary float op computed in f64 whatever the result's dtype: series whose terms
+    cancel (Lanczos' sum loses three digits) would leave f32 results 1e-4 off."""
+    def handler(em: Emit, x: ir.Value) -> ir.Value:
+        out = em.out0
+        if not is_float(out.dtype):
+            raise Unsupported(f"integer result {out.dtype}")
+        return cast(em, fn(em, cast(em, x, "f64")), out.dtype)
+    return handler
+
+
+# Lanczos' approximation, g = 7, 9 terms: Gamma to ~1e-15 relative for x >= 1/2
+_LANCZOS_G = 7.0
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012,
+            9.9843695780195716e-6, 1.5056327351493116e-7)
+
+
+def _reflected(em: Emit, x: ir.Value, right: Callable[[ir.Value], ir.Value],
+               left: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
+    """right(x) for x >= 1/2, else left(x, right(1 - x)) (a reflection formula). Each side
+    reads a safe stand-in (1 or 1/4) where the other is taken, so neither computes an
+    infinity that the select's gradient would multiply by zero into NaN."""
+    b = em.b
+    small = b.compare(x, full_as(em, x, 0.5), direction="lt")
+    mirrored = b.select(small, b.sub(full_as(em, x, 1.0), x), x)
+    base = right(mirrored)
+    return b.select(small, left(b.select(small, x, full_as(em, x, 0.25)), base), base)
+
+
+def _lgamma(em: Emit, x: ir.Value) -> ir.Value:
+    """Lanczos for x >= 1/2; below, log(pi / |sin(pi x)|) - lgamma(1 - x); +inf at the
+    poles (0, -1, -2, ...) as eager. The gradient is the formula's own (digamma to ~1e-13)."""
+    b = em.b
+
+    def lanczos(y: ir.Value) -> ir.Value:
+        z = b.sub(y, full_as(em, y, 1.0))
+        total = full_as(em, z, _LANCZOS[0])
+        for i, p in enumerate(_LANCZOS[1:], start=1):
+            total = b.add(total, b.div(full_as(em, z, p), b.add(z, full_as(em, z, float(i)))))
+        t = b.add(z, full_as(em, z, _LANCZOS_G + 0.5))
+        return b.add(b.add(full_as(em, z, 0.5 * math.log(2 * math.pi)),
+                           b.mul(b.add(z, full_as(em, z, 0.5)), b.log(t))),
+                     b.sub(b.log(total), t))
+
+    def reflect(x: ir.Value, mirrored: ir.Value) -> ir.Value:
+        sine = b.abs(b.sin(_pi_times_fraction(em, x)))
+        return b.sub(b.log(b.div(full_as(em, x, math.pi), sine)), mirrored)
+    y = _reflected(em, x, lanczos, reflect)
+    pole = b.create("or", [_nonpositive_integer(em, x),
+                           b.compare(x, full_as(em, x, math.inf), direction="eq")])
+    return b.select(pole, full_as(em, y, math.inf), y)
+
+
+def _pi_times_fraction(em: Emit, x: ir.Value) -> ir.Value:
+    """pi (x - round(x)): sin and tan of it are those of pi x up to sign (sin) or exactly
+    (tan), without pi x's rounding, which near a pole (-8 + 1e-15) is larger than the
+    distance to it. x - round(x) is exact."""
+    return em.b.mul(em.b.sub(x, em.b.round(x)), full_as(em, x, math.pi))
+
+
+def _nonpositive_integer(em: Emit, x: ir.Value) -> ir.Value:
+    b = em.b
+    return b.create("and", [b.compare(x, full_as(em, x, 0.0), direction="le"),
+                            b.compare(x, b.floor(x), direction="eq")])
+
+
+def _digamma(em: Emit, x: ir.Value) -> ir.Value:
+    """For x >= 1/2: psi(x) = psi(x + k) - sum 1/(x + j), shifted (k <= 10, unrolled) to
+    x + k >= 10, where the asymptotic series to B_14 is exact to ~1e-16; below,
+    psi(1 - x) - pi / tan(pi x). -inf at 0 and NaN at the negative integers, as eager."""
+    b = em.b
+
+    def shifted(y: ir.Value) -> ir.Value:
+        correction = full_as(em, y, 0.0)
+        for _ in range(10):
+            small = b.compare(y, full_as(em, y, 10.0), direction="lt")
+            correction = b.add(correction, b.select(small, b.reciprocal(y), full_as(em, y, 0.0)))
+            y = b.select(small, b.add(y, full_as(em, y, 1.0)), y)
+        u = b.reciprocal(b.mul(y, y))
+        # sum over k of B_2k / (2k y^2k), by Horner's rule in u = 1 / y^2
+        coefs = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12)
+        series = full_as(em, y, coefs[-1])
+        for coef in reversed(coefs[:-1]):
+            series = b.add(full_as(em, y, coef), b.mul(u, series))
+        series = b.mul(u, series)
+        psi = b.sub(b.sub(b.log(y), b.div(full_as(em, y, 0.5), y)), series)
+        return b.sub(psi, correction)
+
+    def reflect(x: ir.Value, mirrored: ir.Value) -> ir.Value:
+        px = _pi_times_fraction(em, x)
+        return b.sub(mirrored, b.div(b.mul(full_as(em, x, math.pi), b.cos(px)), b.sin(px)))
+    y = _reflected(em, x, shifted, reflect)
+    zero = b.compare(x, full_as(em, x, 0.0), direction="eq")
+    y = b.select(_nonpositive_integer(em, x), full_as(em, y, math.nan), y)
+    return b.select(zero, full_as(em, y, -math.inf), y)
+
+
+handles(aten.lgamma.default)(_in_f64(_lgamma))
+handles(aten.digamma.default)(_in_f64(_digamma))
+
+
 def _clip(em: Emit, x: ir.Value, lo: ir.Value | None, hi: ir.Value | None,
           at_bounds: bool) -> ir.Value:
     """`x` limited to [lo, hi] by selects, which pass the gradient where `x` is kept:
@@ -2152,6 +2254,60 @@ def _first_valid(geo, sizes: Sequence[int], outs: Sequence[int]) -> torch.Tensor
     firsts = [torch.tensor([first(a, k, st, p, d, size) for a in range(o)]) * f
               for (k, st, p, d), size, o, f in zip(geo, sizes, outs, _flat_strides(sizes))]
     return _outer(firsts, torch.add).to(torch.int64)
+
+
+@handles(aten.adaptive_max_pool2d.default)
+def _adaptive_max_pool2d(em: Emit, x: ir.Value, output_size: Sequence[int]) -> list[Any]:
+    """Eager's windows [floor(i n / o), ceil((i + 1) n / o)) along H and W, of unequal
+    lengths: per offset into the longest window, the rows and columns each output reads
+    (a window shorter than that repeats its last element, which never beats itself),
+    gathered by constant tables; then max_pool's rule over the offsets (the first maximum,
+    or the last NaN)."""
+    xb = _batched(em, x, 2)
+    s = spec(xb)
+    if not is_float(s.dtype):
+        raise Unsupported("adaptive_max_pool2d of an integer tensor")
+    n, c, h, w = s.shape
+    outs = em.out[0].shape[-2:]
+    if 0 in outs or 0 in (h, w):
+        raise Unsupported("adaptive_max_pool2d of or to an empty size")
+    b = em.b
+
+    def positions(size: int, out: int) -> torch.Tensor:  # [out, longest window]
+        starts = [(i * size) // out for i in range(out)]
+        ends = [-(-((i + 1) * size) // out) for i in range(out)]
+        longest = max(e - a for a, e in zip(starts, ends))
+        return torch.tensor([[min(a + t, e - 1) for t in range(longest)]
+                             for a, e in zip(starts, ends)], dtype=torch.int64)
+    rows, cols = positions(h, outs[0]), positions(w, outs[1])
+    kh, kw = rows.shape[1], cols.shape[1]
+    picked = b.index_select(xb, b.constant(rows.t().reshape(-1)), dim=2)  # [n, c, kh*oh, w]
+    picked = b.index_select(picked, b.constant(cols.t().reshape(-1)), dim=3)
+    picked = reshape(em, picked, (n, c, kh, outs[0], kw, outs[1]))
+    out_b = (n, c, *outs)
+    want_index = em.result_used(1)
+    best, index = None, None
+    for t in range(kh):
+        for u in range(kw):
+            v = reshape(em, b.slice(picked, start=[0, 0, t, 0, u, 0],
+                                    limit=[n, c, t + 1, outs[0], u + 1, outs[1]],
+                                    stride=[1] * 6), out_b)
+            here = None
+            if want_index:
+                flat = rows[:, t][:, None] * w + cols[:, u][None, :]
+                here = b.broadcast_to(b.constant(flat), out_b)
+            if best is None:
+                best, index = v, here
+                continue
+            take = b.create("or", [b.compare(v, best, direction="gt"),
+                                   b.compare(v, v, direction="ne")])  # the last NaN wins
+            best = b.select(take, v, best)
+            if want_index:
+                index = b.select(take, here, index)
+    results = [reshape(em, best, em.out[0].shape)]
+    results.append(reshape(em, index, em.out[1].shape) if want_index
+                   else Unavailable("adaptive_max_pool2d indices"))
+    return results
 
 
 @handles(aten.avg_pool2d.default, aten.avg_pool3d.default)

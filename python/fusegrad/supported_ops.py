@@ -128,7 +128,8 @@ nn.functional.hardswish nn.functional.silu nn.functional.mse_loss
 nn.functional.l1_loss nn.functional.smooth_l1_loss nn.functional.huber_loss
 nn.functional.nll_loss lerp addcmul addcdiv frac deg2rad rad2deg remainder fmod
 nn.functional.avg_pool2d nn.functional.max_pool2d nn.functional.avg_pool3d
-nn.functional.max_pool3d tril triu outer
+nn.functional.max_pool3d nn.functional.adaptive_max_pool2d nn.functional.adaptive_max_pool1d
+tril triu outer
 nn.functional.interpolate.nearest nn.functional.upsample_nearest
 nn.functional.glu nn.functional.selu nn.functional.celu nn.functional.softsign nn.functional.hardshrink nn.functional.softshrink
 nn.functional.threshold nn.functional.kl_div nn.functional.binary_cross_entropy nn.functional.margin_ranking_loss nn.functional.soft_margin_loss nn.functional.hinge_embedding_loss
@@ -148,6 +149,7 @@ nn.functional.softplus nn.functional.mish nn.functional.logsigmoid
 nn.functional.binary_cross_entropy_with_logits tan log2 log10 xlogy logaddexp
 linalg.vector_norm nn.functional.normalize nn.functional.cosine_similarity cumsum
 atan asin acos sinh cosh asinh acosh atanh erfc exp2 atan2 hypot logaddexp2 dist prod cumprod
+lgamma mvlgamma.mvlgamma_p_1 mvlgamma.mvlgamma_p_3 mvlgamma.mvlgamma_p_5
 nn.functional.pdist
 addbmm einsum nn.functional.bilinear nn.functional.conv_transpose1d
 nn.functional.conv_transpose2d nn.functional.adaptive_avg_pool1d
@@ -200,6 +202,9 @@ CLAIMS: list[Claim] = (
         Claim("nanmedian", unsupported=_order_options(0), note="a position of the sorted dim"),
         Claim("kthvalue", unsupported=_order_options(1), note="a position of the sorted dim"),
         Claim("cummax", note="a scan of (value, index) pairs"),
+        # computed in f64: eager's float32 trigamma (the gradient) is 2e-5 off it near 0
+        Claim("digamma", atol=1e-4, rtol=1e-4,
+              note="shifted asymptotic series, reflected below 1/2, in f64"),
         Claim("bucketize", note="counts of the boundaries each value comes after"),
         Claim("searchsorted", note="counts of the sequence elements each value comes after"),
         # the first gradient sample has values near 1e4, where float32's spacing is 1e-3:
