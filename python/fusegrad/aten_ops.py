@@ -31,6 +31,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 from . import stop_gradient  # noqa: F401  (registers torch.ops.fusegrad.stop_gradient)
 from .dialects.builder import Builder, spec
 from .dialects.types import TensorSpec, from_torch_dtype, is_float, torch_dtype
+from .passes.cotangent_sum import sum_cotangents
 
 aten = torch.ops.aten
 
@@ -337,6 +338,48 @@ def _digamma(em: Emit, x: ir.Value) -> ir.Value:
     return b.select(zero, full_as(em, y, -math.inf), y)
 
 
+def _erfinv(em: Emit, y: ir.Value) -> ir.Value:
+    """Giles' single-precision approximation, then four Newton steps on erf(x) = y: f64
+    accuracy, and the gradient of the last steps is 1 / erf'(x), eager's
+    sqrt(pi) / 2 exp(x^2), to the same accuracy (the approximation's own slope cancels).
+    +-inf at +-1, NaN beyond; inside, the steps read y = 0 there."""
+    b = em.b
+
+    def poly(w: ir.Value, coefs: Sequence[float]) -> ir.Value:
+        p = full_as(em, w, coefs[0])
+        for c in coefs[1:]:
+            p = b.add(full_as(em, w, c), b.mul(p, w))
+        return p
+    inside = b.compare(b.abs(y), full_as(em, y, 1.0), direction="lt")
+    y_in = b.select(inside, y, full_as(em, y, 0.0))
+    one = full_as(em, y, 1.0)
+    w = b.neg(b.log(b.mul(b.sub(one, y_in), b.add(one, y_in))))
+    central = b.compare(w, full_as(em, w, 5.0), direction="lt")
+    near = poly(b.sub(b.select(central, w, full_as(em, w, 2.5)), full_as(em, w, 2.5)), (
+        2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+        -0.00125372503, -0.00417768164, 0.246640727, 1.50140941))
+    far = poly(b.sub(b.sqrt(b.select(central, full_as(em, w, 9.0), w)), full_as(em, w, 3.0)), (
+        -0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+        -0.0076224613, 0.00943887047, 1.00167406, 2.83297682))
+    x = b.mul(b.select(central, near, far), y_in)
+    # in the tails (|y| >= 1/2) on log(erfc(|x|)) = log(1 - |y|), which is nearly
+    # quadratic: erf(x) - y there loses its digits, and the approximation (made for f32)
+    # is 0.4 off at 1 - 1e-15, which plain steps on erf close 0.08 at a time
+    tail = b.compare(b.abs(y_in), full_as(em, y, 0.5), direction="ge")
+    sign = b.sign(y_in)
+    log_rest = b.log(b.sub(one, b.abs(y_in)))
+    for _ in range(4):
+        slope = b.mul(b.exp(b.neg(b.mul(x, x))), full_as(em, x, 2 / math.sqrt(math.pi)))
+        rest = b.erfc(b.abs(x))
+        tail_step = b.mul(sign, b.div(b.mul(b.sub(b.log(rest), log_rest), rest), slope))
+        x = b.select(tail, b.add(x, tail_step), b.sub(x, b.div(b.sub(b.erf(x), y_in), slope)))
+    edge = b.mul(full_as(em, y, math.inf), b.sign(y))
+    beyond = b.compare(b.abs(y), full_as(em, y, 1.0), direction="gt")
+    edge = b.select(beyond, full_as(em, y, math.nan), edge)
+    return b.select(inside, x, edge)
+
+
+handles(aten.erfinv.default)(_in_f64(_erfinv))
 handles(aten.lgamma.default)(_in_f64(_lgamma))
 handles(aten.digamma.default)(_in_f64(_digamma))
 
@@ -1995,14 +2038,13 @@ def _convolution(em: Emit, x: ir.Value, w: ir.Value, bias: ir.Value | None, stri
         w = reshape(em, w, (ws[0], ws[1], 1, ws[2]))
         stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
         out_shape = (out_shape[0], out_shape[1], 1, out_shape[2])
-    elif xs.rank == 5 and not transposed:
+    elif xs.rank == 5:
         stride, padding, dilation = ([*v] * 3 if len(v) == 1 else list(v)
                                      for v in (stride, padding, dilation))
-        y = _conv3d(em, x, w, stride, padding, dilation, groups)
+        conv3d = _transposed_conv3d if transposed else _conv3d
+        y = conv3d(em, x, w, stride, padding, dilation, groups)
     elif xs.rank != 4:
-        what = "3-d transposed" if xs.rank == 5 else f"{xs.rank - 2}-d"
-        raise Unsupported(f"{what} convolution (fusegrad supports 1-d and 2-d, and 3-d "
-                          "forward convolutions)")
+        raise Unsupported(f"{xs.rank - 2}-d convolution (fusegrad supports 1-d, 2-d and 3-d)")
     if xs.rank != 5:
         pairs = [list(v) * 2 if len(v) == 1 else list(v) for v in (stride, padding, dilation)]
         attrs = dict(stride=pairs[0], padding=pairs[1], dilation=pairs[2], groups=groups)
@@ -2043,6 +2085,40 @@ def _conv3d(em: Emit, x: ir.Value, w: ir.Value, stride: Sequence[int], padding: 
     y = em.b.conv2d(cols, reshape(em, w, (o, cg * kd, kh, kw)), stride=st, padding=pad,
                     dilation=dil, groups=groups)
     return _permute(em, reshape(em, y, (n, do, o, ho, wo)), [0, 2, 1, 3, 4])
+
+
+def _transposed_conv3d(em: Emit, x: ir.Value, w: ir.Value, stride: Sequence[int],
+                       padding: Sequence[int], dilation: Sequence[int], groups: int) -> ir.Value:
+    """The transpose of _conv3d's scheme: one 2-d transposed convolution of the N*D input
+    depth slices into KD*C_out channels (each depth tap's contribution side by side), then
+    each tap's slices placed at their output depths (zero pads strided by the stride,
+    merged where they overlap as cotangent sums are) and summed, and the padding cropped
+    (output_padding beyond the last tap adds zeros)."""
+    b = em.b
+    n, cin, d, h, wd = spec(x).shape
+    _, cg, kd, kh, kw = spec(w).shape
+    cout, do, ho, wo = em.out0.shape[1:]
+    (sd, *st), (pd, *pad), (dd, *dil) = stride, padding, dilation
+    slices = reshape(em, _permute(em, x, [0, 2, 1, 3, 4]), (n * d, cin, h, wd))
+    w2 = reshape(em, _permute(em, w, [0, 2, 1, 3, 4]), (cin, kd * cg, kh, kw))  # tap-major
+    z = _transposed_conv(em, slices, w2, (n * d, groups * kd * cg, ho, wo),
+                         dict(stride=st, padding=pad, dilation=dil, groups=groups))
+    z = _permute(em, reshape(em, z, (n, d, groups, kd, cg, ho, wo)), [0, 1, 3, 2, 4, 5, 6])
+    z = reshape(em, z, (n, d, kd, cout, ho, wo))
+    full = (d - 1) * sd + dd * (kd - 1) + 1
+    placed = []
+    for t in range(kd):
+        tap = reshape(em, b.slice(z, start=[0, 0, t, 0, 0, 0], limit=[n, d, t + 1, cout, ho, wo],
+                                  stride=[1] * 6), (n, d, cout, ho, wo))
+        high = full - (t * dd + (d - 1) * sd + 1)
+        placed.append((b.pad(tap, low=[0, t * dd, 0, 0, 0], high=[0, high, 0, 0, 0],
+                             interior=[0, sd - 1, 0, 0, 0], value=0.0), b.loc))
+    y = sum_cotangents(placed)
+    end = min(pd + do, full)
+    y = slice_dim(em, y, 1, pd, end)
+    if pd + do > end:
+        y = b.pad(y, low=[0] * 5, high=[0, pd + do - end, 0, 0, 0], interior=[0] * 5, value=0.0)
+    return _permute(em, y, [0, 2, 1, 3, 4])
 
 
 def _transposed_conv(em: Emit, x: ir.Value, w: ir.Value, out_shape: Sequence[int],

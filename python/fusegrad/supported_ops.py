@@ -149,11 +149,12 @@ nn.functional.softplus nn.functional.mish nn.functional.logsigmoid
 nn.functional.binary_cross_entropy_with_logits tan log2 log10 xlogy logaddexp
 linalg.vector_norm nn.functional.normalize nn.functional.cosine_similarity cumsum
 atan asin acos sinh cosh asinh acosh atanh erfc exp2 atan2 hypot logaddexp2 dist prod cumprod
-lgamma mvlgamma.mvlgamma_p_1 mvlgamma.mvlgamma_p_3 mvlgamma.mvlgamma_p_5
+lgamma mvlgamma.mvlgamma_p_1 mvlgamma.mvlgamma_p_3 mvlgamma.mvlgamma_p_5 erfinv
 nn.functional.pdist
 addbmm einsum nn.functional.bilinear nn.functional.conv_transpose1d
 nn.functional.conv_transpose2d nn.functional.adaptive_avg_pool1d
 nn.functional.adaptive_avg_pool2d nn.functional.adaptive_avg_pool3d nn.functional.conv3d
+nn.functional.conv_transpose3d
 nn.functional.local_response_norm
 """
 
@@ -175,6 +176,7 @@ CLAIMS: list[Claim] = (
                                                 "nn.functional.conv_transpose2d",
                                                 "nn.functional.conv1d", "nn.functional.conv2d",
                                                 "nn.functional.conv3d",
+                                                "nn.functional.conv_transpose3d",
                                                 "nn.functional.binary_cross_entropy_with_logits")
                     else _TRANSCENDENTAL_TOL)) for k in _TOLERANT.split()]
     + [
