@@ -683,6 +683,29 @@ def _where(em: Emit, cond: ir.Value, a: Any, b: Any) -> ir.Value:
     return em.b.select(pred, coerce(em, a, out.dtype, out.shape), coerce(em, b, out.dtype, out.shape))
 
 
+@handles(aten.masked_scatter.default)
+def _masked_scatter(em: Emit, x: ir.Value, mask: ir.Value, source: ir.Value) -> ir.Value:
+    """Where the mask is set, the source's next element in order (a vision-language
+    model's image features into its token embeddings): element i reads the source at the
+    count of set elements before it (an integer scan), a gather whose gradient is the
+    source's. More set elements than the source holds fail the gather's index check."""
+    out = em.out0
+    b = em.b
+    n = out.numel
+    flags = reshape(em, to_bool(em, mask, out.shape), (n,))
+    (count,) = _scan(em, [cast(em, flags, "i64")], 0, [0.0], lambda e, l: [b.add(e[0], l[0])])
+    position = b.max(b.sub(count, full_as(em, count, 1.0)), full_as(em, count, 0.0))
+    # unset elements read position 0 (or the last one before them), which always exists
+    # when the source is not empty: their value is not taken
+    position = b.select(flags, position, b.full(shape=(n,), dtype="i64", value=0.0))
+    src = reshape(em, cast(em, source, out.dtype), (spec(source).numel,))
+    if spec(src).shape[0] == 0:
+        src = b.full(shape=(1,), dtype=out.dtype, value=0.0)
+    taken = b.index_select(src, position, dim=0)
+    base = reshape(em, coerce(em, x, out.dtype, out.shape), (n,))
+    return reshape(em, b.select(flags, taken, base), out.shape)
+
+
 @handles(aten.clamp.default, aten.clamp.Tensor)
 def _clamp(em: Emit, x: ir.Value, min: Any = None, max: Any = None) -> ir.Value:
     out = em.out0

@@ -208,6 +208,8 @@ CLAIMS: list[Claim] = (
         Claim("digamma", atol=1e-4, rtol=1e-4,
               note="shifted asymptotic series, reflected below 1/2, in f64"),
         Claim("bucketize", note="counts of the boundaries each value comes after"),
+        Claim("masked_scatter", unsupported=_uint8,
+              note="a gather at the count of set elements before each"),
         Claim("searchsorted", note="counts of the sequence elements each value comes after"),
         # the first gradient sample has values near 1e4, where float32's spacing is 1e-3:
         # eager's gradient is 9.6e-4 off the float64 one there, ours 1.7e-4
