@@ -1401,6 +1401,41 @@ def _scatter(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: Any) -> ir.V
     return em.b.create(op, [x, index, src], dim=norm_dim(dim, s.rank))
 
 
+@handles(aten.scatter_reduce.two)
+def _scatter_reduce(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: ir.Value,
+                    reduce: str, *, include_self: bool = True) -> ir.Value:
+    """sum and mean (a graph network's aggregations) by scatter_adds of the values and of
+    their counts; positions no index reaches keep x. amax/amin/prod have no scatter op."""
+    if reduce not in ("sum", "mean"):
+        raise Unsupported(f"scatter_reduce with reduce={reduce!r} (sum and mean compile)")
+    s = spec(x)
+    b = em.b
+    if spec(index).numel == 0:
+        return x
+    if s.rank == 0:
+        one = [reshape(em, v, (1,)) for v in (x, index, src)]
+        return reshape(em, _scatter_reduce(em, *one[:1], 0, *one[1:], reduce,
+                                           include_self=include_self), ())
+    if reduce == "mean" and not is_float(s.dtype):
+        raise Unsupported("scatter_reduce mean of an integer tensor (eager floors it)")
+    d = norm_dim(dim, s.rank)
+    ishape = spec(index).shape
+    src = cast(em, src, s.dtype)
+    if spec(src).shape != ishape:
+        src = b.slice(src, start=[0] * s.rank, limit=list(ishape), stride=[1] * s.rank)
+    zeros = b.full(shape=s.shape, dtype=s.dtype, value=0.0)
+    total = b.create("scatter_add", [zeros, index, src], dim=d)
+    counts = b.create("scatter_add", [zeros, index, b.full(shape=ishape, dtype=s.dtype,
+                                                           value=1.0)], dim=d)
+    reached = b.compare(counts, full_as(em, counts, 0.0), direction="gt")
+    if include_self:
+        total = b.add(total, x)
+        counts = b.add(counts, full_as(em, counts, 1.0))
+    if reduce == "mean":
+        total = b.div(total, b.max(counts, full_as(em, counts, 1.0)))
+    return b.select(reached, total, x)
+
+
 @handles(aten.histc.default)
 def _histc(em: Emit, x: ir.Value, bins: int = 100, min: float = 0, max: float = 0) -> ir.Value:
     """Counts per bin as a comparison of every element's bin with every bin, summed:
