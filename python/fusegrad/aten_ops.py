@@ -2014,6 +2014,32 @@ def _randn(em: Emit, *args: Any, generator: Any = None, **kwargs: Any) -> ir.Val
     return cast(em, z, out.dtype)
 
 
+@handles(aten.rrelu_with_noise_functional.default, random=True)
+def _rrelu(em: Emit, x: ir.Value, noise: ir.Value, lower: float = 0.125, upper: float = 1 / 3,
+           training: bool = False, generator: Any = None) -> list[ir.Value]:
+    """Randomized leaky ReLU: negative inputs scaled by a slope drawn uniformly from
+    [lower, upper] per element in training (the noise result holds the slopes, 1 where
+    x >= 0), by their mean in evaluation (noise unchanged)."""
+    if generator is not None:
+        raise Unsupported("an explicit generator")
+    b = em.b
+    out = em.out0
+    ct = _opmath(out.dtype)
+    y = cast(em, x, ct)
+    if training:
+        u = b.rng_uniform(em.seed(), shape=out.shape, dtype=ct)
+        slope = b.add(b.mul(u, full_as(em, u, float(upper) - float(lower))),
+                      full_as(em, u, float(lower)))
+        negative = b.compare(y, full_as(em, y, 0.0), direction="lt")
+        slope = b.select(negative, slope, full_as(em, slope, 1.0))
+        noise = cast(em, slope, em.out[1].dtype)
+    else:
+        negative = b.compare(y, full_as(em, y, 0.0), direction="lt")
+        slope = b.select(negative, full_as(em, y, (float(lower) + float(upper)) / 2),
+                         full_as(em, y, 1.0))
+    return [cast(em, b.mul(y, slope), out.dtype), noise]
+
+
 @handles(aten.bernoulli.p, random=True)
 def _bernoulli_p(em: Emit, x: ir.Value, p: float = 0.5, *, generator: Any = None) -> ir.Value:
     if generator is not None:

@@ -227,6 +227,8 @@ CLAIMS: list[Claim] = (
         Claim("nn.functional.dropout", stochastic=True,
               note="seeded by the function's dg.seed_input argument; checked statistically"),
         Claim("bernoulli", stochastic=True, note="checked statistically"),
+        Claim("nn.functional.rrelu", stochastic=True,
+              note="uniform slopes in training, checked statistically"),
     ]
 )
 

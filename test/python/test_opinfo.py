@@ -198,6 +198,17 @@ def test_randn_statistics():
     STATS["samples"] += 2
 
 
+def test_rrelu_statistics():
+    x = torch.linspace(-3, 3, 256 * 256).reshape(256, 256)
+    y = _run_stochastic(lambda a: torch.nn.functional.rrelu(a, 0.1, 0.3, training=True), x, 8)
+    negative = x < 0
+    slopes = y[negative] / x[negative]
+    assert slopes.min().item() >= 0.1 and slopes.max().item() <= 0.3
+    assert abs(slopes.mean().item() - 0.2) < 0.005
+    torch.testing.assert_close(y[~negative], x[~negative])
+    STATS["samples"] += 1
+
+
 def test_uniform_and_normal_fill_statistics():
     x = torch.zeros(256, 256)
     u = _run_stochastic(lambda a: a + torch.empty_like(a).uniform_(-2.0, 3.0), x, 5)
