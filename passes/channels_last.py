@@ -126,8 +126,10 @@ class _Rewrite:
         if v not in self.phys:
             return v
         if v not in self.logical:
-            p, k = self.phys[v]  # an op's result: arguments get theirs in `run`
-            with ir.InsertionPoint.after(p.owner.operation), self._loc(v):
+            p, k = self.phys[v]  # an argument when a transpose of one kept its layout
+            at = ir.InsertionPoint(self.block.operations[0]) if isinstance(p.owner, ir.Block) \
+                else ir.InsertionPoint.after(p.owner.operation)
+            with at, self._loc(v):
                 self.logical[v] = _permute(p, _inverse(moved(spec(v).rank, k)))
         return self.logical[v]
 
