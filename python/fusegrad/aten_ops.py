@@ -320,12 +320,9 @@ def _digamma(em: Emit, x: ir.Value) -> ir.Value:
             correction = b.add(correction, b.select(small, b.reciprocal(y), full_as(em, y, 0.0)))
             y = b.select(small, b.add(y, full_as(em, y, 1.0)), y)
         u = b.reciprocal(b.mul(y, y))
-        # sum over k of B_2k / (2k y^2k), by Horner's rule in u = 1 / y^2
-        coefs = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12)
-        series = full_as(em, y, coefs[-1])
-        for coef in reversed(coefs[:-1]):
-            series = b.add(full_as(em, y, coef), b.mul(u, series))
-        series = b.mul(u, series)
+        # sum over k of B_2k / (2k y^2k), a polynomial in u = 1 / y^2
+        series = b.mul(u, _horner(em, u, (1 / 12, -691 / 32760, 1 / 132, -1 / 240, 1 / 252,
+                                          -1 / 120, 1 / 12)))
         psi = b.sub(b.sub(b.log(y), b.div(full_as(em, y, 0.5), y)), series)
         return b.sub(psi, correction)
 
@@ -338,27 +335,31 @@ def _digamma(em: Emit, x: ir.Value) -> ir.Value:
     return b.select(zero, full_as(em, y, -math.inf), y)
 
 
+def _horner(em: Emit, x: ir.Value, coefs: Sequence[float]) -> ir.Value:
+    """The polynomial with `coefs` (highest degree first) at x."""
+    p = full_as(em, x, coefs[0])
+    for c in coefs[1:]:
+        p = em.b.add(full_as(em, x, c), em.b.mul(p, x))
+    return p
+
+
 def _erfinv(em: Emit, y: ir.Value) -> ir.Value:
     """Giles' single-precision approximation, then four Newton steps on erf(x) = y: f64
     accuracy, and the gradient of the last steps is 1 / erf'(x), eager's
     sqrt(pi) / 2 exp(x^2), to the same accuracy (the approximation's own slope cancels).
     +-inf at +-1, NaN beyond; inside, the steps read y = 0 there."""
     b = em.b
-
-    def poly(w: ir.Value, coefs: Sequence[float]) -> ir.Value:
-        p = full_as(em, w, coefs[0])
-        for c in coefs[1:]:
-            p = b.add(full_as(em, w, c), b.mul(p, w))
-        return p
     inside = b.compare(b.abs(y), full_as(em, y, 1.0), direction="lt")
     y_in = b.select(inside, y, full_as(em, y, 0.0))
     one = full_as(em, y, 1.0)
     w = b.neg(b.log(b.mul(b.sub(one, y_in), b.add(one, y_in))))
     central = b.compare(w, full_as(em, w, 5.0), direction="lt")
-    near = poly(b.sub(b.select(central, w, full_as(em, w, 2.5)), full_as(em, w, 2.5)), (
+    w_near = b.sub(b.select(central, w, full_as(em, w, 2.5)), full_as(em, w, 2.5))
+    w_far = b.sub(b.sqrt(b.select(central, full_as(em, w, 9.0), w)), full_as(em, w, 3.0))
+    near = _horner(em, w_near, (
         2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
         -0.00125372503, -0.00417768164, 0.246640727, 1.50140941))
-    far = poly(b.sub(b.sqrt(b.select(central, full_as(em, w, 9.0), w)), full_as(em, w, 3.0)), (
+    far = _horner(em, w_far, (
         -0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
         -0.0076224613, 0.00943887047, 1.00167406, 2.83297682))
     x = b.mul(b.select(central, near, far), y_in)
