@@ -1294,6 +1294,44 @@ def _select(em: Emit, x: ir.Value, dim: int, index: int) -> ir.Value:
     return reshape(em, slice_dim(em, x, d, i, i + 1), em.out0.shape)
 
 
+@handles(aten.slice_scatter.default)
+def _slice_scatter(em: Emit, x: ir.Value, src: ir.Value, dim: int = 0, start: int | None = None,
+                   end: int | None = None, step: int = 1) -> ir.Value:
+    """x with `src` in its strided slice along dim: src padded into place (zeros between
+    and around, interior for the step), then selected where a constant mask of the
+    slice's positions is set; the gradient of each side is its select's."""
+    out = em.out0
+    d = norm_dim(dim, out.rank)
+    size = out.shape[d]
+    lo, hi = _clamp_bounds(start, end, size)
+    count = len(range(lo, hi, step))
+    shape = list(out.shape)
+    shape[d] = count
+    src = coerce(em, src, out.dtype, shape)
+    if count == 0:
+        return cast(em, x, out.dtype)
+    if count == size:
+        return src
+    low, high, interior = [0] * out.rank, [0] * out.rank, [0] * out.rank
+    low[d], interior[d] = lo, step - 1
+    high[d] = size - (lo + (count - 1) * step + 1)
+    placed = em.b.pad(src, low=low, high=high, interior=interior, value=0.0)
+    taken = torch.zeros(size, dtype=torch.bool)
+    taken[lo:hi:step] = True
+    mask = em.b.broadcast_in_dim(em.b.constant(taken), shape=out.shape, dims=[d])
+    return em.b.select(mask, placed, cast(em, x, out.dtype))
+
+
+@handles(aten.select_scatter.default)
+def _select_scatter(em: Emit, x: ir.Value, src: ir.Value, dim: int, index: int) -> ir.Value:
+    out = em.out0
+    d = norm_dim(dim, out.rank)
+    i = index + out.shape[d] if index < 0 else index
+    shape = list(out.shape)
+    shape[d] = 1
+    return _slice_scatter(em, x, reshape(em, src, shape), d, i, i + 1)
+
+
 @handles(aten.cat.default)
 def _cat(em: Emit, tensors: Sequence[ir.Value], dim: int = 0) -> ir.Value:
     out = em.out0

@@ -35,6 +35,13 @@ Kept (removed from the core table, mapped directly by `aten_ops`):
                        maps it onto dg.rng_* with the function's seed input
   eye                  the core decomposition compares uint8 aranges (no dg
                        dtype); the importer compares two iotas
+  select_scatter (and slice_scatter, kept too)
+                       what functionalization writes a mutated slice back with;
+                       their decompositions return contiguous results where the
+                       op keeps the input's strides, and functionalization then
+                       replays the base's views on them: a view of a permuted
+                       einsum result failed to trace (HF Funnel). The importer
+                       pads the source into place and selects.
   hardtanh, hardsigmoid, hardswish
                        their decompositions clamp, whose gradient passes at
                        the bounds; theirs does not (relu6 is hardtanh)
@@ -126,8 +133,6 @@ _ADDED = [
     aten.alias_copy,
     aten.expand_copy,
     aten.diagonal_copy,
-    aten.slice_scatter,
-    aten.select_scatter,
     aten.index_select_backward,
     aten.logaddexp2,
     aten.dist,
@@ -148,6 +153,7 @@ _REMOVED = [
     aten.bernoulli.default,
     aten.eye.default,
     aten.eye.m,
+    aten.select_scatter.default,
 ]
 
 
