@@ -134,6 +134,24 @@ def test_input_mutation_is_written_back():
     torch.testing.assert_close(buf, buf_eager)
 
 
+def test_in_place_update_of_a_view_of_a_permuted_result():
+    """HF Funnel's relative shift: reshapes and slices of an einsum's permuted result,
+    then `*=` on the slice. Functionalization writes the slice back with slice_scatter and
+    replays the base's views on its result, which must keep the base's strides."""
+    def f(q, r, mask):
+        scores = torch.einsum("binh,tnh->bnit", q, r)  # [b, n, 16, 33], permuted
+        b, n, s, m = scores.shape
+        shifted = scores.reshape(b, n, m, s)[:, :, 1:, :].reshape(b, n, s, m - 1)[..., :16]
+        shifted *= mask
+        return shifted
+    q = torch.randn(4, 16, 2, 8, requires_grad=True)
+    r, mask = torch.randn(33, 2, 8), torch.randn(16, 16)
+    got, want = compiled(f)(q, r, mask), f(q, r, mask)
+    torch.testing.assert_close(got, want)
+    g = torch.randn_like(want)
+    torch.testing.assert_close(torch.autograd.grad(got, q, g), torch.autograd.grad(want, q, g))
+
+
 def _mutate_in_grad_mode(x, y):
     x.mul_(y)
     return (x * 3).sum()
