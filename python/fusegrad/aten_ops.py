@@ -1332,6 +1332,25 @@ def _select_scatter(em: Emit, x: ir.Value, src: ir.Value, dim: int, index: int) 
     return _slice_scatter(em, x, reshape(em, src, shape), d, i, i + 1)
 
 
+@handles(aten.unfold.default, aten.unfold_copy.default)
+def _unfold(em: Emit, x: ir.Value, dim: int, size: int, step: int) -> ir.Value:
+    """Tensor.unfold (sliding windows along dim, as a new last dim): one strided slice per
+    offset into the window, side by side; overlapping windows' gradients merge where the
+    slices' pads overlap."""
+    out = em.out0
+    s = spec(x)
+    if s.rank == 0:
+        return reshape(em, x, out.shape)
+    d = norm_dim(dim, s.rank)
+    n = out.shape[d]
+    if out.numel == 0:
+        return em.b.full(shape=out.shape, dtype=out.dtype, value=0.0)
+    column = [*out.shape[:-1], 1]
+    taps = [reshape(em, slice_dim(em, x, d, k, k + (n - 1) * step + 1, step), column)
+            for k in range(size)]
+    return em.b.concat(taps, dim=out.rank - 1)
+
+
 @handles(aten.cat.default)
 def _cat(em: Emit, tensors: Sequence[ir.Value], dim: int = 0) -> ir.Value:
     out = em.out0
