@@ -1976,6 +1976,9 @@ def _index_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None], values
     one scatter: of repeated indices the last one stays, as eager's CPU kernel does."""
     b = em.b
     s = spec(x)
+    masked = _broadcast_mask_put(em, x, indices, values, accumulate)
+    if masked is not None:
+        return masked
     lin = _linearise(em, x, indices)
     n, rest_shape = spec(lin.linear).shape[0], [s.shape[d] for d in lin.rest]
     perm = lin.result_perm()
@@ -1989,6 +1992,29 @@ def _index_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None], values
     out = b.create("scatter_add" if accumulate else "scatter", [lin.flat, where, v], dim=0)
     out = reshape(em, out, [s.shape[d] for d in lin.picked] + rest_shape)
     return _unpermute(em, out, lin.picked + lin.rest)
+
+
+def _broadcast_mask_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None],
+                        values: ir.Value, accumulate: bool) -> ir.Value | None:
+    """`x[mask] = v` (or `+=`) with a boolean mask over x's leading dims and a value that
+    is the same for every selected element (no per-element leading dim): a select, with
+    nothing data-dependent (Longformer marks its global tokens so). None otherwise."""
+    s = spec(x)
+    if len(indices) != 1 or indices[0] is None or spec(indices[0]).dtype not in ("i1", "i8"):
+        return None
+    mask = indices[0]
+    k = spec(mask).rank
+    if spec(mask).shape != s.shape[:k]:
+        return None
+    vs = spec(values)
+    trailing = list(s.shape[k:])
+    if vs.rank > len(trailing) + 1 or (vs.rank == len(trailing) + 1 and vs.shape[0] != 1):
+        return None
+    v = coerce(em, reshape(em, values, vs.shape[1:]) if vs.rank > len(trailing) else values,
+               s.dtype, s.shape)
+    where = em.b.broadcast_in_dim(to_bool(em, mask, spec(mask).shape), shape=s.shape,
+                                  dims=list(range(k)))
+    return em.b.select(where, em.b.add(x, v) if accumulate else v, x)
 
 
 # ------------------------------------------------------------------ sources

@@ -52,6 +52,22 @@ def _bool_index(sample: Any) -> str | None:
         if any(t.dtype == torch.bool for t in _tensors(sample)[1:]) else None
 
 
+def _index_put_options(sample: Any) -> str | None:
+    """A boolean mask is data-dependent unless it is the only index, covers x's leading
+    dims, and the value is the same for every selected element (a select)."""
+    indices, values = sample.args[0], sample.args[1]
+    masks = [i for i in indices if isinstance(i, torch.Tensor) and i.dtype in (torch.bool,
+                                                                                torch.uint8)]
+    if not masks:
+        return None
+    x, k = sample.input, masks[0].dim()
+    trailing = x.dim() - k
+    if len(indices) == 1 and masks[0].shape == x.shape[:k] and (
+            values.dim() <= trailing or values.dim() == trailing + 1 and values.shape[0] == 1):
+        return None
+    return "boolean-mask indexing has a data-dependent shape"
+
+
 def _sorted_too_long(sample: Any, dim: int) -> str | None:
     from .aten_ops import SORT_MAX_N
     n = sample.input.shape[dim] if sample.input.dim() else 1
@@ -183,7 +199,7 @@ CLAIMS: list[Claim] = (
         Claim("gather", unsupported=_uint8, note="int64/int32 indices"),
         Claim("__getitem__", unsupported=_bool_index, note="no boolean masks"),
         Claim("index_add", note="a scatter_add over the indexed dim"),
-        Claim("index_put", unsupported=_bool_index,
+        Claim("index_put", unsupported=_index_put_options,
               note="integer indices: a scatter_add (accumulate=True) or a scatter"),
         Claim("scatter", unsupported=_scatter_options,
               note="of repeated indices the last one stays, as on eager's CPU"),
