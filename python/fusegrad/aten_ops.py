@@ -2075,6 +2075,44 @@ def _uniform(em: Emit, x: ir.Value, low: float = 0.0, high: float = 1.0, *,
     return cast(em, u, out.dtype)
 
 
+# randint draws from 24-bit uniforms: ranges up to this many values
+RANDINT_MAX_RANGE = 1 << 24
+
+
+@handles(aten.randint.default, aten.randint.low, aten.randint_like.default,
+         aten.randint_like.low_dtype, random=True)
+def _randint(em: Emit, *args: Any, generator: Any = None, **kwargs: Any) -> ir.Value:
+    """floor(u (high - low)) + low from one uniform draw per element (an Informer's
+    attention samples its keys so)."""
+    if generator is not None:
+        raise Unsupported("an explicit generator")
+    target = em.node.target
+    numbers = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    if target in (aten.randint.default, aten.randint_like.default):
+        low, high = 0, numbers[0]
+    else:
+        low, high = numbers[0], numbers[1]
+    if not 0 < high - low <= RANDINT_MAX_RANGE:
+        raise Unsupported(f"randint over {high - low} values (compiled for 1 to "
+                          f"{RANDINT_MAX_RANGE})")
+    out = em.out0
+    u = em.b.rng_uniform(em.seed(), shape=out.shape, dtype="f64")
+    r = em.b.floor(em.b.mul(u, full_as(em, u, float(high - low))))
+    return cast(em, em.b.add(r, full_as(em, r, float(low))), out.dtype)
+
+
+@handles(aten.randperm.default, random=True)
+def _randperm(em: Emit, n: int, *, generator: Any = None, **kwargs: Any) -> ir.Value:
+    """The order that sorts n uniform draws (ties, rare at 24 bits, keep index order)."""
+    if generator is not None:
+        raise Unsupported("an explicit generator")
+    out = em.out0
+    if n > SORT_MAX_N:
+        raise Unsupported(f"randperm of {n} (a sort, compiled up to {SORT_MAX_N})")
+    u = em.b.rng_uniform(em.seed(), shape=(n,), dtype="f32")
+    return cast(em, _sort(em, u, 0)[1], out.dtype)
+
+
 @handles(aten.randn.default, aten.randn_like.default, aten.normal_functional.default,
          random=True)
 def _randn(em: Emit, *args: Any, generator: Any = None, **kwargs: Any) -> ir.Value:

@@ -209,6 +209,18 @@ def test_rrelu_statistics():
     STATS["samples"] += 1
 
 
+def test_randint_and_randperm_statistics():
+    x = torch.zeros(256, 256)
+    r = _run_stochastic(lambda a: a + torch.randint(3, 10, a.shape), x, 9)
+    counts = torch.bincount(r.flatten().long(), minlength=10)[3:].float() / r.numel()
+    assert r.min().item() == 3 and r.max().item() == 9
+    torch.testing.assert_close(counts, torch.full((7,), 1 / 7), atol=0.005, rtol=0)
+    v = torch.arange(500.0)
+    p = _run_stochastic(lambda a: a[torch.randperm(500)], v, 10)
+    assert sorted(p.tolist()) == v.tolist() and not torch.equal(p, v)
+    STATS["samples"] += 2
+
+
 def test_uniform_and_normal_fill_statistics():
     x = torch.zeros(256, 256)
     u = _run_stochastic(lambda a: a + torch.empty_like(a).uniform_(-2.0, 3.0), x, 5)
