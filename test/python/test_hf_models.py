@@ -75,6 +75,21 @@ def _vit():
                    "labels": torch.tensor([1, 3])}
 
 
+def _funnel():
+    # relative-shift attention: an in-place mask product on slices of a permuted einsum
+    return transformers.FunnelForMaskedLM(transformers.FunnelConfig(
+        vocab_size=VOCAB, d_model=32, n_head=4, d_head=8, d_inner=64, block_sizes=[1, 1],
+        hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)), _tokens()
+
+
+def _longformer():
+    # sliding-window attention; global tokens marked by a boolean-mask assignment
+    return transformers.LongformerForMaskedLM(transformers.LongformerConfig(
+        num_hidden_layers=1, hidden_size=32, num_attention_heads=4, intermediate_size=64,
+        vocab_size=VOCAB, max_position_embeddings=48, attention_window=4,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)), _tokens()
+
+
 def train(model, fn, batch: dict, steps: int) -> list[float]:
     """The losses of `steps` AdamW steps of `model`, computing the loss with `fn`."""
     # eps well above rounding noise: attention key biases have a true gradient of 0,
@@ -90,7 +105,7 @@ def train(model, fn, batch: dict, steps: int) -> list[float]:
 
 
 MODELS = {"gpt2": _gpt2, "llama": _llama, "bert": _bert, "mistral": _mistral, "t5": _t5,
-          "vit": _vit}
+          "vit": _vit, "funnel": _funnel, "longformer": _longformer}
 
 
 @pytest.mark.parametrize("name", list(MODELS))
