@@ -1,7 +1,8 @@
 """dg-matmul-to-blas: library-call contractions on the CPU.
 
 Contractions stay library-like kernels: after bufferization, f32/f64
-`linalg.matmul` / `linalg.batch_matmul` on contiguous memrefs become calls to
+`linalg.matmul` / `linalg.batch_matmul` on row-major memrefs (at any static offset into
+their buffers: one part of a split) become calls to
 the BLAS `sgemm_`/`dgemm_` (Fortran ABI) that PyTorch's CPU library already
 carries (the runtime makes its symbols visible to the JIT). Loops remain for
 everything else (other dtypes, strided operands).
@@ -28,7 +29,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref
 
 from .memrefs import (buffer_root, contiguous_memref, erase_buffer, erase_init, overwrites,
-                      touching_ops, untouched_between, zero_init)
+                      row_major_offset, touching_ops, untouched_between, zero_init)
 from .registry import register_pass
 
 _GEMM = {"f32": "sgemm_", "f64": "dgemm_"}
@@ -84,7 +85,12 @@ func.func private @{helper}(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr, %batch:
 
 
 def _pointer(v: ir.Value) -> ir.Value:
+    """The address of `v`'s first element (its buffer's, plus its static offset)."""
     index = memref.ExtractAlignedPointerAsIndexOp(v).result
+    offset = row_major_offset(v.type) or 0
+    if offset:
+        size = ir.MemRefType(v.type).element_type.width // 8
+        index = arith.AddIOp(index, arith.ConstantOp(ir.IndexType.get(), offset * size)).result
     as_int = arith.IndexCastOp(ir.IntegerType.get_signless(64), index).result
     return ir.Operation.create("llvm.inttoptr", results=[ir.Type.parse("!llvm.ptr")],
                                operands=[as_int]).result
@@ -111,7 +117,8 @@ def _gemm_dims(op: ir.Operation) -> tuple[int, int, int, int] | None:
             str(op.attributes["indexing_maps"]) != _DEFAULT_MAPS[op.name]:
         return None  # transposed/broadcast variants: keep the loops
     types = [v.type for v in op.operands]
-    if not all(contiguous_memref(t) for t in types):
+    # row-major blocks anywhere in their buffers (the value part of a split QKV projection)
+    if not all(row_major_offset(t) is not None for t in types):
         return None
     dtypes = {str(t.element_type) for t in types}
     if len(dtypes) != 1 or dtypes.pop() not in _GEMM:

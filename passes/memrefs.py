@@ -77,14 +77,23 @@ def static_layout(t: ir.MemRefType) -> Optional[tuple[list[int], int]]:
 
 def contiguous_memref(t: ir.Type) -> bool:
     """A statically shaped memref with row-major strides and offset 0."""
+    return row_major_offset(t) == 0
+
+
+def row_major_offset(t: ir.Type) -> Optional[int]:
+    """The static offset of a statically shaped memref with row-major strides (a
+    contiguous block somewhere in its buffer: one part of a split), else None."""
     if not static_memref(t):
-        return False
-    strides, offset = t.get_strides_and_offset()
+        return None
+    layout = static_layout(t)
+    if layout is None:
+        return None
+    strides, offset = layout
     expected, acc = [], 1
     for size in reversed(t.shape):
         expected.insert(0, acc)
         acc *= size
-    return offset == 0 and (list(strides) == expected or t.rank == 0)
+    return offset if strides == expected or t.rank == 0 else None
 
 
 def row_local(acc: Optional[Access]) -> bool:
