@@ -295,9 +295,13 @@ def check_gradients(claim: Claim, device: str) -> None:
         torch._dynamo.reset()
         compiled = fusegrad.compile(case64.fn, **OPTIONS)
         inputs = tuple(case64.tensors)
-        assert torch.autograd.gradcheck(compiled, inputs)
+        # an op without a small sample (slice_scatter's are 2 x 8000 elements: 67 s of
+        # numerical Jacobians) is checked along random directions, as PyTorch's own
+        # tests do for large inputs
+        fast = sum(t.numel() for t in inputs) > GRADCHECK_MAX_NUMEL
+        assert torch.autograd.gradcheck(compiled, inputs, fast_mode=fast)
         if op.supports_gradgrad:
-            assert torch.autograd.gradgradcheck(compiled, inputs)
+            assert torch.autograd.gradgradcheck(compiled, inputs, fast_mode=fast)
 
 
 @pytest.mark.parametrize("claim", GRAD_CLAIMS, ids=lambda c: c.key)
