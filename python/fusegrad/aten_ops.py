@@ -694,7 +694,7 @@ def _masked_scatter(em: Emit, x: ir.Value, mask: ir.Value, source: ir.Value) -> 
     b = em.b
     n = out.numel
     flags = reshape(em, to_bool(em, mask, out.shape), (n,))
-    (count,) = _scan(em, [cast(em, flags, "i64")], 0, [0.0], lambda e, l: [b.add(e[0], l[0])])
+    count = _running_sum(em, cast(em, flags, "i64"), 0)
     position = b.max(b.sub(count, full_as(em, count, 1.0)), full_as(em, count, 0.0))
     # unset elements read position 0 (or the last one before them), which always exists
     # when the source is not empty: their value is not taken
@@ -1580,7 +1580,7 @@ def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
     d = norm_dim(dim, s.rank)
     n = s.shape[d]
     if not is_float(out.dtype):  # no BLAS for integer matmuls: log2(n) rounds of adds
-        return _scan(em, [x], d, [0.0], lambda e, l: [em.b.add(e[0], l[0])])[0]
+        return _running_sum(em, x, d)
     if d == s.rank - 1:  # rows: no data moves
         rows = reshape(em, x, (s.numel // max(n, 1), n))
         return reshape(em, _prefix_sums(em, rows, out.dtype, axis=1), s.shape)
@@ -1678,6 +1678,12 @@ def _scan(em: Emit, values: list[ir.Value], d: int, identities: list[float],
         values = combine(earlier, values)
         k *= 2
     return values
+
+
+def _running_sum(em: Emit, x: ir.Value, d: int) -> ir.Value:
+    """Inclusive prefix sums along dim d as a scan of adds (exact for integers, which no
+    BLAS matmul serves)."""
+    return _scan(em, [x], d, [0.0], lambda e, l: [em.b.add(e[0], l[0])])[0]
 
 
 @handles(aten.cummax.default, aten.cummin.default)
@@ -1828,19 +1834,18 @@ def _embedding_bag(em: Emit, weight: ir.Value, indices: ir.Value, offsets: ir.Va
                                      cast(em, starts, "i64"),
                                      b.full(shape=(bags,), dtype="i64", value=1.0)], dim=0)
     marks = b.slice(marks, start=[0], limit=[n], stride=[1])
-    (bag,) = _scan(em, [marks], 0, [0.0], lambda e, l: [b.add(e[0], l[0])])
+    bag = _running_sum(em, marks, 0)
     bag = b.sub(bag, full_as(em, bag, 1.0))
-    grid = (n, bags)
     if mode == 2:
         if n * bags * dim > EMBEDDING_BAG_MAX_GRID:
             raise Unsupported(f"embedding_bag max mode over {bags} bags x {n} indices x "
                               f"{dim} features (compiled up to {EMBEDDING_BAG_MAX_GRID})")
-        cube = (bags, n, dim)
-        member = b.create("and", [b.compare(b.broadcast_in_dim(bag, shape=grid, dims=[0]),
-                                            b.iota(shape=grid, dtype="i64", dim=1),
+        cube, grid = (bags, n, dim), (bags, n)
+        member = b.create("and", [b.compare(b.broadcast_in_dim(bag, shape=grid, dims=[1]),
+                                            b.iota(shape=grid, dtype="i64", dim=0),
                                             direction="eq"),
-                                  b.broadcast_in_dim(counted, shape=grid, dims=[0])])
-        member = b.broadcast_in_dim(b.transpose(member, perm=[1, 0]), shape=cube, dims=[0, 1])
+                                  b.broadcast_in_dim(counted, shape=grid, dims=[1])])
+        member = b.broadcast_in_dim(member, shape=cube, dims=[0, 1])
         candidates = b.select(member, b.broadcast_in_dim(rows, shape=cube, dims=[1, 2]),
                               b.full(shape=cube, dtype=out.dtype, value=-math.inf))
         result = b.reduce_max(candidates, dims=[1])
