@@ -1,4 +1,5 @@
-"""Indexing dg ops: gather, index_select, scatter_add and scatter (indices are i32/i64)."""
+"""Indexing dg ops: gather, index_select and the scatters: scatter_add, scatter_max,
+scatter_min, scatter_mul (scatter_reduce) and scatter (indices are i32/i64)."""
 from __future__ import annotations
 
 
@@ -12,6 +13,15 @@ define("index_select", ("x", "indices"), attrs={"dim": Attr.I64}, kind=Kind.GATH
        summary="take along dim: result shape = x.shape[:dim] + indices.shape + x.shape[dim+1:]")
 define("scatter_add", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
        summary="torch.scatter_add: x with src[i..] added at x[i.. with i_dim := indices[i..]]")
+define("scatter_max", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
+       summary="torch.scatter_reduce amax: x with each target the maximum of it and the "
+               "src elements sent to it (NaN-propagating)")
+define("scatter_min", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
+       summary="torch.scatter_reduce amin: x with each target the minimum of it and the "
+               "src elements sent to it (NaN-propagating)")
+define("scatter_mul", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
+       summary="torch.scatter_reduce prod: x with each target multiplied by the src "
+               "elements sent to it")
 define("scatter", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
        summary="torch.scatter: x with src[i..] stored at x[i.. with i_dim := indices[i..]] "
                "(in order: of repeated indices the last one stays)")
@@ -44,7 +54,12 @@ def _index_select_shape(ins, attrs, hint, *, op):
     return [x.with_shape(x.shape[:dim] + idx.shape + x.shape[dim + 1:])]
 
 
-@shape_rule("scatter_add", "scatter")
+# the elementwise dg op each accumulating scatter combines a target and a src element with
+_COMBINE = {"scatter_add": "add", "scatter_max": "max", "scatter_min": "min",
+            "scatter_mul": "mul"}
+
+
+@shape_rule(*_COMBINE, "scatter")
 def _scatter_shape(ins, attrs, hint, *, op):
     what = f"dg.{op}"
     x, idx, src = ins
@@ -79,6 +94,12 @@ def _index_select_ref(x, idx, *, op, attrs, out):
 @reference_rule("scatter_add")
 def _scatter_add_ref(x, idx, src, *, op, attrs, out):
     return [torch.scatter_add(x, attrs["dim"], idx.long(), src)]
+
+
+@reference_rule("scatter_max", "scatter_min", "scatter_mul")
+def _scatter_combine_ref(x, idx, src, *, op, attrs, out):
+    reduce = {"scatter_max": "amax", "scatter_min": "amin", "scatter_mul": "prod"}[op]
+    return [torch.scatter_reduce(x, attrs["dim"], idx.long(), src, reduce)]
 
 
 @reference_rule("scatter")
@@ -155,10 +176,11 @@ def _index_select_lower(op, operands, *, op_name, attrs, out):
     return lb.elementwise([], o.shape, [o.dtype], body)
 
 
-@lowering("scatter_add", "scatter")
+@lowering(*_COMBINE, "scatter")
 def _scatter_lower(op, operands, *, op_name, attrs, out):
-    """A scf.for nest over src carrying the result tensor: extract, add, insert (or just
-    insert, for dg.scatter), in order, so repeated indices accumulate, or the last one
+    """A scf.for nest over src carrying the result tensor: extract, combine (add, max,
+    min, mul), insert (or just insert, for dg.scatter), in order, so repeated indices
+    accumulate, or the last one
     stays, like torch on the CPU. Indices broadcast from 1-D along `dim`
     (`_broadcast_rows`) are read and checked once per slice, before the slice's loops."""
     from mlir import ir
@@ -168,7 +190,9 @@ def _scatter_lower(op, operands, *, op_name, attrs, out):
     x, idx, src = operands
     o, dim = out[0], attrs["dim"]
     shape = ir.RankedTensorType(src.type).shape
-    add = lookup("add")
+    combine = _COMBINE.get(op_name)
+    if o.dtype == "i1" and combine in ("add", "mul"):  # or, and: torch's bool sum, product
+        combine = "max" if combine == "add" else "min"
     rows = _broadcast_rows(idx, dim)
 
     def nest(d, acc, ivs, row):
@@ -178,10 +202,11 @@ def _scatter_lower(op, operands, *, op_name, attrs, out):
             if row is None:
                 row = _to_index(op, lb.extract(idx, ivs), o.shape[dim])
             coords = [row if k == dim else iv for k, iv in enumerate(ivs)]
-            if op_name == "scatter":
+            if combine is None:
                 return lb.insert(lb.extract(src, ivs), acc, coords)
-            total = add.scalar([lb.extract(acc, coords), lb.extract(src, ivs)], op="add", attrs={},
-                               in_dtypes=[o.dtype] * 2, out_dtype=o.dtype)
+            total = lookup(combine).scalar([lb.extract(acc, coords), lb.extract(src, ivs)],
+                                           op=combine, attrs={}, in_dtypes=[o.dtype] * 2,
+                                           out_dtype=o.dtype)
             return lb.insert(total, acc, coords)
         loop = scf.ForOp(lb.index(0), lb.index(shape[d]), lb.index(1), [acc])
         with ir.InsertionPoint(loop.body):
@@ -297,6 +322,42 @@ def _scatter_add_vjp(b, ins, outs, cts, *, op, attrs):
     return [g, None, b.gather(g, ins[1], dim=attrs["dim"])]
 
 
+def _partials(b, op: str, ins, out, dim: int):
+    """(d out/d x, d out/d src at its target) of scatter_max/min/mul, elementwise. Tied
+    extrema share evenly, as eager's; a product's partials divide out the element only
+    where it is not zero (eager's masking), so zeros in x or src give exact partials."""
+    x, idx, src = ins
+    zero, one = b.full_like(x, 0.0), b.full_like(x, 1.0)
+    src_zero, src_one = b.full_like(src, 0.0), b.full_like(src, 1.0)
+    if op != "scatter_mul":
+        x_won = b.compare(x, out, direction="eq")
+        src_won = b.compare(src, b.gather(out, idx, dim=dim), direction="eq")
+        share = b.div(one, b.scatter_add(b.select(x_won, one, zero), idx,
+                                         b.select(src_won, src_one, src_zero), dim=dim))
+        return (b.select(x_won, share, zero),
+                b.select(src_won, b.gather(share, idx, dim=dim), src_zero))
+    x_nonzero = b.select(b.compare(x, zero, direction="eq"), one, x)
+    dx = b.div(b.scatter_mul(x_nonzero, idx, src, dim=dim), x_nonzero)
+    is_zero = b.compare(src, src_zero, direction="eq")
+    zeros_at_target = b.gather(b.scatter_add(zero, idx, b.select(is_zero, src_one, src_zero),
+                                             dim=dim), idx, dim=dim)
+    only_zero = b.create("and", [is_zero, b.compare(zeros_at_target, src_one, direction="eq")])
+    without_it = b.scatter_mul(x, idx, b.select(only_zero, src_one, src), dim=dim)
+    dsrc = b.select(only_zero, b.gather(without_it, idx, dim=dim),
+                    b.div(b.gather(out, idx, dim=dim), b.select(is_zero, src_one, src)))
+    return dx, dsrc
+
+
+@vjp_rule("scatter_max", "scatter_min", "scatter_mul")
+def _scatter_combine_vjp(b, ins, outs, cts, *, op, attrs):
+    (g,) = cts
+    if g is None:
+        return [None, None, None]
+    dim = attrs["dim"]
+    dx, dsrc = _partials(b, op, ins, outs[0], dim)
+    return [b.mul(g, dx), None, b.mul(b.gather(g, ins[1], dim=dim), dsrc)]
+
+
 @vjp_rule("scatter")
 def _scatter_vjp(b, ins, outs, cts, *, op, attrs):
     """The overwritten elements of x get no gradient; every src element gets the
@@ -324,6 +385,19 @@ def _scatter_add_jvp(b, ins, outs, tangents, *, op, attrs):
         return [tx]
     base = b.full_like(ins[0], 0.0) if tx is None else tx
     return [b.scatter_add(base, ins[1], tsrc, dim=attrs["dim"])]
+
+
+@jvp_rule("scatter_max", "scatter_min", "scatter_mul")
+def _scatter_combine_jvp(b, ins, outs, tangents, *, op, attrs):
+    tx, _, tsrc = tangents
+    if tx is None and tsrc is None:
+        return [None]
+    dim = attrs["dim"]
+    dx, dsrc = _partials(b, op, ins, outs[0], dim)
+    total = b.full_like(ins[0], 0.0) if tx is None else b.mul(tx, dx)
+    if tsrc is not None:
+        total = b.scatter_add(total, ins[1], b.mul(tsrc, dsrc), dim=dim)
+    return [total]
 
 
 @jvp_rule("scatter")

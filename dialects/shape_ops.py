@@ -145,7 +145,7 @@ def _reverse_ref(x, *, op, attrs, out):
 
 @reference_rule("pad")
 def _pad_ref(x, *, op, attrs, out):
-    res = torch.full(out[0].shape, attrs["value"], dtype=x.dtype)
+    res = torch.full(out[0].shape, pad_value(out[0].dtype, attrs["value"]), dtype=x.dtype)
     idx = tuple(slice(lo, lo + (n - 1) * (it + 1) + 1 if n else lo, it + 1)
                 for n, lo, it in zip(x.shape, attrs["low"], attrs["interior"]))
     res[idx] = x
@@ -211,13 +211,16 @@ def _reverse_lower(op, operands, *, op_name, attrs, out):
 
 
 def pad_value(dtype, value):
-    """dg.pad/full's f64 value as a Python value of `dtype` (ints truncate, i1 is value != 0)."""
+    """dg.pad/full's f64 value as a Python value of `dtype`: ints truncate and saturate
+    (+-inf is the dtype's extreme: a max's identity), i1 is value != 0."""
     from .types import is_float
     if is_float(dtype):
         return value
     if dtype == "i1":
         return value != 0
-    return int(value)
+    bits = int(dtype[1:])
+    low, high = -2 ** (bits - 1), 2 ** (bits - 1) - 1
+    return low if value <= low else high if value >= high else int(value)
 
 
 @lowering("pad")

@@ -46,7 +46,9 @@ def _constant_ref(*, op, attrs, out):
 
 @reference_rule("full")
 def _full_ref(*, op, attrs, out):
-    return [torch.full(out[0].shape, attrs["value"], dtype=torch_dtype(out[0].dtype))]
+    from .shape_ops import pad_value
+    return [torch.full(out[0].shape, pad_value(out[0].dtype, attrs["value"]),
+                       dtype=torch_dtype(out[0].dtype))]
 
 
 @reference_rule("iota")

@@ -27,6 +27,7 @@ from mlir.dialects import arith
 
 from ..dialects.core import Kind, attrs_of, lookup
 from ..dialects.region_ops import fusion_body, fusion_inputs
+from ..dialects.shape_ops import pad_value
 from ..dialects.types import TensorSpec, is_float
 from . import linalg_builders as lb
 
@@ -214,7 +215,7 @@ class _Body:
         out = _spec(op.results[0])
         attrs = attrs_of(op)
         if name == "full":
-            return lb.const(out.dtype, attrs["value"])
+            return lb.const(out.dtype, pad_value(out.dtype, attrs["value"]))
         if name == "constant":
             splat = ir.DenseElementsAttr(attrs["value"]).get_splat_value()
             return arith.ConstantOp(lb.element_type(out.dtype), splat).result

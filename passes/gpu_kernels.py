@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, scf
+from mlir.dialects import arith, gpu, llvm, memref, scf
 
 from .cpu_kernels import LoopOp, clone_body, parse as parse_loop_op
 from .conv_library import OUTLINED as CONV_GRAD
@@ -545,8 +545,9 @@ def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Oper
     """(loops, store) if `op` is a scatter on the host (dg.scatter_add, the gradient of a
     gather or an embedding, or dg.scatter, `x[i] = v`): a nest of `scf.for` from 0 by 1
     to constants (an outer body may compute scalars before its loop: an embedding
-    gradient's row index) whose innermost body ends storing, to `buf[i]`, either
-    `load(buf[i]) + x` (`_accumulated`) or a value that reads nothing of `buf`; else None."""
+    gradient's row index) whose innermost body ends storing, to `buf[i]`, either a value
+    combined from `load(buf[i])` (`_accumulated`: a sum, maximum, ...) or a value that
+    reads nothing of `buf`; else None."""
     loops: list[ir.Operation] = []
     while op.name == "scf.for" and not len(op.results):
         lb, ub, step = list(op.operands)[:3]
@@ -570,20 +571,51 @@ def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Oper
     return None
 
 
-def _accumulated(store: ir.Operation) -> Optional[tuple[ir.Value, ir.Value]]:
-    """(the load of the stored element, the addend) when `store` writes
-    `load(buf[i]) + x` to `buf[i]` in f32/f64 (a scatter-add), else None."""
+@dataclass
+class _Combine:
+    """A scatter's read-modify-write of one element: `old` (the load of the stored
+    element) and the ops computing the stored value from it. When they are one op with
+    an atomic instruction (`_ATOMIC`), its kind and other operand; else they run in a
+    compare-and-swap loop."""
+
+    old: ir.Value
+    ops: list
+    kind: Optional[str] = None
+    operand: Optional[ir.Value] = None
+
+
+# single combining ops with an atomic instruction on the GPU (float sums in f32/f64)
+_ATOMIC = {"arith.addf": "addf", "arith.addi": "addi", "arith.maxsi": "maxs",
+           "arith.minsi": "mins"}
+
+
+def _accumulated(store: ir.Operation) -> Optional[_Combine]:
+    """The combine when `store` writes to `buf[i]` a value computed from `load(buf[i])`
+    (a scatter-add, -max, -min or -mul) by ops of the store's block, else None."""
     value, buf, idx = store.operands[0], store.operands[1], list(store.operands)[2:]
-    add = value.owner.operation if not isinstance(value.owner, ir.Block) else None
-    if add is None or add.name != "arith.addf" or \
-            str(ir.MemRefType(buf.type).element_type) not in ("f32", "f64"):
+    block = [o.operation for o in store.block.operations]
+    loads = [o for o in block if o.name == "memref.load" and o.operands[0] == buf and
+             list(o.operands)[1:] == idx]
+    if len(loads) != 1:
         return None
-    for old in add.operands:
-        load = None if isinstance(old.owner, ir.Block) else old.owner.operation
-        if load is not None and load.name == "memref.load" and load.operands[0] == buf and \
-                list(load.operands)[1:] == idx:
-            return old, add.operands[1] if add.operands[0] == old else add.operands[0]
-    return None
+    old = loads[0].results[0]
+    chain, reached = [], {old}
+    for op in block[block.index(loads[0]) + 1:block.index(store)]:
+        if any(v in reached for v in op.operands):
+            chain.append(op)
+            reached.update(op.results)
+    inside = chain + [store]
+    used_outside = any(u.owner.operation not in inside for v in reached for u in v.uses)
+    if not chain or value not in reached or used_outside:
+        return None
+    if str(ir.MemRefType(buf.type).element_type) == "i1":  # stored as bytes, no CAS loop
+        return None
+    (op,) = chain if len(chain) == 1 else (None,)
+    if op is None or op.name not in _ATOMIC or op.name == "arith.addf" and \
+            str(ir.MemRefType(buf.type).element_type) not in ("f32", "f64"):
+        return _Combine(old, chain)
+    a, b = op.operands
+    return _Combine(old, chain, _ATOMIC[op.name], b if a == old else a)
 
 
 def _clone_ops(ops: Sequence[ir.Operation], mapping: dict) -> None:
@@ -605,19 +637,19 @@ def _remap(op: ir.Operation, mapping: dict) -> None:
 
 def emit_scatter(loops: list[ir.Operation], store: ir.Operation, block_size: int) -> None:
     """One thread per iteration of a scatter nest (`scatter_nest`). A scatter-add adds
-    with `memref.atomic_rmw addf`: iterations that hit one element run concurrently (the
-    order of their float additions is not fixed, as in PyTorch's CUDA index_add_). A
-    scatter stores: of repeated indices one stays, which one is not fixed (as in
+    with `memref.atomic_rmw`: iterations that hit one element run concurrently (the
+    order of their float additions is not fixed, as in PyTorch's CUDA index_add_);
+    integer max/min are atomic too, other combines (float max/min, products) run in
+    `memref.generic_atomic_rmw`, a compare-and-swap loop. A scatter stores: of repeated indices one stays, which one is not fixed (as in
     PyTorch's CUDA index_put_)."""
     trips = [_const_index(list(f.operands)[1]) for f in loops]
     if _prod(trips) == 0:
         return
     value, buf, idx = store.operands[0], store.operands[1], list(store.operands)[2:]
-    accumulated = _accumulated(store)
+    combine = _accumulated(store)
     skip = {store}
-    if accumulated is not None:
-        old, value = accumulated
-        skip |= {store.operands[0].owner.operation, old.owner.operation}
+    if combine is not None:
+        skip |= {combine.old.owner.operation, *combine.ops}
 
     def body(ivs: list) -> None:
         mapping = dict(zip([f.regions[0].blocks[0].arguments[0] for f in loops], ivs))
@@ -627,12 +659,50 @@ def emit_scatter(loops: list[ir.Operation], store: ir.Operation, block_size: int
         _clone_ops([o.operation for o in loops[-1].regions[0].blocks[0].operations
                     if o.operation not in skip and o.operation.name != "scf.yield"], mapping)
         where = [mapping.get(i, i) for i in idx]
-        if accumulated is None:
+        if combine is None:
             memref.StoreOp(mapping.get(value, value), buf, where)
+        elif combine.kind is not None:
+            memref.AtomicRMWOp(getattr(arith.AtomicRMWKind, combine.kind),
+                               mapping.get(combine.operand, combine.operand), buf, where)
         else:
-            memref.AtomicRMWOp(arith.AtomicRMWKind.addf, mapping.get(value, value), buf, where)
+            _compare_and_swap(buf, where, combine, value, mapping)
 
     _thread_per_index(trips, block_size, body)
+
+
+def _compare_and_swap(buf: ir.Value, where: list, combine: _Combine, value: ir.Value,
+                      mapping: dict) -> None:
+    """buf[where] = `value` computed from its old content by `combine.ops`, in a loop of
+    compare-and-swaps of the element's bits. memref.generic_atomic_rmw does the same on
+    the element type, which LLVM rejects for floats (and a float comparison would never
+    match a NaN element)."""
+    element = ir.MemRefType(buf.type).element_type
+    bits = ir.IntegerType.get_signless(element.width)
+    meta = memref.ExtractStridedMetadataOp(buf)
+    strides = list(meta.results)[2 + len(where):]
+    linear = meta.results[1]
+    for i, stride in zip(where, strides):
+        linear = arith.addi(linear, arith.muli(i, stride))
+    base = memref.ExtractAlignedPointerAsIndexOp(buf).result
+    address = arith.addi(base, arith.muli(linear, arith.constant(ir.IndexType.get(),
+                                                                 element.width // 8)))
+    ptr = llvm.IntToPtrOp(ir.Type.parse("!llvm.ptr"),
+                          arith.index_cast(ir.IntegerType.get_signless(64), address)).result
+    loop = scf.WhileOp([bits], [llvm.LoadOp(bits, ptr, alignment=element.width // 8).result])
+    before = loop.before.blocks.append(bits)
+    with ir.InsertionPoint(before):
+        old = before.arguments[0]
+        inner = {**mapping, combine.old: arith.bitcast(element, old)}
+        _clone_ops(combine.ops, inner)
+        swap = llvm.AtomicCmpXchgOp(ptr, old, arith.bitcast(bits, inner[value]),
+                                    llvm.AtomicOrdering.monotonic,
+                                    llvm.AtomicOrdering.monotonic, syncscope="device").result
+        seen = llvm.ExtractValueOp(bits, swap, [0]).result
+        swapped = llvm.ExtractValueOp(ir.IntegerType.get_signless(1), swap, [1]).result
+        scf.ConditionOp(arith.xori(swapped, arith.constant(swapped.type, 1)), [seen])
+    after = loop.after.blocks.append(bits)
+    with ir.InsertionPoint(after):
+        scf.YieldOp(list(after.arguments))
 
 
 # ops a single-thread kernel may hold: scalar code the canonicalizer left without loops

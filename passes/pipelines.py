@@ -19,10 +19,9 @@ from mlir.dialects import func
 
 from ..dialects.types import TensorSpec
 from . import (attention_library, blas, collapse_dims, conv_library, copy_elision,  # noqa: F401
-               cpu_kernels, function_boundary,
-               function_dedup, gomp, internal_linkage, kernel_params, loop_outlining,  # (register passes)
-               math_approx, native_code, prefetch, result_copies, strided_copy, widen_bool,
-               workspace)
+               cpu_kernels, function_boundary, function_dedup, gomp, half_memory,
+               internal_linkage, kernel_params, loop_outlining, math_approx, native_code,
+               prefetch, result_copies, strided_copy, widen_bool, workspace)  # (register passes)
 from .cpu_kernels import ROW_TEMP_MAX_BYTES
 from .function_boundary import is_public
 from .registry import register_pipeline, run_pipeline
@@ -104,6 +103,7 @@ def llvm_pipeline(ldexp: bool = False) -> str:
         "dg-noalias-kernel-args",
         "convert-cf-to-llvm",
         "reconcile-unrealized-casts",
+        "dg-half-loads-as-i16",
         "canonicalize",
         "dg-prune-kernel-params",
         "dg-gomp-launchers",

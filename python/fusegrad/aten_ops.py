@@ -1459,13 +1459,17 @@ def _scatter(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: Any) -> ir.V
     return em.b.create(op, [x, index, src], dim=norm_dim(dim, s.rank))
 
 
+# scatter_reduce's combining reductions: the dg op and its identity
+_SCATTER_COMBINE = {"amax": ("scatter_max", float("-inf")), "amin": ("scatter_min", float("inf")),
+                    "prod": ("scatter_mul", 1.0)}
+
+
 @handles(aten.scatter_reduce.two)
 def _scatter_reduce(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: ir.Value,
                     reduce: str, *, include_self: bool = True) -> ir.Value:
     """sum and mean (a graph network's aggregations) by scatter_adds of the values and of
-    their counts; positions no index reaches keep x. amax/amin/prod have no scatter op."""
-    if reduce not in ("sum", "mean"):
-        raise Unsupported(f"scatter_reduce with reduce={reduce!r} (sum and mean compile)")
+    their counts; amax/amin/prod by dg.scatter_max/min/mul, from the reduction's identity
+    where x is left out. Positions no index reaches keep x."""
     s = spec(x)
     b = em.b
     if spec(index).numel == 0:
@@ -1476,22 +1480,46 @@ def _scatter_reduce(em: Emit, x: ir.Value, dim: int, index: ir.Value, src: ir.Va
                                            include_self=include_self), ())
     if reduce == "mean" and not is_float(s.dtype):
         raise Unsupported("scatter_reduce mean of an integer tensor (eager floors it)")
+    if s.dtype == "i1":  # a sum of booleans is their or, a product their and
+        reduce = {"sum": "amax", "prod": "amin"}.get(reduce, reduce)
     d = norm_dim(dim, s.rank)
     ishape = spec(index).shape
     src = cast(em, src, s.dtype)
     if spec(src).shape != ishape:
         src = b.slice(src, start=[0] * s.rank, limit=list(ishape), stride=[1] * s.rank)
-    zeros = b.full(shape=s.shape, dtype=s.dtype, value=0.0)
-    total = b.create("scatter_add", [zeros, index, src], dim=d)
-    counts = b.create("scatter_add", [zeros, index, b.full(shape=ishape, dtype=s.dtype,
-                                                           value=1.0)], dim=d)
+    count_dtype = s.dtype if is_float(s.dtype) else "i64"
+    counts = b.create("scatter_add", [b.full(shape=s.shape, dtype=count_dtype, value=0.0), index,
+                                      b.full(shape=ishape, dtype=count_dtype, value=1.0)], dim=d)
     reached = b.compare(counts, full_as(em, counts, 0.0), direction="gt")
+    if reduce in _SCATTER_COMBINE:
+        op, identity = _SCATTER_COMBINE[reduce]
+        if s.dtype == "i1":
+            identity = 0.0 if reduce == "amax" else 1.0
+        base = x if include_self else b.select(reached, full_as(em, x, identity), x)
+        return b.create(op, [base, index, src], dim=d)
+    total = b.create("scatter_add", [b.full(shape=s.shape, dtype=s.dtype, value=0.0), index, src],
+                     dim=d)
     if include_self:
         total = b.add(total, x)
         counts = b.add(counts, full_as(em, counts, 1.0))
     if reduce == "mean":
         total = b.div(total, b.max(counts, full_as(em, counts, 1.0)))
     return b.select(reached, total, x)
+
+
+@handles(aten.index_reduce.default)
+def _index_reduce(em: Emit, x: ir.Value, dim: int, index: ir.Value, source: ir.Value,
+                  reduce: str, *, include_self: bool = True) -> ir.Value:
+    """scatter_reduce with the 1-D index broadcast along `dim` over the source."""
+    s, src = spec(x), spec(source)
+    if s.rank == 0:
+        return reshape(em, _index_reduce(em, reshape(em, x, (1,)), 0, index,
+                                         reshape(em, source, (1,)), reduce,
+                                         include_self=include_self), ())
+    d = norm_dim(dim, s.rank)
+    wide = em.b.broadcast_in_dim(reshape(em, index, (spec(index).numel,)), shape=src.shape,
+                                 dims=[d])
+    return _scatter_reduce(em, x, d, wide, source, reduce, include_self=include_self)
 
 
 @handles(aten.histc.default)
@@ -2019,7 +2047,8 @@ def _broadcast_mask_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None
                s.dtype, s.shape)
     where = em.b.broadcast_in_dim(to_bool(em, mask, spec(mask).shape), shape=s.shape,
                                   dims=list(range(k)))
-    return em.b.select(where, em.b.add(x, v) if accumulate else v, x)
+    add = _BOOL_ARITH["add"] if s.dtype == "i1" else "add"
+    return em.b.select(where, em.b.create(add, [x, v]) if accumulate else v, x)
 
 
 # ------------------------------------------------------------------ sources

@@ -228,6 +228,12 @@ CLAIMS: list[Claim] = (
               note="scatter_adds of the values and their counts"),
         Claim("scatter_reduce", "mean", unsupported=_uint8,
               note="scatter_adds of the values and their counts"),
+        *[Claim("scatter_reduce", r, unsupported=_uint8,
+                note=f"dg.scatter_{op} from the identity where x is left out")
+          for r, op in (("amax", "max"), ("amin", "min"), ("prod", "mul"))],
+        *[Claim("index_reduce", r, unsupported=_uint8,
+                note="scatter_reduce with the index broadcast over the source")
+          for r in ("mean", "prod", "amax", "amin")],
         Claim("masked_scatter", unsupported=_uint8,
               note="a gather at the count of set elements before each"),
         Claim("searchsorted", note="counts of the sequence elements each value comes after"),

@@ -2,9 +2,11 @@
 // index of its own, so nothing is lost to the store); index_select and embedding-like
 // gathers of rows first clamp and check the indices in a generic of their own (an
 // out-of-range one stores its site in the error flag), then a generic tensor.extracts at
-// the computed coordinates, with no store in its loop; scatter_add and scatter are
-// scf.for nests carrying the result tensor (in order: of repeated indices scatter
-// keeps the last, as eager's CPU kernel).
+// the computed coordinates, with no store in its loop; the scatters are scf.for nests
+// carrying the result tensor, combining each target with its src elements in order
+// (scatter_add adds, scatter_max takes the NaN-propagating maximum, a boolean
+// scatter_add ors, as an unsigned maximum; of repeated indices scatter keeps the
+// last, as eager's CPU kernel).
 // RUN: fusegrad-opt %s -p dg-lower-to-linalg | filecheck %s
 
 // CHECK-LABEL: func.func @gather
@@ -47,6 +49,26 @@ func.func @index_select(%x: tensor<4x5xf32>, %i: tensor<2x2xi32>) -> tensor<4x2x
 func.func @scatter_add(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
   %0 = "dg.scatter_add"(%x, %i, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
+}
+
+// CHECK-LABEL: func.func @scatter_max
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: arith.maximumf
+// CHECK: tensor.insert
+func.func @scatter_max(%x: tensor<3x4xf32>, %i: tensor<5x4xi64>, %s: tensor<5x4xf32>) -> tensor<3x4xf32> {
+  %0 = "dg.scatter_max"(%x, %i, %s) {dim = 0} : (tensor<3x4xf32>, tensor<5x4xi64>, tensor<5x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// CHECK-LABEL: func.func @scatter_add_bool
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: arith.maxui {{.*}} : i1
+// CHECK: tensor.insert
+func.func @scatter_add_bool(%x: tensor<3x4xi1>, %i: tensor<5x4xi64>, %s: tensor<5x4xi1>) -> tensor<3x4xi1> {
+  %0 = "dg.scatter_add"(%x, %i, %s) {dim = 0} : (tensor<3x4xi1>, tensor<5x4xi64>, tensor<5x4xi1>) -> tensor<3x4xi1>
+  return %0 : tensor<3x4xi1>
 }
 
 // CHECK-LABEL: func.func @scatter(

@@ -128,6 +128,15 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
     "scatter": (lambda: [rnd(3, 5), torch.stack([torch.randperm(5)[:4] for _ in range(2)]),
                          rnd(2, 4)],
                 lambda b, x, i, s: b.scatter(x, i, s, dim=1)),
+    # random values: no ties, so the result is differentiable where checked; a product
+    # with a zero (its partials divide out only nonzero elements)
+    **{op: (lambda: [rnd(3, 5), idx(5, 2, 4), rnd(2, 4)],
+            lambda b, x, i, s, op=op: b.create(op, [x, i, s], dim=1))
+       for op in ("scatter_max", "scatter_min", "scatter_mul")},
+    "scatter_mul_zero": (lambda: [rnd(3, 5), torch.tensor([[0, 0, 1, 0], [2, 0, 1, 4]]),
+                                  torch.tensor([[0.0, 2.0, 0.5, 3.0], [1.5, -1.0, 0.0, 2.0]],
+                                               dtype=F64)],
+                         lambda b, x, i, s: b.scatter_mul(x, i, s, dim=1)),
     "matmul": (lambda: [rnd(2, 3, 4), rnd(2, 4, 5)], binary("matmul")),
     # the mask is a constant, as the importer's masks are; the gradient ops' derivatives
     # (second order) go through the decomposition, where the mask is an input too

@@ -518,6 +518,16 @@ def test_transposing_copies_and_their_gradients_match_eager(shape, perm, dtype):
     assert torch.equal(y, y_ref) and torch.equal(g, g_ref)
 
 
+@pytest.mark.parametrize("n", [9, 10, 14, 15, 16])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_small_16_bit_float_transposes_compile(n, dtype):
+    """LLVM's SLP vectorizer turned a 9 x 9 bf16 transpose into a masked load of a
+    <75 x bfloat> vector, on which the X86 backend with AVX512-BF16 asserted and aborted
+    the process (dg-half-loads-as-i16)."""
+    x = torch.randn(n, n).to(dtype)
+    assert torch.equal(compiled(lambda a: a.t().contiguous())(x), x.t())
+
+
 @pytest.mark.parametrize("shape, dim", [((3, 1000), 1), ((1000, 3), 0), ((2, 300, 5), 1),
                                         ((200,), 0), ((4, 129), -1)])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int64])

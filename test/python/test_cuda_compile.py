@@ -38,6 +38,18 @@ def _math_text(dtype: str) -> str:
             + f'\n  %r = "dg.atan2"(%{n}, %0) : ({t}, {t}) -> {t}\n  return %r : {t}\n}}')
 
 
+def _scatter_text() -> str:
+    """scatter_reduce's combines: f32 max and product, i32 min and sum."""
+    f, i, n = "tensor<64x32xf32>", "tensor<64x32xi32>", "tensor<100x32x{}>"
+    lines = [f'  %{r} = "dg.scatter_{op}"(%{x}, %i, %{s}) {{dim = 0 : i64}} : '
+             f'({t}, {n.format("i64")}, {n.format(t[-4:-1])}) -> {t}'
+             for r, op, x, s, t in (("a", "max", "x", "s", f), ("b", "mul", "x", "s", f),
+                                    ("c", "min", "xi", "si", i), ("d", "add", "xi", "si", i))]
+    return (f"func.func @f(%x: {f}, %i: {n.format('i64')}, %s: {n.format('f32')}, %xi: {i}, "
+            f"%si: {n.format('i32')}) -> ({f}, {f}, {i}, {i}) {{\n" + "\n".join(lines)
+            + f"\n  return %a, %b, %c, %d : {f}, {f}, {i}, {i}\n}}")
+
+
 # name -> (dg text, passes first): pointwise, reductions of every kind, softmax,
 # a matmul epilogue, a transpose, and a layer norm's joint forward+backward
 PROGRAMS = {
@@ -56,6 +68,7 @@ PROGRAMS = {
     # libdevice's __nv_* functions, inlined into one fused kernel
     "math_f32": (_math_text("f32"), "dg-fuse"),
     "math_f64": (_math_text("f64"), "dg-fuse"),
+    "scatter_combine": (_scatter_text(), "dg-fuse"),
 }
 
 
@@ -98,6 +111,17 @@ def test_softmax_is_one_row_kernel_without_spills():
         from fusegrad.passes.gpu_launch_plan import ptxas
         _, report = ptxas(ptx, "sm_90", "softmax")
         assert "0 bytes spill stores" in report
+
+
+def test_scatter_combines_are_atomic():
+    """Integer sums and minima are atomic instructions; float maxima and products loop on
+    a compare-and-swap of the element's bits (an f32 cmpxchg is invalid LLVM)."""
+    plan = _compile(_scatter_text(), "dg-fuse", cubin=False)
+    atoms = [[line.split()[0] for line in m.images["sm_90"].ptx.decode().splitlines()
+              if line.strip().startswith("atom")] for m in plan.modules.values()]
+    assert sorted(a for found in atoms for a in found) == [
+        "atom.global.add.u32", "atom.global.min.s32", "atom.relaxed.gpu.cas.b32",
+        "atom.relaxed.gpu.cas.b32"]
 
 
 def _assemble_training_graphs(model, step, tmp_path) -> tuple[set, list]:

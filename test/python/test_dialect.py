@@ -65,7 +65,9 @@ def _build_all(b: Builder, f, i32, p, v3, idx, idx1, src, a3, b3, img, w, seed):
             b.reverse(f, dims=[1]), b.pad(f, low=[0, 1], high=[1, 0], interior=[0, 1], value=0.0),
             b.concatenate(f, f, dim=1)]
     out += [b.gather(f, idx, dim=1), b.index_select(f, idx1, dim=0),
-            b.scatter_add(f, idx, src, dim=1), b.scatter(f, idx, src, dim=1)]
+            b.scatter_add(f, idx, src, dim=1), b.scatter(f, idx, src, dim=1),
+            *(b.create(op, [f, idx, src], dim=1)
+              for op in ("scatter_max", "scatter_min", "scatter_mul"))]
     conv = dict(stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=1)
     y = b.conv2d(img, w, **conv)
     out += [b.matmul(a3, b3), y, b.conv2d_input_grad(y, w, input_shape=(1, 2, 6, 6), **conv),
