@@ -13,7 +13,7 @@ from mlir import ir
 from .outline import symbols
 
 # c10::ScalarType codes of the dtypes the library calls take
-DTYPE = {"f32": 6, "f64": 7}
+DTYPE = {"f16": 5, "f32": 6, "f64": 7, "bf16": 15}
 
 # the shim's tensor functions, and contiguous tensors viewing a buffer: 4-d
 # (@__fusegrad_blob) and 3-d (@__fusegrad_blob3), the handle stored in `slot`

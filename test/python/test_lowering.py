@@ -190,6 +190,15 @@ def gather_cases():
         c.append(Case("scatter_add", [x, idx, src], lambda b, x, i, s, dim=dim: b.scatter_add(x, i, s, dim=dim)))
         # repeated indices: the last one stays, as in eager's CPU kernel
         c.append(Case("scatter", [x, idx, src], lambda b, x, i, s, dim=dim: b.scatter(x, i, s, dim=dim)))
+        for op in ("scatter_max", "scatter_min", "scatter_mul"):
+            c.append(Case(op, [x, idx, src],
+                          lambda b, x, i, s, dim=dim, op=op: b.create(op, [x, i, s], dim=dim)))
+    nan = torch.tensor([1.0, float("nan"), 3.0, -1.0])
+    c.append(Case("scatter_max", [_f(3), _i(4, lo=0, hi=3), nan],  # NaN propagates, as eager's
+                  lambda b, x, i, s: b.scatter_max(x, i, s, dim=0)))
+    flags = torch.tensor([[True, False, False], [False, False, True]])
+    c.append(Case("scatter_add", [flags[0], _i(3, lo=0, hi=3), flags[1]],  # booleans: or
+                  lambda b, x, i, s: b.scatter_add(x, i, s, dim=0)))
     return c
 
 
