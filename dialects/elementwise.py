@@ -291,6 +291,11 @@ def _convert_scalar(args, *, op, attrs, in_dtypes, out_dtype):
     if src == dst:
         return x
     t = lb.element_type(dst)
+    if dst in ("f16", "bf16") and src not in ("f32", "f16", "bf16"):
+        # through f32, as c10's 16-bit floats convert (from f64 LLVM calls __truncdfbf2,
+        # which the JIT could not find)
+        x, src = _convert_scalar(args, op=op, attrs=attrs, in_dtypes=in_dtypes,
+                                 out_dtype="f32"), "f32"
     if is_float(src) and is_float(dst):
         if {src, dst} == {"f16", "bf16"}:  # same width, different formats: go through f32
             x = arith.extf(lb.element_type("f32"), x)

@@ -26,6 +26,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ..dialects.core import Kind, attrs_of, lookup
+from ..dialects.reduction import accumulator_dtype, round_to, widen
 from ..dialects.region_ops import fusion_body, fusion_inputs
 from ..dialects.shape_ops import pad_value
 from ..dialects.types import TensorSpec, is_float
@@ -302,18 +303,20 @@ def _emit_reductions(reductions: list, leaves: dict) -> list[ir.Value]:
         # an unused shape-carrying operand lets linalg derive the loop sizes
         ins.append(lb.empty(full, "i1"))
         maps.append(_affine(n, ident))
-    inits = []
+    inits, dtypes = [], []
     for r in reductions:
         s = _spec(r.results[0])
-        inits.append(lb.full(s.shape, s.dtype, _identity(r.name[3:], s.dtype)))
+        dtypes.append(accumulator_dtype(r.name[3:], s.dtype))
+        inits.append(lb.full(s.shape, dtypes[-1], _identity(r.name[3:], dtypes[-1])))
     iters = ["reduction" if k in dims else "parallel" for k in range(n)]
 
     def compute(args):
         accs = args[len(ins):]
-        return [_combine(r.name[3:], _spec(r.results[0]).dtype, acc,
-                         body.emit(r.operands[0], ident, args))
-                for r, acc in zip(reductions, accs)]
-    return lb.generic(ins, inits, maps + [out_map] * len(inits), iters, compute)
+        return [_combine(r.name[3:], dtype, acc,
+                         widen(body.emit(r.operands[0], ident, args), dtype))
+                for r, acc, dtype in zip(reductions, accs, dtypes)]
+    totals = lb.generic(ins, inits, maps + [out_map] * len(inits), iters, compute)
+    return [round_to(t, _spec(r.results[0]).dtype) for r, t in zip(reductions, totals)]
 
 
 def _emit_parallel(shape: tuple, values: list, leaves: dict) -> list[ir.Value]:

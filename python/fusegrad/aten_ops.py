@@ -1609,14 +1609,19 @@ def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
     n = s.shape[d]
     if not is_float(out.dtype):  # no BLAS for integer matmuls: log2(n) rounds of adds
         return _running_sum(em, x, d)
+    # 16-bit floats sum in f32, as eager's (block partials rounded to bf16 were 3x
+    # further from the exact sums)
+    acc = _opmath(out.dtype)
+    x = cast(em, x, acc)
     if d == s.rank - 1:  # rows: no data moves
         rows = reshape(em, x, (s.numel // max(n, 1), n))
-        return reshape(em, _prefix_sums(em, rows, out.dtype, axis=1), s.shape)
+        return cast(em, reshape(em, _prefix_sums(em, rows, acc, axis=1), s.shape), out.dtype)
     # the scanned dim first: the permute moves whole runs of the dims after it
     perm = [d] + [k for k in range(s.rank) if k != d]
     cols = reshape(em, _permute(em, x, perm), (n, s.numel // max(n, 1)))
-    sums = _prefix_sums(em, cols, out.dtype, axis=0)
-    return _unpermute(em, reshape(em, sums, [s.shape[k] for k in perm]), perm)
+    sums = _prefix_sums(em, cols, acc, axis=0)
+    return cast(em, _unpermute(em, reshape(em, sums, [s.shape[k] for k in perm]), perm),
+                out.dtype)
 
 
 # prefix sums up to this long are one matmul with an n x n triangular matrix

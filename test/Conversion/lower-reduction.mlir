@@ -22,6 +22,28 @@ func.func @sum_int(%x: tensor<5xi64>) -> tensor<i64> {
   return %0 : tensor<i64>
 }
 
+// A sum of bf16 accumulates in f32 (as eager's) and rounds once at the end; a max
+// stays in bf16 (it is exact).
+// CHECK-LABEL: func.func @sum_bf16
+// CHECK: %[[ACC:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<3xf32>)
+// CHECK: %[[SUM:.*]] = linalg.generic
+// CHECK-SAME: outs(%[[ACC]] : tensor<3xf32>)
+// CHECK: %[[X:.*]] = arith.extf %{{.*}} : bf16 to f32
+// CHECK: arith.addf %[[X]], %{{.*}} : f32
+// CHECK: linalg.generic {{.*}} ins(%[[SUM]] : tensor<3xf32>) outs(%{{.*}} : tensor<3xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK-LABEL: func.func @max_bf16
+// CHECK-NOT: arith.extf
+// CHECK: arith.maximumf %{{.*}} : bf16
+func.func @sum_bf16(%x: tensor<3x4096xbf16>) -> tensor<3xbf16> {
+  %0 = "dg.reduce_sum"(%x) {dims = array<i64: 1>} : (tensor<3x4096xbf16>) -> tensor<3xbf16>
+  return %0 : tensor<3xbf16>
+}
+func.func @max_bf16(%x: tensor<3x4096xbf16>) -> tensor<3xbf16> {
+  %0 = "dg.reduce_max"(%x) {dims = array<i64: 1>} : (tensor<3x4096xbf16>) -> tensor<3xbf16>
+  return %0 : tensor<3xbf16>
+}
+
 // argmax: two outputs (value, index); NaN wins, ties keep the first index.
 // CHECK-LABEL: func.func @argmax
 // CHECK: linalg.generic

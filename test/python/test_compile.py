@@ -530,6 +530,20 @@ def test_16_bit_float_matmuls_accumulate_in_f32_like_eager(dtype):
         assert torch.equal(compiled(f)(a, b), f(a, b))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_float_sums_accumulate_in_f32_like_eager(dtype):
+    """A variance (the importer's own reduce_sums) and a bias gradient (autodiff's) of 4096
+    values: accumulated in bf16, the variance had come out 2.0 instead of 1.0."""
+    torch.manual_seed(0)
+    x = (torch.randn(8, 4096) + 3).to(dtype)
+    torch.testing.assert_close(compiled(lambda a: a.var(1))(x), x.var(1))
+    bias = torch.zeros(64, dtype=dtype, requires_grad=True)
+    h = torch.randn(4096, 64).to(dtype)
+    (got,) = torch.autograd.grad(compiled(lambda b: (h + b).float().square().sum())(bias), bias)
+    (want,) = torch.autograd.grad((h + bias).float().square().sum(), bias)
+    torch.testing.assert_close(got, want)
+
+
 @pytest.mark.parametrize("n", [9, 10, 14, 15, 16])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_small_16_bit_float_transposes_compile(n, dtype):
