@@ -180,6 +180,11 @@ def _addbmm(input: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *,
             beta: float = 1, alpha: float = 1) -> torch.Tensor:
     """sum_b batch1[b] @ batch2[b] is one [n, B*k] @ [B*k, p] matmul (torch 2.13 has no
     decomposition of its own)."""
+    if not input.is_floating_point():  # eager truncates the scalars to the integer dtype
+        alpha, beta = int(alpha), int(beta)
+    if input.dtype in (torch.float16, torch.bfloat16):  # in f32, rounded once, as addmm's
+        return _addbmm(input.float(), batch1.float(), batch2.float(), beta=beta,
+                       alpha=alpha).to(input.dtype)
     b, n, k = batch1.shape
     product = batch1.permute(1, 0, 2).reshape(n, b * k) @ batch2.reshape(b * k, -1)
     out = product if alpha == 1 else alpha * product
