@@ -1855,16 +1855,17 @@ def _embedding_bag(em: Emit, weight: ir.Value, indices: ir.Value, offsets: ir.Va
         raise Unsupported("scale_grad_by_freq=True")
     b = em.b
     out = em.out0
+    acc = _opmath(out.dtype)  # 16-bit floats sum in f32, as eager's
     bags, dim = out.shape
     n = spec(indices).shape[0]
-    rows = b.index_select(weight, indices, dim=0)
+    rows = cast(em, b.index_select(weight, indices, dim=0), acc)
     counted = b.full(shape=(n,), dtype="i1", value=1.0) if padding_idx is None or \
         padding_idx < 0 else b.compare(indices, full_as(em, indices, float(padding_idx)),
                                        direction="ne")
     length = _equal_bags(em.node.args[2], n, bags, include_last_offset)
     if length:
-        return [_equal_bag_reduce(em, rows, counted, per_sample_weights, mode, length),
-                *_embedding_bag_aux()]
+        return [cast(em, _equal_bag_reduce(em, rows, counted, per_sample_weights, mode,
+                                           length), out.dtype), *_embedding_bag_aux()]
     starts = offsets
     if include_last_offset:
         starts = b.slice(offsets, start=[0], limit=[bags], stride=[1])
@@ -1886,27 +1887,27 @@ def _embedding_bag(em: Emit, weight: ir.Value, indices: ir.Value, offsets: ir.Va
                                   b.broadcast_in_dim(counted, shape=grid, dims=[1])])
         member = b.broadcast_in_dim(member, shape=cube, dims=[0, 1])
         candidates = b.select(member, b.broadcast_in_dim(rows, shape=cube, dims=[1, 2]),
-                              b.full(shape=cube, dtype=out.dtype, value=-math.inf))
+                              b.full(shape=cube, dtype=acc, value=-math.inf))
         result = b.reduce_max(candidates, dims=[1])
         empty = b.compare(result, full_as(em, result, -math.inf), direction="eq")
         result = b.select(empty, full_as(em, result, 0.0), result)
     else:
         if per_sample_weights is not None:
-            rows = b.mul(rows, b.broadcast_in_dim(cast(em, per_sample_weights, out.dtype),
+            rows = b.mul(rows, b.broadcast_in_dim(cast(em, per_sample_weights, acc),
                                                   shape=(n, dim), dims=[0]))
         rows = b.select(b.broadcast_in_dim(counted, shape=(n, dim), dims=[0]), rows,
-                        b.full(shape=(n, dim), dtype=out.dtype, value=0.0))
+                        b.full(shape=(n, dim), dtype=acc, value=0.0))
         target = b.broadcast_in_dim(bag, shape=(n, dim), dims=[0])
-        result = b.create("scatter_add", [b.full(shape=(bags, dim), dtype=out.dtype, value=0.0),
+        result = b.create("scatter_add", [b.full(shape=(bags, dim), dtype=acc, value=0.0),
                                           target, rows], dim=0)
         if mode == 1:
             ones = cast(em, counted, "i64")
             count = b.create("scatter_add", [b.full(shape=(bags,), dtype="i64", value=0.0), bag,
                                              ones], dim=0)
             count = b.max(count, full_as(em, count, 1.0))
-            result = b.div(result, b.broadcast_in_dim(cast(em, count, out.dtype),
+            result = b.div(result, b.broadcast_in_dim(cast(em, count, acc),
                                                       shape=(bags, dim), dims=[0]))
-    return [result, *_embedding_bag_aux()]
+    return [cast(em, result, out.dtype), *_embedding_bag_aux()]
 
 
 def _embedding_bag_aux() -> list[Unavailable]:
@@ -1934,25 +1935,25 @@ def _equal_bag_reduce(em: Emit, rows: ir.Value, counted: ir.Value,
     """Bags of `length` consecutive rows: a reduction over [bags, length, dim], fused and
     threaded like any other, instead of a scatter."""
     b = em.b
-    out = em.out0
-    bags, dim = out.shape
+    bags, dim = em.out0.shape
+    dtype = spec(rows).dtype
     cube = (bags, length, dim)
     keep = b.broadcast_in_dim(reshape(em, counted, (bags, length)), shape=cube, dims=[0, 1])
     rows = reshape(em, rows, cube)
     if mode == 2:
-        best = b.reduce_max(b.select(keep, rows, b.full(shape=cube, dtype=out.dtype,
+        best = b.reduce_max(b.select(keep, rows, b.full(shape=cube, dtype=dtype,
                                                           value=-math.inf)), dims=[1])
         return b.select(b.compare(best, full_as(em, best, -math.inf), direction="eq"),
                         full_as(em, best, 0.0), best)
     if per_sample_weights is not None:
         rows = b.mul(rows, b.broadcast_in_dim(
-            reshape(em, cast(em, per_sample_weights, out.dtype), (bags, length)),
+            reshape(em, cast(em, per_sample_weights, dtype), (bags, length)),
             shape=cube, dims=[0, 1]))
-    total = b.reduce_sum(b.select(keep, rows, b.full(shape=cube, dtype=out.dtype, value=0.0)),
+    total = b.reduce_sum(b.select(keep, rows, b.full(shape=cube, dtype=dtype, value=0.0)),
                          dims=[1])
     if mode != 1:
         return total
-    count = b.reduce_sum(cast(em, reshape(em, counted, (bags, length)), out.dtype), dims=[1])
+    count = b.reduce_sum(cast(em, reshape(em, counted, (bags, length)), dtype), dims=[1])
     count = b.max(count, full_as(em, count, 1.0))
     return b.div(total, b.broadcast_in_dim(count, shape=(bags, dim), dims=[0]))
 
@@ -2642,10 +2643,10 @@ def _avg_pool(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequenc
               padding: Sequence[int] = (0,), ceil_mode: bool = False,
               count_include_pad: bool = True, divisor_override: int | None = None) -> ir.Value:
     spatial = 3 if em.node.target is aten.avg_pool3d.default else 2
-    xb = _batched(em, x, spatial)
-    dtype = spec(x).dtype
-    if not is_float(dtype):
+    if not is_float(spec(x).dtype):
         raise Unsupported(f"avg_pool{spatial}d of an integer tensor")
+    dtype = _opmath(spec(x).dtype)  # 16-bit floats sum in f32, as eager's
+    xb = _batched(em, cast(em, x, dtype), spatial)
     geo = _pool_geometry(kernel_size, stride, padding, [1], spatial)
     outs = em.out0.shape[-spatial:]
     total = None
@@ -2657,7 +2658,7 @@ def _avg_pool(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequenc
         counts = _avg_divisor(geo, spec(xb).shape[2:], outs, count_include_pad)
         divisor = em.b.broadcast_to(em.b.constant(counts.to(torch_dtype(dtype))),
                                     spec(total).shape)
-    return reshape(em, em.b.div(total, divisor), em.out0.shape)
+    return cast(em, reshape(em, em.b.div(total, divisor), em.out0.shape), em.out0.dtype)
 
 
 def _avg_divisor(geo, sizes: Sequence[int], outs: Sequence[int],
@@ -2679,11 +2680,14 @@ def _adaptive_avg_pool(em: Emit, x: ir.Value, output_size: Sequence[int]) -> ir.
     """Windows that divide the input: a reshape and one sum. Otherwise eager's windows
     [floor(i n / o), ceil((i + 1) n / o)) along each dim, overlapping and of unequal
     lengths: a matmul with the constant averaging matrix of that dim."""
-    s = spec(x)
     spatial = len(output_size)
     name = f"adaptive_avg_pool{spatial}d"
-    if not is_float(s.dtype):
+    if not is_float(spec(x).dtype):
         raise Unsupported(f"{name} of an integer tensor")
+    if _opmath(spec(x).dtype) != spec(x).dtype:  # 16-bit floats in f32, as eager's
+        return cast(em, _adaptive_avg_pool(em, cast(em, x, "f32"), output_size),
+                    em.out0.dtype)
+    s = spec(x)
     sizes = s.shape[-spatial:]
     outs = em.out0.shape[-spatial:]
     if 0 in outs:
