@@ -178,11 +178,11 @@ def _index_select_lower(op, operands, *, op_name, attrs, out):
 
 @lowering(*_COMBINE, "scatter")
 def _scatter_lower(op, operands, *, op_name, attrs, out):
-    """A scf.for nest over src carrying the result tensor: extract, combine (add, max,
-    min, mul), insert (or just insert, for dg.scatter), in order, so repeated indices
-    accumulate, or the last one
-    stays, like torch on the CPU. Indices broadcast from 1-D along `dim`
-    (`_broadcast_rows`) are read and checked once per slice, before the slice's loops."""
+    """A scf.for nest over src carrying the result tensor: extract, combine (add, max, min
+    or mul; a boolean sum is an or, a product an and), insert (or just insert, for
+    dg.scatter), in order, so repeated indices accumulate, or the last one stays, like
+    torch on the CPU. Indices broadcast from 1-D along `dim` (`_broadcast_rows`) are read
+    and checked once per slice, before the slice's loops."""
     from mlir import ir
     from mlir.dialects import scf
     from ..passes import linalg_builders as lb
@@ -324,8 +324,9 @@ def _scatter_add_vjp(b, ins, outs, cts, *, op, attrs):
 
 def _partials(b, op: str, ins, out, dim: int):
     """(d out/d x, d out/d src at its target) of scatter_max/min/mul, elementwise. Tied
-    extrema share evenly, as eager's; a product's partials divide out the element only
-    where it is not zero (eager's masking), so zeros in x or src give exact partials."""
+    extrema share evenly, as eager's; a src element's partial of a product divides it out
+    only where it is not zero, and a target's only zero gets the product of the others
+    (eager's masking), so zeros give exact partials."""
     x, idx, src = ins
     zero, one = b.full_like(x, 0.0), b.full_like(x, 1.0)
     src_zero, src_one = b.full_like(src, 0.0), b.full_like(src, 1.0)
@@ -336,8 +337,7 @@ def _partials(b, op: str, ins, out, dim: int):
                                          b.select(src_won, src_one, src_zero), dim=dim))
         return (b.select(x_won, share, zero),
                 b.select(src_won, b.gather(share, idx, dim=dim), src_zero))
-    x_nonzero = b.select(b.compare(x, zero, direction="eq"), one, x)
-    dx = b.div(b.scatter_mul(x_nonzero, idx, src, dim=dim), x_nonzero)
+    dx = b.scatter_mul(one, idx, src, dim=dim)  # the product of the rest: the src elements
     is_zero = b.compare(src, src_zero, direction="eq")
     zeros_at_target = b.gather(b.scatter_add(zero, idx, b.select(is_zero, src_one, src_zero),
                                              dim=dim), idx, dim=dim)
