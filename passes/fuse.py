@@ -32,6 +32,7 @@ from ..dialects.types import TensorSpec
 from .function_boundary import functions
 from .fusion_lowering import REDUCTIONS, TRANSCENDENTAL, Plan, duplicable, fusible, plan_region
 from .gather_sinking import sink_gathers
+from .matmul_precision import narrow_matmuls
 from .matmul_scalars import move_matmul_scalars
 from .matmul_transpose import move_transposes_to_matmuls, swaps_last_two, transpose_matmul_results
 from .reshape_hoisting import hoist_reshapes
@@ -580,6 +581,7 @@ def fuse_function(fn: ir.Operation, max_ops: int = 64, row_temps: bool = True) -
     `_cost`)."""
     block = fn.regions[0].blocks[0]
     _drop_stop_gradients(block)
+    narrow_matmuls(block)
     move_matmul_scalars(block)
     hoist_reshapes(block)
     sink_gathers(block)

@@ -1,0 +1,38 @@
+// RUN: fusegrad-opt %s -p dg-narrow-matmuls | filecheck %s
+
+// A linear layer's product as PyTorch's bf16 addmm decomposition writes it (operands
+// widened to f32, the product rounded back): the matmul runs on the bf16 operands, the
+// transposed weight transposed in bf16.
+// CHECK-LABEL: func.func @widened(
+// CHECK-NEXT: %[[WT:.*]] = "dg.transpose"(%arg1) {perm = array<i64: 1, 0>} : (tensor<16x8xbf16>) -> tensor<8x16xbf16>
+// CHECK-NEXT: %[[P:.*]] = "dg.matmul"(%arg0, %[[WT]]) : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+// CHECK-NEXT: return %[[P]]
+func.func @widened(%x: tensor<4x8xbf16>, %w: tensor<16x8xbf16>) -> tensor<4x16xbf16> {
+  %0 = "dg.convert"(%x) : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  %1 = "dg.convert"(%w) : (tensor<16x8xbf16>) -> tensor<16x8xf32>
+  %2 = "dg.transpose"(%1) {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %3 = "dg.matmul"(%0, %2) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %4 = "dg.convert"(%3) : (tensor<4x16xf32>) -> tensor<4x16xbf16>
+  return %4 : tensor<4x16xbf16>
+}
+
+// A product read in f32 (a bias added before rounding), or of an operand that is not a
+// widened bf16 value, stays in f32.
+// CHECK-LABEL: func.func @read_in_f32(
+// CHECK: "dg.matmul"(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+// CHECK-LABEL: func.func @f32_operand(
+// CHECK: "dg.matmul"(%{{.*}}, %arg1) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+func.func @read_in_f32(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<4x16xf32>) -> tensor<4x16xbf16> {
+  %0 = "dg.convert"(%x) : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  %1 = "dg.convert"(%w) : (tensor<8x16xbf16>) -> tensor<8x16xf32>
+  %2 = "dg.matmul"(%0, %1) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %3 = "dg.add"(%2, %b) : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %4 = "dg.convert"(%3) : (tensor<4x16xf32>) -> tensor<4x16xbf16>
+  return %4 : tensor<4x16xbf16>
+}
+func.func @f32_operand(%x: tensor<4x8xbf16>, %w: tensor<8x16xf32>) -> tensor<4x16xbf16> {
+  %0 = "dg.convert"(%x) : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  %1 = "dg.matmul"(%0, %w) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %2 = "dg.convert"(%1) : (tensor<4x16xf32>) -> tensor<4x16xbf16>
+  return %2 : tensor<4x16xbf16>
+}
