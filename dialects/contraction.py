@@ -1,4 +1,5 @@
-"""Contractions: batched matmul and 2-D convolution (NCHW x OIHW)."""
+"""Contractions: batched matmul (also accumulating onto a tensor) and 2-D convolution
+(NCHW x OIHW)."""
 from __future__ import annotations
 
 
@@ -7,6 +8,11 @@ from .lazy_torch import torch
 
 define("matmul", ("lhs", "rhs"), kind=Kind.CONTRACTION,
        summary="[..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast explicitly)")
+# A product accumulated onto a tensor and rounded once: a 16-bit float linear layer's
+# `x @ W^T + bias` as a library gemm with beta = 1 (passes/matmul_precision.py), which
+# a matmul and an add would round twice
+define("matmul_add", ("lhs", "rhs", "acc"), kind=Kind.CONTRACTION,
+       summary="lhs @ rhs + acc, rounded once; acc has the product's shape and dtype")
 _CONV_ATTRS = {"stride": Attr.I64S, "padding": Attr.I64S, "dilation": Attr.I64S,
                "groups": Attr.I64}
 define("conv2d", ("x", "weight"), attrs=dict(_CONV_ATTRS), kind=Kind.CONTRACTION,
@@ -40,6 +46,16 @@ def _matmul_shape(ins, attrs, hint, *, op):
         raise ShapeError(f"dg.matmul: contracting dims differ: lhs K={a.shape[-1]}, "
                          f"rhs K={b.shape[-2]}")
     return [a.with_shape(a.shape[:-1] + (b.shape[-1],))]
+
+
+@shape_rule("matmul_add")
+def _matmul_add_shape(ins, attrs, hint, *, op):
+    (product,) = _matmul_shape(ins[:2], attrs, hint, op="matmul")
+    acc = ins[2]
+    if acc.shape != product.shape or acc.dtype != product.dtype:
+        raise ShapeError(f"dg.matmul_add: acc is {list(acc.shape)} {acc.dtype}, the product "
+                         f"{list(product.shape)} {product.dtype}")
+    return [product]
 
 
 @shape_rule("conv2d")
@@ -109,6 +125,14 @@ def _matmul_ref(a, b, *, op, attrs, out):
     return [torch.matmul(a, b)]
 
 
+@reference_rule("matmul_add")
+def _matmul_add_ref(a, b, acc, *, op, attrs, out):
+    wide = torch.float64 if a.dtype == torch.float64 else torch.float32
+    if not a.is_floating_point():
+        return [torch.matmul(a, b) + acc]
+    return [(torch.matmul(a.to(wide), b.to(wide)) + acc.to(wide)).to(a.dtype)]
+
+
 @reference_rule("conv2d")
 def _conv2d_ref(x, w, *, op, attrs, out):
     return [torch.nn.functional.conv2d(x, w, None, list(attrs["stride"]), list(attrs["padding"]),
@@ -135,29 +159,29 @@ def _conv2d_weight_grad_ref(x, g, *, op, attrs, out):
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
-@lowering("matmul")
+@lowering("matmul", "matmul_add")
 def _matmul_lower(op, operands, *, op_name, attrs, out):
-    """linalg.matmul (rank 2) or linalg.batch_matmul into a zero fill; rank > 3 collapses
-    the batch dims into one and expands the result back."""
+    """linalg.matmul (rank 2) or linalg.batch_matmul into a zero fill (into acc, for
+    dg.matmul_add: linalg accumulates onto its outs); rank > 3 collapses the batch dims
+    into one and expands the result back."""
     from mlir import ir
     from mlir.dialects import linalg
     from ..passes import linalg_builders as lb
-    a, b = operands
+    a, b = operands[:2]
     o = out[0]
+    init = operands[2] if op_name == "matmul_add" else lb.full(o.shape, o.dtype, 0)
     integer = o.dtype.startswith("i")
     if o.rank == 2:
         if integer:
-            return [_integer_matmul(a, b, lb.full(o.shape, o.dtype, 0), batched=False)]
-        return [linalg.matmul(a, b, outs=[lb.full(o.shape, o.dtype, 0)])]
+            return [_integer_matmul(a, b, init, batched=False)]
+        return [linalg.matmul(a, b, outs=[init])]
     groups = [list(range(o.rank - 2)), [o.rank - 2], [o.rank - 1]]
     if o.rank > 3:
-        a, b = lb.collapse(a, groups), lb.collapse(b, groups)
-    batch = ir.RankedTensorType(a.type).shape[0]
-    shape3 = [batch, o.shape[-2], o.shape[-1]]
+        a, b, init = (lb.collapse(v, groups) for v in (a, b, init))
     if integer:
-        res = _integer_matmul(a, b, lb.full(shape3, o.dtype, 0), batched=True)
+        res = _integer_matmul(a, b, init, batched=True)
     else:
-        res = linalg.batch_matmul(a, b, outs=[lb.full(shape3, o.dtype, 0)])
+        res = linalg.batch_matmul(a, b, outs=[init])
     return [lb.expand(res, groups, o.shape) if o.rank > 3 else res]
 
 
@@ -231,13 +255,14 @@ def _swap_last(b, x):
     return b.transpose(x, perm=list(range(r - 2)) + [r - 1, r - 2])
 
 
-@vjp_rule("matmul")
+@vjp_rule("matmul", "matmul_add")
 def _matmul_vjp(b, ins, outs, cts, *, op, attrs):
     (g,) = cts
     if g is None:
-        return [None, None]
-    lhs, rhs = ins
-    return [b.matmul(g, _swap_last(b, rhs)), b.matmul(_swap_last(b, lhs), g)]
+        return [None] * len(ins)
+    lhs, rhs = ins[:2]
+    acc = [g] if op == "matmul_add" else []
+    return [b.matmul(g, _swap_last(b, rhs)), b.matmul(_swap_last(b, lhs), g), *acc]
 
 
 def _pad_or_crop(b, x, low, high, interior):
@@ -332,15 +357,19 @@ def _conv2d_weight_grad_vjp(b, ins, outs, cts, *, op, attrs):
     return [b.conv2d_input_grad(g, c, input_shape=spec(x).shape, **conv), b.conv2d(x, c, **conv)]
 
 
-@jvp_rule("matmul", "conv2d", "conv2d_input_grad", "conv2d_weight_grad")
+@jvp_rule("matmul", "matmul_add", "conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 def _bilinear_jvp(b, ins, outs, tangents, *, op, attrs):
-    """The contractions are bilinear: d(x * w) = dx * w + x * dw."""
-    tx, tw = tangents
-    terms = []
+    """The contractions are bilinear: d(x * w) = dx * w + x * dw (+ d acc)."""
+    tx, tw = tangents[:2]
+    product = "matmul" if op == "matmul_add" else op
+    terms = [] if op != "matmul_add" or tangents[2] is None else [tangents[2]]
     if tx is not None:
-        terms.append(b.create(op, (tx, ins[1]), **attrs))
+        terms.append(b.create(product, (tx, ins[1]), **attrs))
     if tw is not None:
-        terms.append(b.create(op, (ins[0], tw), **attrs))
+        terms.append(b.create(product, (ins[0], tw), **attrs))
     if not terms:
         return [None]
-    return [terms[0] if len(terms) == 1 else b.add(*terms)]
+    total = terms[0]
+    for t in terms[1:]:
+        total = b.add(total, t)
+    return [total]

@@ -8,8 +8,14 @@ multiplies bf16 natively (AMX: 194 us against 900 us for an f32 256 x 512 x 1024
 product here). PyTorch's decompositions of addmm, bmm and friends compute 16-bit
 floats in f32 (`pw_cast_for_opmath`) and autodiff's gradients of them are the same
 shape, so bf16 models (and autocast) ran their products as f32 gemms. Operands reach
-the convert through transposes of their last two dims (a linear layer's `W^T`); a
-product any other op reads in f32 stays as it is.
+the convert through transposes of their last two dims (a linear layer's `W^T`).
+
+A product to which a widened 16-bit value is added before the rounding (a linear
+layer's bias, through a broadcast; a residual) becomes `dg.matmul_add` onto that value:
+the library call's beta = 1 adds it inside the gemm, rounded once, as eager's addmm
+does (a bf16 product rounded, then added, rounds twice: at outputs near zero, where
+the bias cancels the product, by up to the product's rounding error). A product other
+ops read in f32 stays as it is.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import logging
 from mlir import ir
 
 from ..dialects.builder import Builder, erase_dead
+from ..dialects.core import attrs_of
 from ..dialects.types import TensorSpec
 from .function_boundary import rewrite_bodies
 from .matmul_transpose import swaps_last_two
@@ -44,30 +51,81 @@ def _narrow_operand(v: ir.Value) -> tuple[ir.Value, bool] | None:
     return op.operands[0], transposed
 
 
+def _owner(v: ir.Value) -> ir.Operation | None:
+    return None if isinstance(v.owner, ir.Block) else v.owner.operation
+
+
+def _widened(v: ir.Value, dtype: str, b: Builder | None = None) -> ir.Value | None:
+    """The `dtype` value `v` widens (through broadcasts, remade on it when a builder is
+    given), else None."""
+    op = _owner(v)
+    if op is None:
+        return None
+    if op.name == "dg.convert" and _dtype(op.operands[0]) == dtype:
+        return op.operands[0]
+    if op.name == "dg.broadcast_in_dim":
+        inner = _widened(op.operands[0], dtype, b)
+        if inner is None or b is None:
+            return inner
+        return b.broadcast_in_dim(inner, shape=TensorSpec.from_mlir(v.type).shape,
+                                  dims=list(attrs_of(op)["dims"]))
+    return None
+
+
+def _rounded(v: ir.Value, narrow: set) -> list[ir.Operation] | None:
+    """The readers of `v` when they are all converts to the one dtype in `narrow`."""
+    readers = [u.owner.operation for u in v.uses]
+    if readers and all(r.name == "dg.convert" and _dtype(r.results[0]) in narrow
+                       for r in readers):
+        return readers
+    return None
+
+
+def _accumulated(product: ir.Operation, narrow: str) -> tuple[ir.Operation, ir.Value] | None:
+    """(the add, its other operand) when the product's one reader adds to it a widened
+    `narrow` value (a bias through a broadcast, a residual) and is read only rounded."""
+    readers = [u.owner.operation for u in product.results[0].uses]
+    if len(readers) != 1 or readers[0].name != "dg.add":
+        return None
+    add = readers[0]
+    lhs, rhs = add.operands
+    other = rhs if lhs == product.results[0] else lhs
+    if other == product.results[0] or _widened(other, narrow) is None or \
+            _rounded(add.results[0], {narrow}) is None:
+        return None
+    return add, other
+
+
 def narrow_matmuls(block: ir.Block) -> int:
     """Rewrite the matmuls of `block` whose f32 operands widen 16-bit floats and whose
-    readers all round the product back to them; returns how many."""
+    readers all round the product back to them (or add a widened 16-bit value first:
+    dg.matmul_add); returns how many."""
     narrowed = 0
     for op in [o.operation for o in block.operations if o.operation.name == "dg.matmul"]:
         if _dtype(op.results[0]) != "f32":
             continue
         operands = [_narrow_operand(v) for v in op.operands]
-        readers = [u.owner.operation for u in op.results[0].uses]
-        if None in operands or not readers:
+        if None in operands or len({_dtype(v) for v, _ in operands}) != 1:
             continue
-        narrow = {_dtype(v) for v, _ in operands}
-        if len(narrow) != 1 or not all(r.name == "dg.convert" and
-                                       _dtype(r.results[0]) in narrow for r in readers):
+        narrow = _dtype(operands[0][0])
+        readers = _rounded(op.results[0], {narrow})
+        accumulated = None if readers is not None else _accumulated(op, narrow)
+        if readers is None and accumulated is None:
             continue
-        with ir.InsertionPoint(op):
+        with ir.InsertionPoint(op if accumulated is None else accumulated[0]):
             b = Builder(op.location)
             a, c = (b.transpose(v, perm=[*range(TensorSpec.from_mlir(v.type).rank - 2),
                                          TensorSpec.from_mlir(v.type).rank - 1,
                                          TensorSpec.from_mlir(v.type).rank - 2])
                     if transposed else v for v, transposed in operands)
-            product = b.matmul(a, c)
+            if accumulated is None:
+                result = b.matmul(a, c)
+            else:
+                add, other = accumulated
+                result = b.matmul_add(a, c, _widened(other, narrow, b))
+                readers = _rounded(add.results[0], {narrow})
         for r in readers:
-            r.results[0].replace_all_uses_with(product)
+            r.results[0].replace_all_uses_with(result)
             r.erase()
         narrowed += 1
     if narrowed:

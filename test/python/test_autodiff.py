@@ -138,6 +138,8 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
                                                dtype=F64)],
                          lambda b, x, i, s: b.scatter_mul(x, i, s, dim=1)),
     "matmul": (lambda: [rnd(2, 3, 4), rnd(2, 4, 5)], binary("matmul")),
+    "matmul_add": (lambda: [rnd(2, 3, 4), rnd(2, 4, 5), rnd(2, 3, 5)],
+                   lambda b, x, y, z: b.matmul_add(x, y, z)),
     # the mask is a constant, as the importer's masks are; the gradient ops' derivatives
     # (second order) go through the decomposition, where the mask is an input too
     "attention": (lambda: [rnd(2, 2, 3, 4), rnd(2, 2, 5, 4), rnd(2, 2, 5, 4)],

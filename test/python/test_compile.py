@@ -531,6 +531,28 @@ def test_16_bit_float_matmuls_accumulate_in_f32_like_eager(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_float_linear_layers_round_once_like_eager(dtype):
+    """PyTorch's addmm decomposition widens 16-bit floats to f32; dg-narrow-matmuls runs
+    the products on the 16-bit values, the bias as the gemm's accumulator (rounded once,
+    as eager's addmm), backward products too: bitwise eager's forward, under autocast as
+    well, and eager's gradients."""
+    torch.manual_seed(0)
+    x, w, bias = torch.randn(4, 16, 64), torch.randn(32, 64), torch.randn(32)
+    f = torch.nn.functional.linear
+    torch._dynamo.reset()
+    args = [t.to(dtype).requires_grad_() for t in (x, w, bias)]
+    got, want = compiled(f)(*args), f(*args)
+    assert torch.equal(got, want)
+    cotangent = torch.randn_like(want)
+    for g, e in zip(torch.autograd.grad(got, args, cotangent),
+                    torch.autograd.grad(want, args, cotangent)):
+        torch.testing.assert_close(g, e)
+    torch._dynamo.reset()
+    with torch.autocast("cpu", dtype=dtype):
+        assert torch.equal(compiled(f)(x, w, bias), f(x, w, bias))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_16_bit_float_sums_accumulate_in_f32_like_eager(dtype):
     """A variance (the importer's own reduce_sums) and a bias gradient (autodiff's) of 4096
     values: accumulated in bf16, the variance had come out 2.0 instead of 1.0."""

@@ -70,7 +70,8 @@ def _build_all(b: Builder, f, i32, p, v3, idx, idx1, src, a3, b3, img, w, seed):
               for op in ("scatter_max", "scatter_min", "scatter_mul"))]
     conv = dict(stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=1)
     y = b.conv2d(img, w, **conv)
-    out += [b.matmul(a3, b3), y, b.conv2d_input_grad(y, w, input_shape=(1, 2, 6, 6), **conv),
+    out += [b.matmul(a3, b3), b.matmul_add(a3, b3, b.matmul(a3, b3)), y,
+            b.conv2d_input_grad(y, w, input_shape=(1, 2, 6, 6), **conv),
             b.conv2d_weight_grad(img, y, weight_shape=(3, 2, 3, 3), **conv)]
     grouped = dict(conv, groups=3)  # img read as NHWC: 6 channels, 3 groups of w's 2
     y_nhwc = b.conv2d_nhwc(img, w, **grouped)

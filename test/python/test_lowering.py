@@ -208,6 +208,9 @@ def contraction_cases():
                   (_f(2, 2, 3, 4, dtype=torch.float64), _f(2, 2, 4, 5, dtype=torch.float64, seed=1)),
                   (_i(3, 4), _i(4, 2, seed=1)), (_f(1, 1), _f(1, 1, seed=1))):
         c.append(Case("matmul", [a, bb], lambda b, x, y: b.matmul(x, y)))
+        acc = _f(*torch.matmul(a, bb).shape, dtype=a.dtype, seed=2) if a.is_floating_point() \
+            else _i(*torch.matmul(a, bb).shape, seed=2)
+        c.append(Case("matmul_add", [a, bb, acc], lambda b, x, y, z: b.matmul_add(x, y, z)))
     for x, w, kw in ((_f(2, 3, 8, 8), _f(4, 3, 3, 3, seed=1), dict(stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)),
                      (_f(1, 2, 9, 7), _f(3, 2, 2, 3, seed=1), dict(stride=[2, 1], padding=[0, 1], dilation=[2, 1], groups=1)),
                      (_f(1, 4, 6, 6, dtype=torch.float64), _f(6, 2, 3, 3, dtype=torch.float64, seed=1),
