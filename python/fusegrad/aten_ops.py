@@ -30,6 +30,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 from . import stop_gradient  # noqa: F401  (registers torch.ops.fusegrad.stop_gradient)
 from .dialects.builder import Builder, spec
+from .dialects.core import attrs_of
 from .dialects.types import TensorSpec, from_torch_dtype, is_float, torch_dtype
 from .passes.cotangent_sum import sum_cotangents
 
@@ -2239,7 +2240,25 @@ def _native_dropout(em: Emit, x: ir.Value, p: float, train: bool | None) -> list
 # ------------------------------------------------------------------ contractions
 @handles(aten.mm.default, aten.bmm.default)
 def _matmul(em: Emit, a: ir.Value, b: ir.Value) -> ir.Value:
+    """A batch of products with one matrix broadcast over the batch (PyTorch's matmul of
+    a non-contiguous 3-d input by a weight expands the weight) is one product of the
+    stacked rows: the broadcast was materialized, [128, 256, 768] copies of an
+    attention's in-projection under autocast, and its gradient a batch of products
+    summed."""
+    shared = _shared_matrix(b)
+    if shared is not None:
+        rows = reshape(em, a, (spec(a).numel // spec(a).shape[-1], spec(a).shape[-1]))
+        return reshape(em, em.b.matmul(rows, shared), em.out0.shape)
     return em.b.matmul(a, b)
+
+
+def _shared_matrix(b: ir.Value) -> ir.Value | None:
+    """The 2-d matrix `b` broadcasts over its leading (batch) dims, else None."""
+    op = None if isinstance(b.owner, ir.Block) else b.owner.operation
+    if op is None or op.name != "dg.broadcast_in_dim" or spec(b).rank != 3:
+        return None
+    x = op.operands[0]
+    return x if spec(x).rank == 2 and list(attrs_of(op)["dims"]) == [1, 2] else None
 
 
 @handles(aten._scaled_dot_product_flash_attention_for_cpu.default)

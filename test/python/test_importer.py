@@ -295,3 +295,14 @@ def test_import_graph_takes_ctx_or_needs_one(ctx):
             import_graph(gm)
     finally:
         ctx.__enter__()
+
+
+def test_a_matrix_broadcast_over_a_batch_is_one_product_of_the_stacked_rows():
+    """PyTorch's matmul of a non-contiguous 3-d input by a weight expands the weight over
+    the batch and calls bmm: imported as one 2-d product, no broadcast weight."""
+    x, w = torch.randn(8, 5, 6).transpose(0, 1), torch.randn(6, 7)
+    module, func_op, (got,) = import_and_run(trace(lambda a, b: a @ b, x, w), [x, w])
+    text = str(module)
+    matmuls = [line for line in text.splitlines() if '"dg.matmul"' in line]
+    assert len(matmuls) == 1 and "(tensor<40x6xf32>, tensor<6x7xf32>)" in matmuls[0]
+    torch.testing.assert_close(got, x @ w)
