@@ -27,7 +27,7 @@ from ..dialects.builder import Builder, erase_dead
 from ..dialects.core import attrs_of
 from ..dialects.types import TensorSpec
 from .function_boundary import rewrite_bodies
-from .matmul_transpose import swaps_last_two
+from .matmul_transpose import swaps_last_two, transposed
 from .registry import register_pass
 
 log = logging.getLogger("fusegrad.passes.matmul_precision")
@@ -39,20 +39,20 @@ def _dtype(v: ir.Value) -> str:
     return TensorSpec.from_mlir(v.type).dtype
 
 
-def _narrow_operand(v: ir.Value) -> tuple[ir.Value, bool] | None:
-    """(the 16-bit value `v` widens, whether `v` transposes its last two dims), else None."""
-    transposed = False
-    op = None if isinstance(v.owner, ir.Block) else v.owner.operation
-    if op is not None and swaps_last_two(op):
-        transposed, v = True, op.operands[0]
-        op = None if isinstance(v.owner, ir.Block) else v.owner.operation
-    if op is None or op.name != "dg.convert" or _dtype(op.operands[0]) not in _NARROW:
-        return None
-    return op.operands[0], transposed
-
-
 def _owner(v: ir.Value) -> ir.Operation | None:
     return None if isinstance(v.owner, ir.Block) else v.owner.operation
+
+
+def _narrow_operand(v: ir.Value) -> tuple[ir.Value, bool] | None:
+    """(the 16-bit value `v` widens, whether `v` swaps its last two dims), else None."""
+    swapped = False
+    op = _owner(v)
+    if op is not None and swaps_last_two(op):
+        swapped, v = True, op.operands[0]
+        op = _owner(v)
+    if op is None or op.name != "dg.convert" or _dtype(op.operands[0]) not in _NARROW:
+        return None
+    return op.operands[0], swapped
 
 
 def _widened(v: ir.Value, dtype: str, b: Builder | None = None) -> ir.Value | None:
@@ -114,10 +114,7 @@ def narrow_matmuls(block: ir.Block) -> int:
             continue
         with ir.InsertionPoint(op if accumulated is None else accumulated[0]):
             b = Builder(op.location)
-            a, c = (b.transpose(v, perm=[*range(TensorSpec.from_mlir(v.type).rank - 2),
-                                         TensorSpec.from_mlir(v.type).rank - 1,
-                                         TensorSpec.from_mlir(v.type).rank - 2])
-                    if transposed else v for v, transposed in operands)
+            a, c = (transposed(b, v) if swapped else v for v, swapped in operands)
             if accumulated is None:
                 result = b.matmul(a, c)
             else:

@@ -33,7 +33,7 @@ def swaps_last_two(op: ir.Operation) -> bool:
     return n >= 2 and perm == [*range(n - 2), n - 1, n - 2]
 
 
-def _transposed(b: Builder, v: ir.Value) -> ir.Value:
+def transposed(b: Builder, v: ir.Value) -> ir.Value:
     """`v` with its last two dims swapped (undoing a transpose that swapped them)."""
     if not isinstance(v.owner, ir.Block) and swaps_last_two(v.owner.operation):
         return v.owner.operation.operands[0]
@@ -51,7 +51,7 @@ def transpose_matmul_results(block: ir.Block) -> int:
         lhs, rhs = op.operands
         with ir.InsertionPoint(op):
             b = Builder(op.location)
-            product = b.matmul(_transposed(b, rhs), _transposed(b, lhs))
+            product = b.matmul(transposed(b, rhs), transposed(b, lhs))
         for r in readers:
             r.results[0].replace_all_uses_with(product)
             r.erase()
@@ -162,7 +162,7 @@ def move_transposes_to_matmuls(block: ir.Block) -> int:
                     x, chain = _rebuild_swapped(b, op, chain, x), op.results[0]
             else:
                 with ir.InsertionPoint(down[-1]):
-                    y = _transposed(Builder(t.location), x)
+                    y = transposed(Builder(t.location), x)
                 down[-1].results[0].replace_all_uses_with(y)
             moved += 1
             continue
@@ -172,7 +172,7 @@ def move_transposes_to_matmuls(block: ir.Block) -> int:
                 b = Builder(t.location)
                 chain = up[0].operands[0] if up[0].name == "dg.reshape" else \
                     next(v for v in up[0].operands if not is_splat(v))
-                x = _transposed(b, chain)
+                x = transposed(b, chain)
                 for op in up:
                     chain_in = chain
                     chain = op.results[0]
