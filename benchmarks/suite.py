@@ -195,9 +195,11 @@ def language_model_loss(model):
     return LanguageModelLoss()
 
 
-def _train_case(build_model: Callable, x, y, loss, optimizer: str, shape: str) -> Case:
+def _train_case(build_model: Callable, x, y, loss, optimizer: str, shape: str,
+                autocast: bool = False) -> Case:
     """Training step: zero_grad, loss = compiled(model+loss)(x, y), backward, optimizer step
-    (the optimizer runs eagerly for every backend)."""
+    (the optimizer runs eagerly for every backend); `autocast`: the forward under bf16
+    autocast (mixed precision)."""
     import torch
     torch.manual_seed(0)
     base = build_model()
@@ -215,7 +217,8 @@ def _train_case(build_model: Callable, x, y, loss, optimizer: str, shape: str) -
 
         def train_step():
             release()
-            out = step(x, y) if loss is not None else step(input_ids=x, labels=y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                out = step(x, y) if loss is not None else step(input_ids=x, labels=y)
             l = out if loss is not None else out.loss
             l.backward()
             opt.step()
@@ -258,6 +261,13 @@ def mlp_fwd(quick: bool) -> Case:
     return _forward_case(build, x, shape)
 
 
+def mlp_fwd_bf16(quick: bool) -> Case:
+    import torch
+    build, x, _, shape = _mlp(quick)
+    return _forward_case(lambda: build().to(torch.bfloat16), x.to(torch.bfloat16),
+                         shape + ", bf16")
+
+
 def mlp_train(quick: bool) -> Case:
     import torch
     build, x, y, shape = _mlp(quick)
@@ -296,10 +306,11 @@ def _transformer(quick: bool):
     return build, x, y, f"d={d} heads={heads} ff={ff} on {b}x{s}x{d}"
 
 
-def transformer_train(quick: bool) -> Case:
+def transformer_train(quick: bool, autocast: bool = False) -> Case:
     import torch
     build, x, y, shape = _transformer(quick)
-    return _train_case(build, x, y, torch.nn.functional.mse_loss, "sgd", shape)
+    return _train_case(build, x, y, torch.nn.functional.mse_loss, "sgd",
+                       shape + (", bf16 autocast" if autocast else ""), autocast)
 
 
 def _hf(kind: str, quick: bool):
@@ -335,10 +346,11 @@ def _hf(kind: str, quick: bool):
     return build, ids, shape
 
 
-def hf_train(kind: str) -> Callable[[bool], Case]:
+def hf_train(kind: str, autocast: bool = False) -> Callable[[bool], Case]:
     def case(quick: bool) -> Case:
         build, ids, shape = _hf(kind, quick)
-        return _train_case(build, ids, ids, None, "adamw", shape)
+        return _train_case(build, ids, ids, None, "adamw",
+                           shape + (", bf16 autocast" if autocast else ""), autocast)
     return case
 
 
@@ -362,6 +374,10 @@ WORKLOADS = {w.name: w for w in [
     Workload("gpt2:train", hf_train("gpt2")),
     Workload("bert:train", hf_train("bert")),
     Workload("llama:train", hf_train("llama")),
+    # bf16: a model in bf16, and training under bf16 autocast (mixed precision)
+    Workload("mlp:fwd-bf16", mlp_fwd_bf16),
+    Workload("transformer_layer:train-bf16", lambda q: transformer_train(q, autocast=True)),
+    Workload("llama:train-bf16", hf_train("llama", autocast=True)),
 ]}
 
 
