@@ -13,12 +13,11 @@ define("index_select", ("x", "indices"), attrs={"dim": Attr.I64}, kind=Kind.GATH
        summary="take along dim: result shape = x.shape[:dim] + indices.shape + x.shape[dim+1:]")
 define("scatter_add", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
        summary="torch.scatter_add: x with src[i..] added at x[i.. with i_dim := indices[i..]]")
-define("scatter_max", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
-       summary="torch.scatter_reduce amax: x with each target the maximum of it and the "
-               "src elements sent to it (NaN-propagating)")
-define("scatter_min", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
-       summary="torch.scatter_reduce amin: x with each target the minimum of it and the "
-               "src elements sent to it (NaN-propagating)")
+for _extremum in ("max", "min"):
+    define(f"scatter_{_extremum}", ("x", "indices", "src"), attrs={"dim": Attr.I64},
+           kind=Kind.GATHER,
+           summary=f"torch.scatter_reduce a{_extremum}: x with each target the {_extremum}imum "
+                   "of it and the src elements sent to it (NaN-propagating)")
 define("scatter_mul", ("x", "indices", "src"), attrs={"dim": Attr.I64}, kind=Kind.GATHER,
        summary="torch.scatter_reduce prod: x with each target multiplied by the src "
                "elements sent to it")

@@ -27,6 +27,7 @@ zero-filled buffer, when CSE shared one fill among matmuls) goes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import arith, func, memref
@@ -185,6 +186,12 @@ def _gemm_dims(op: ir.Operation) -> tuple[int, int, int, int] | None:
 
 
 def _ensure_helper(module: ir.Operation, dtype: str, done: set[str]) -> str:
+    """The name of the function that runs a `dtype` gemm, added to `module` once."""
+    if dtype not in _GEMM:
+        if _TORCH_GEMM not in done:
+            add_helpers(module, _TORCH_GEMM_TEXT)
+            done.add(_TORCH_GEMM)
+        return _TORCH_GEMM
     helper = _HELPER.format(dtype=dtype)
     if dtype not in done:
         text = _HELPER_TEXT.format(gemm=_GEMM[dtype], helper=helper, t=dtype)
@@ -280,32 +287,41 @@ def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation
     return (fills[0], moves[0]) if _only_users(out, {fills[0], moves[0], matmul}) else None
 
 
-def _call_gemm(module: ir.Operation, done: set[str], dtype: str, a: ir.Value, b: ir.Value,
-               c: ir.Value, batch: int, m: int, n: int, k: int, ta: bool, tb: bool,
-               beta: float) -> None:
-    helper = _ensure_helper(module, dtype, done)
-    flags = [arith.ConstantOp(ir.IntegerType.get_signless(8), ord("T" if t else "N")).result
-             for t in (ta, tb)]
-    ftype = ir.F32Type.get() if dtype == "f32" else ir.F64Type.get()
-    func.CallOp([], ir.FlatSymbolRefAttr.get(helper),
-                [_pointer(a), _pointer(b), _pointer(c), _i32(batch), _i32(m), _i32(n),
-                 _i32(k), *flags, _i32(m if ta else k), _i32(k if tb else n),
-                 arith.ConstantOp(ftype, beta).result])
+@dataclass(frozen=True)
+class _Gemm:
+    """C (batch x m x n) = op(A) op(B) + beta C; op transposes A (B) where ta (tb)."""
 
+    dtype: str
+    a: ir.Value
+    b: ir.Value
+    c: ir.Value
+    batch: int
+    m: int
+    n: int
+    k: int
+    ta: bool
+    tb: bool
+    beta: float
 
-def _call_torch(module: ir.Operation, done: set[str], dtype: str, a: ir.Value, b: ir.Value,
-                c: ir.Value, batch: int, m: int, n: int, k: int, ta: bool, tb: bool,
-                beta: float) -> None:
-    if _TORCH_GEMM not in done:
-        add_helpers(module, _TORCH_GEMM_TEXT)
-        done.add(_TORCH_GEMM)
-    i1, i32, i64 = (ir.IntegerType.get_signless(w) for w in (1, 32, 64))
-    func.CallOp([], ir.FlatSymbolRefAttr.get(_TORCH_GEMM),
-                [_pointer(a), _pointer(b), _pointer(c),
-                 *(arith.ConstantOp(i64, v).result for v in (batch, m, n, k)),
-                 *(arith.ConstantOp(i1, int(t)).result for t in (ta, tb)),
-                 arith.ConstantOp(ir.F64Type.get(), beta).result,
-                 arith.ConstantOp(i32, DTYPE[dtype]).result])
+    def blas_args(self) -> list[ir.Value]:
+        """The f32/f64 helper's: pointers, i32 sizes, 'N'/'T' flags, leading dims, beta."""
+        flags = [arith.ConstantOp(ir.IntegerType.get_signless(8), ord("T" if t else "N")).result
+                 for t in (self.ta, self.tb)]
+        ftype = ir.F32Type.get() if self.dtype == "f32" else ir.F64Type.get()
+        return [_pointer(self.a), _pointer(self.b), _pointer(self.c), _i32(self.batch),
+                _i32(self.m), _i32(self.n), _i32(self.k), *flags,
+                _i32(self.m if self.ta else self.k), _i32(self.k if self.tb else self.n),
+                arith.ConstantOp(ftype, self.beta).result]
+
+    def torch_args(self) -> list[ir.Value]:
+        """`@__fusegrad_gemm_torch`'s: pointers, i64 sizes, i1 flags, beta, dtype code."""
+        i1, i32, i64 = (ir.IntegerType.get_signless(w) for w in (1, 32, 64))
+        return [_pointer(self.a), _pointer(self.b), _pointer(self.c),
+                *(arith.ConstantOp(i64, v).result for v in (self.batch, self.m, self.n,
+                                                             self.k)),
+                *(arith.ConstantOp(i1, int(t)).result for t in (self.ta, self.tb)),
+                arith.ConstantOp(ir.F64Type.get(), self.beta).result,
+                arith.ConstantOp(i32, DTYPE[self.dtype]).result]
 
 
 def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
@@ -330,11 +346,10 @@ def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
         (a, ta), (b, tb) = (b, not tb), (a, not ta)
         m, n = n, m
         beta = 0.0
+    gemm = _Gemm(dtype, a, b, c, batch, m, n, k, ta, tb, beta)
     with ir.InsertionPoint(op), op.location:
-        if dtype in _GEMM:
-            _call_gemm(module, done, dtype, a, b, c, batch, m, n, k, ta, tb, beta)
-        else:
-            _call_torch(module, done, dtype, a, b, c, batch, m, n, k, ta, tb, beta)
+        func.CallOp([], ir.FlatSymbolRefAttr.get(_ensure_helper(module, dtype, done)),
+                    gemm.blas_args() if dtype in _GEMM else gemm.torch_args())
     temp = op.operands[2] if result is not None else None
     op.erase()
     for move in (move_a, move_b):

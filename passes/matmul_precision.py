@@ -72,10 +72,10 @@ def _widened(v: ir.Value, dtype: str, b: Builder | None = None) -> ir.Value | No
     return None
 
 
-def _rounded(v: ir.Value, narrow: set) -> list[ir.Operation] | None:
-    """The readers of `v` when they are all converts to the one dtype in `narrow`."""
+def _rounded(v: ir.Value, narrow: str) -> list[ir.Operation] | None:
+    """The readers of `v` when they are all converts to `narrow`."""
     readers = [u.owner.operation for u in v.uses]
-    if readers and all(r.name == "dg.convert" and _dtype(r.results[0]) in narrow
+    if readers and all(r.name == "dg.convert" and _dtype(r.results[0]) == narrow
                        for r in readers):
         return readers
     return None
@@ -91,7 +91,7 @@ def _accumulated(product: ir.Operation, narrow: str) -> tuple[ir.Operation, ir.V
     lhs, rhs = add.operands
     other = rhs if lhs == product.results[0] else lhs
     if other == product.results[0] or _widened(other, narrow) is None or \
-            _rounded(add.results[0], {narrow}) is None:
+            _rounded(add.results[0], narrow) is None:
         return None
     return add, other
 
@@ -108,7 +108,7 @@ def narrow_matmuls(block: ir.Block) -> int:
         if None in operands or len({_dtype(v) for v, _ in operands}) != 1:
             continue
         narrow = _dtype(operands[0][0])
-        readers = _rounded(op.results[0], {narrow})
+        readers = _rounded(op.results[0], narrow)
         accumulated = None if readers is not None else _accumulated(op, narrow)
         if readers is None and accumulated is None:
             continue
@@ -120,7 +120,7 @@ def narrow_matmuls(block: ir.Block) -> int:
             else:
                 add, other = accumulated
                 result = b.matmul_add(a, c, _widened(other, narrow, b))
-                readers = _rounded(add.results[0], {narrow})
+                readers = _rounded(add.results[0], narrow)
         for r in readers:
             r.results[0].replace_all_uses_with(result)
             r.erase()
