@@ -10,7 +10,8 @@ sizes, the loss inside): `fusegrad/`, the model's training program from
 `fusegrad.export(..., target=TARGET)`; `reference.pt`, the model's initial
 state; and `inputs.pt`. `run` rebuilds each model from `suite.py` (so it needs
 transformers, not MLIR), loads that state for eager and Inductor, loads the
-artifact twice (plain launches, and replayed from CUDA graphs), compares the
+artifact twice (as loaded by default, which replays functions of at most
+`AUTO_GRAPH_MAX_BYTES` from CUDA graphs, and with `cuda_graphs=False`), compares the
 first step's loss, then times SGD steps (loss, backward, update) interleaved in
 rounds, synchronizing the device around each, and prints the medians as a
 markdown table. `--target cpu` artifacts run on the CPU, which checks this
@@ -101,9 +102,9 @@ def _backends(out: str, device: Any, inductor: bool) -> dict[str, Callable[[], A
     eager.load_state_dict(torch.load(os.path.join(out, "reference.pt")))
     eager = eager.to(device)
     programs = {"fusegrad": load(os.path.join(out, "fusegrad"), device=device)}
-    if device.type == "cuda":
-        programs["fusegrad+graphs"] = load(os.path.join(out, "fusegrad"), device=device,
-                                           cuda_graphs=True)
+    if device.type == "cuda":  # the default replays small functions from CUDA graphs
+        programs["fusegrad (no graphs)"] = load(os.path.join(out, "fusegrad"),
+                                                device=device, cuda_graphs=False)
     steps = {"eager": (eager, list(eager.parameters()))}
     if inductor:
         twin = copy.deepcopy(eager)
@@ -200,6 +201,44 @@ def profile(directory: str, models: list[str]) -> None:
                 n[1] += e.device_time
             for k, (count, t) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:8]:
                 print(f"    {t / 5 / 1e3:8.3f} ms  {count / 5:5.1f}x  {k}")
+        _slowest_launches(os.path.join(directory, name), device)
+
+
+def _slowest_launches(out: str, device: Any, top: int = 12) -> None:
+    """The plain program's slowest kernel launches in one training step, each named by
+    its plan step (module, grid, block): fusegrad's kernels all carry their function's
+    name, so the profiler alone cannot tell them apart; they run in plan order."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from fusegrad.runtime import load
+    program = load(os.path.join(out, "fusegrad"), device=device, cuda_graphs=False)
+    inputs = [x.to(device) for x in torch.load(os.path.join(out, "inputs.pt"))]
+    trainable = [p for p in program.parameters if p.requires_grad]
+    for _ in range(2):
+        _sgd_step(lambda: program(*inputs), trainable)
+    _sync(device)
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        _sgd_step(lambda: program(*inputs), trainable)
+        _sync(device)
+    plan = program.training.fwd.program.plan
+    steps = [(f, n, s) for f in (program.training.fwd.name, program.training.bwd.name)
+             for n, s in enumerate(plan.functions[f].steps) if s["op"] == "launch"]
+    kernels = sorted((e for e in prof.events()
+                      if e.device_type == torch.autograd.DeviceType.CUDA
+                      and e.name in {s["kernel"] for _, _, s in steps}),
+                     key=lambda e: e.time_range.start)
+    if len(kernels) != len(steps):
+        print(f"    ({len(kernels)} kernels profiled for {len(steps)} launch steps: "
+              "not matched)")
+        return
+    timed = sorted(zip(kernels, steps), key=lambda ks: -ks[0].device_time)
+    total = sum(e.device_time for e in kernels)
+    print(f"    fusegrad's {len(kernels)} kernels: {total / 1e3:.3f} ms; the slowest:")
+    for e, (f, n, s) in timed[:top]:
+        print(f"    {e.device_time:8.1f} us  @{f} step {n}: {s['module']} grid={s['grid']} "
+              f"block={s['block']} args={len(s['args'])}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,19 +65,21 @@ ROW_ELEMS_PER_THREAD = 8
 # already unrolls these loops fully when the trip count is small (tid < maxntid);
 # 4 measured no faster for row sums and slower for softmax (H100, docs/CUDA.md)
 UNROLL = 1
-# row kernels whose threads each take at most `row-cache` elements of a row keep them in
-# registers: the loops are unrolled, and a later pass over the row (softmax's sum and
-# normalisation after its max, a layer norm's variance and output after its mean) reuses
-# the values the first pass loaded instead of reading the row again. Off (0) by default
-# until measured on a GPU: it halves the blocks a wide softmax keeps per SM (64
-# registers per thread at 32 elements); `benchmarks/cuda_kernels.py` times both
-ROW_CACHE = 0
+# row kernels that would keep at most `row-cache` values per thread (a read-only operand's
+# elements of a row per thread, summed over the operands) keep them in registers: the
+# loops are unrolled, and a later pass over the row (softmax's sum and normalisation
+# after its max, a layer norm's variance and output after its mean) reuses the values the
+# first pass loaded instead of reading the row again. On an H200 (docs/CUDA.md): softmax
+# 8192 wide 83% -> 95% of copy bandwidth, 32768 wide 56% -> 75%, 1024 wide 90% -> 100%.
+# The budget bounds registers: at 32 a 32768-wide softmax backward (two operands) would
+# spill, so it reads its rows in loops
+ROW_CACHE = 32
 # full reductions (to one value): one block up to this many elements, else two stages
 FULL_REDUCE_ONE_BLOCK = 1 << 16
 FULL_REDUCE_MAX_BLOCKS = 1024
 # copies per iteration of a full reduction's grid-strided loop: a row sum's short loops
 # are unrolled by LLVM (eight loads in flight per thread), a full sum's long ones are
-# not; 1 (the measured default) until `benchmarks/cuda_kernels.py`'s variants are timed
+# not; on an H200 a 256 MB sum reached 95% of copy bandwidth at 1, 97% at 4 and 82% at 8
 FULL_REDUCE_UNROLL = 1
 # innermost-dim size from which pointwise kernels use a 2-D grid
 POINTWISE_2D_MIN = 128
@@ -260,12 +262,13 @@ def _sinkable(op: ir.Operation) -> bool:
     """Host ops a kernel recomputes instead of taking their results as arguments: views
     of its buffers, and scalar arithmetic on loads from the function's arguments (the
     random-number keys dropout derives from its seed input): loads from an argument or
-    from a buffer a kernel wrote (whose deallocation `_free_after_last_use` moves)."""
+    from a buffer a kernel wrote (whose deallocation `_free_after_last_use` moves), or
+    from a view of one (a 0-d index expanded to 1-d: the view is sunk with the load)."""
     if op.name in VIEWS or (op.name.startswith("arith.") and op.name != "arith.constant"):
         return True
     if op.name != "memref.load":
         return False
-    source = op.operands[0].owner
+    source = buffer_root(op.operands[0]).owner
     return (source.owner.operation.name == "func.func" if isinstance(source, ir.Block)
             else source.operation.name == "memref.alloc")
 
@@ -351,12 +354,20 @@ def _expand_integer_abs(op: ir.Operation) -> None:
         inner.erase()
 
 
-def _erase_dead_scalars(block: ir.Block) -> None:
-    """Host scalar ops left without users once their kernels compute them (`_sink_views`)."""
+def _erase_host_scalars(block: ir.Block) -> None:
+    """Erase the host scalar ops left without users once their kernels compute them
+    (`_sink_views`); a load still used on the host (a size read from device memory) has
+    no place to run."""
     for op in reversed([o.operation for o in block.operations]):
         if (op.name.startswith("arith.") or op.name == "memref.load") and \
                 not any(len(list(r.uses)) for r in op.results):
             op.erase()
+    for op in block.operations:
+        if op.operation.name == "memref.load":
+            raise PassError("dg-gpu-kernels: 'memref.load' computes on the CUDA host side a "
+                            "value that later host code uses (only allocations, views, "
+                            "copies, kernels and library contractions run there)",
+                            op.location)
 
 
 def _hoist_globals(launch: ir.Operation) -> None:
@@ -929,17 +940,27 @@ def _row_loop(t: ir.Value, total: int, step: int, inits: list, sizes: tuple,
 
 
 def _row_cache(rk: "RowKernel", bx: int, limit: int) -> Optional[RowCache]:
-    """A cache for the kernel when every loop over a row is short enough to unroll (and
-    no reduction member loops serially over parallel dims inside the row)."""
+    """A cache for the kernel when the values it would keep per thread (each read-only
+    operand's elements per thread, summed) number at most `limit`, so every loop over a
+    row unrolls into straight-line code, and no reduction member loops serially over
+    parallel dims inside the row."""
     if limit <= 0:
         return None
     k = rk.row_dims
+    written = {buffer_root(b) for m in rk.members for b, _, w in m.buffers() if w}
+    kept: dict = {}  # (buffer, access, trailing sizes) -> elements per thread
     for m in rk.members:
-        if _cdiv(_prod(m.sizes[k:]), bx) > limit:
-            return None
         if m.red_dims() and m.red_dims()[0] != k:
             return None
-    written = {buffer_root(b) for m in rk.members for b, _, w in m.buffers() if w}
+        steps = _cdiv(_prod(m.sizes[k:]), bx)
+        if steps > limit:
+            return None
+        for b, acc, w in m.buffers():
+            if acc is not None and not w and b not in rk.forwardable and \
+                    buffer_root(b) not in written:
+                kept[(b, tuple(acc), tuple(m.sizes[k:]))] = steps
+    if sum(kept.values()) > limit:
+        return None
     return RowCache(written)
 
 
@@ -1181,6 +1202,16 @@ def _plan_block(block: ir.Block) -> list:
     current: list[Kop] = []
     serial: list[ir.Operation] = []  # a single-thread kernel's ops (`emit_serial`)
     computed: set = set()  # their results
+    stored: set = set()  # the roots of the buffers they store to
+
+    def add_serial(op: ir.Operation) -> None:
+        serial.append(op)
+        computed.update(op.results)
+        stored.update(buffer_root(o.operands[1]) for o in _nested(op, "memref.store"))
+
+    def reads_stored(op: ir.Operation) -> bool:
+        """A load the kernel must do in order: from a buffer it stored to before."""
+        return op.name == "memref.load" and buffer_root(op.operands[0]) in stored
 
     def close_serial() -> None:
         nonlocal serial
@@ -1200,6 +1231,7 @@ def _plan_block(block: ir.Block) -> list:
             kernels.append(("serial", serial))
         serial = []
         computed.clear()
+        stored.clear()
 
     def close() -> None:
         nonlocal current
@@ -1217,10 +1249,9 @@ def _plan_block(block: ir.Block) -> list:
         op = op.operation
         if serial and op.name not in HOST_OPS and _serial_op(op):
             # host scalars independent of the kernel's values stay (kernels recompute them)
-            if not _host_scalar(op) or any(v in computed for o in _nested(op)
-                                           for v in o.operands):
-                serial.append(op)
-                computed.update(op.results)
+            if not _host_scalar(op) or reads_stored(op) or any(
+                    v in computed for o in _nested(op) for v in o.operands):
+                add_serial(op)
             continue
         close_serial()
         k = parse(op) if op.name == "memref.copy" else None
@@ -1254,8 +1285,7 @@ def _plan_block(block: ir.Block) -> list:
             kernels.append(("scatter", nest))
             continue
         if op.name not in HOST_OPS and not _host_scalar(op) and _serial_op(op):
-            serial.append(op)
-            computed.update(op.results)
+            add_serial(op)
             continue
         if op.name not in HOST_OPS and not _host_scalar(op):
             raise PassError(f"dg-gpu-kernels: '{op.name}' cannot run on the CUDA host side "
@@ -1441,5 +1471,6 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
         _expand_integer_abs(launch)
     _LAUNCHES.clear()
     for fn in _functions(module):
-        _erase_dead_scalars(fn.regions[0].blocks[0])
+        if CONV_GRAD not in fn.attributes:
+            _erase_host_scalars(fn.regions[0].blocks[0])
         _free_after_last_use(fn.regions[0].blocks[0])

@@ -486,7 +486,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--row-block", type=int, default=ROW_BLOCK)
     p.add_argument("--block-size", type=int, default=POINTWISE_BLOCK)
     p.add_argument("--row-cache", type=int, default=ROW_CACHE,
-                   help="row elements per thread kept in registers (0: off)")
+                   help="values per thread a row kernel may keep in registers (0: off)")
     p.add_argument("-o", "--output", default=None, help="write the artifact folder here")
     args = p.parse_args(argv)
     with make_context():

@@ -54,12 +54,14 @@ def signature_json(x: torch.Tensor) -> dict[str, Any]:
 
 def load(path: str | os.PathLike, *, device: Any = None, driver: Any = None,
          stream: Optional[Callable[[], int]] = None, chip: Optional[str] = None,
-         cuda_graphs: bool = False) -> "ExportedProgram":
+         cuda_graphs: bool | str = "auto") -> "ExportedProgram":
     """Load the artifact folder `path` (see the module docstring).
 
     CUDA artifacts run on `device` (default: the current CUDA device); `driver`,
     `stream` and `chip` go to `runtime.cuda.CudaProgram` (tests pass a fake driver);
-    `cuda_graphs` replays each function from a CUDA graph after its first call.
+    `cuda_graphs`: replay each function from a CUDA graph after its first call (True),
+    never (False), or where the function is small enough that launching it from Python
+    costs more than running it ("auto": `runtime.cuda.AUTO_GRAPH_MAX_BYTES`).
     """
     return ExportedProgram(path, device=device, driver=driver, stream=stream, chip=chip,
                            cuda_graphs=cuda_graphs)
@@ -73,7 +75,7 @@ class ExportedProgram:
 
     def __init__(self, path: str | os.PathLike, *, device: Any = None, driver: Any = None,
                  stream: Optional[Callable[[], int]] = None, chip: Optional[str] = None,
-                 cuda_graphs: bool = False) -> None:
+                 cuda_graphs: bool | str = "auto") -> None:
         self.path = os.path.abspath(os.fspath(path))
         meta = self._metadata()
         self.target: str = meta["target"]

@@ -7,14 +7,15 @@
 #     bash scripts/gpu_session.sh pack     # .gpu/: MLIR for cp312 (stripped, xz) + expecttest
 # then, through the device tool, carrying .gpu:
 #     bash scripts/gpu_session.sh run [PHASES]
-# PHASES (comma-separated, default all, in this order): kernels (bandwidth and
-# correctness, benchmarks/cuda_kernels.py), train (benchmarks/cuda_train.py;
-# TRAIN_ARGS adds options, e.g. --no-inductor), tests (pytest on test_cuda_gpu.py),
-# profile (cuda_train.py profile). Logs and results land in $OUT. BUDGET_S (default
-# 540) bounds the whole run: the tests get what the phases before them left.
+# PHASES, comma-separated, run in the order given (default kernels,train,tests,profile):
+# kernels (bandwidth and correctness, benchmarks/cuda_kernels.py), train (training
+# steps against eager, benchmarks/cuda_train.py), inductor (the same with Inductor too:
+# its compiles take minutes), tests (pytest on test_cuda_gpu.py), profile (where a step's
+# time goes, cuda_train.py profile). Logs and results land in $OUT. BUDGET_S (default
+# 540) bounds the run: tests, inductor and profile get the time left (tests keep
+# TESTS_RESERVE_S, default 45, for what follows).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ROOT="$(pwd)"
 OUT="${OUT:-/tmp/fusegrad-gpu-out}"
 mkdir -p "$OUT"
 
@@ -65,51 +66,52 @@ print('torch', torch.__version__, torch.cuda.get_device_name(), 'mlir ok')"
 
 left() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
 
+phase() {
+    local train_dir=/tmp/fusegrad-train kern_dir=/tmp/fusegrad-kernels
+    echo "== $1 ($(left) s left)"
+    case "$1" in
+        kernels)
+            timeout 120 python3 benchmarks/cuda_kernels.py build "$kern_dir" \
+                > /tmp/kernels_build.log 2>&1 || tail -20 /tmp/kernels_build.log
+            timeout 150 python3 benchmarks/cuda_kernels.py run "$kern_dir" \
+                --results "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.log" ;;
+        train|inductor)
+            wait "$TRAIN_BUILD" 2>/dev/null
+            tail -6 "$OUT/train_build.log"
+            local args=(--rounds 20 --no-inductor) limit=240
+            if [[ $1 == inductor ]]; then args=(--rounds 20); limit=$(( $(left) - 20 )); fi
+            (( limit > 30 )) || { echo "no time left"; return; }
+            timeout "$limit" python3 benchmarks/cuda_train.py run "$train_dir" "${args[@]}" \
+                2>&1 | grep -v '^\[transformers\]' | tee "$OUT/$1.log" ;;
+        tests)
+            local t=$(( $(left) - ${TESTS_RESERVE_S:-45} ))
+            (( t > 30 )) || { echo "no time left"; return; }
+            timeout "$t" python3 -m pytest -q -n 14 -p no:cacheprovider --timeout 300 \
+                -rfE test/python/test_cuda_gpu.py > "$OUT/tests.log" 2>&1
+            echo "pytest rc=$? (124: out of time)"
+            grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.log" | tail -60 ;;
+        profile)
+            wait "$TRAIN_BUILD" 2>/dev/null
+            (( $(left) > 40 )) || { echo "no time left"; return; }
+            timeout $(( $(left) - 10 )) python3 benchmarks/cuda_train.py profile \
+                "$train_dir" --models gpt2,llama 2>&1 | grep -v '^\[transformers\]' \
+                | tee "$OUT/profile.log" ;;
+        *) echo "unknown phase $1" ;;
+    esac
+}
+
 run_phases() {
     local phases="${1:-kernels,train,tests,profile}"
     START=$(date +%s)
     BUDGET_S="${BUDGET_S:-540}"
     setup > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; echo "setup failed"; return 1; }
     cat "$OUT/setup.log"
-    local train_dir=/tmp/fusegrad-train kern_dir=/tmp/fusegrad-kernels
-    if [[ ",$phases," == *,train,* || ",$phases," == *,profile,* ]]; then
-        # exported on all cores while the kernels build and run (build needs no GPU)
-        (timeout 200 python3 benchmarks/cuda_train.py build "$train_dir" \
-            > "$OUT/train_build.log" 2>&1; echo "train build rc=$?" >> "$OUT/train_build.log") &
-        TRAIN_BUILD=$!
-    fi
-    if [[ ",$phases," == *,kernels,* ]]; then
-        echo "== kernels ($(left) s left)"
-        timeout 120 python3 benchmarks/cuda_kernels.py build "$kern_dir" > "$OUT/kernels_build.log" 2>&1
-        echo "kernels build rc=$?"
-        timeout 150 python3 benchmarks/cuda_kernels.py run "$kern_dir" \
-            --results "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.log"
-    fi
-    if [[ -n "${TRAIN_BUILD:-}" ]]; then
-        wait "$TRAIN_BUILD"
-        tail -8 "$OUT/train_build.log"
-    fi
-    if [[ ",$phases," == *,train,* ]]; then
-        echo "== train ($(left) s left)"
-        # shellcheck disable=SC2086
-        timeout 240 python3 benchmarks/cuda_train.py run "$train_dir" --rounds 20 \
-            ${TRAIN_ARGS:-} 2>&1 | tee "$OUT/train.log" | grep -v '^\[transformers\]'
-    fi
-    if [[ ",$phases," == *,tests,* ]]; then
-        local t=$(( $(left) - 45 ))
-        echo "== tests ($t s for pytest)"
-        if (( t > 30 )); then
-            timeout "$t" python3 -m pytest -q -n 14 -p no:cacheprovider --timeout 300 \
-                -rfE test/python/test_cuda_gpu.py > "$OUT/tests.log" 2>&1
-            echo "pytest rc=$? (124: out of time)"
-            grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.log" | tail -60
-        fi
-    fi
-    if [[ ",$phases," == *,profile,* ]] && (( $(left) > 40 )); then
-        echo "== profile ($(left) s left)"
-        timeout $(( $(left) - 10 )) python3 benchmarks/cuda_train.py profile "$train_dir" \
-            --models gpt2,llama 2>&1 | grep -v '^\[transformers\]' | tee "$OUT/profile.log"
-    fi
+    # the training programs export on all cores while the first phases run
+    (timeout 200 python3 benchmarks/cuda_train.py build /tmp/fusegrad-train \
+        > "$OUT/train_build.log" 2>&1; echo "train build rc=$?" >> "$OUT/train_build.log") &
+    TRAIN_BUILD=$!
+    local p
+    for p in ${phases//,/ }; do phase "$p"; done
     echo "== done in $(( $(date +%s) - START )) s"
 }
 

@@ -245,10 +245,12 @@ class LazyGraph:
 
 
 # torch.compile's modes as fusegrad options: fusegrad has nothing to autotune, and
-# CUDA graphs are what "reduce-overhead" (and Inductor's "max-autotune") turn on
+# CUDA graphs are what "reduce-overhead" (and Inductor's "max-autotune") turn on for
+# every function (the default replays small ones: CompileOptions.cuda_graphs)
 TORCH_COMPILE_MODES: dict[str, dict[str, Any]] = {
     "default": {}, "reduce-overhead": {"cuda_graphs": True},
-    "max-autotune": {"cuda_graphs": True}, "max-autotune-no-cudagraphs": {}}
+    "max-autotune": {"cuda_graphs": True},
+    "max-autotune-no-cudagraphs": {"cuda_graphs": False}}
 
 
 def backend_options(options: dict[str, Any] | None = None, mode: str | None = None,

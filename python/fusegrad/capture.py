@@ -135,14 +135,20 @@ class _FlatOutputs(torch.nn.Module):
         return tuple(x for x in leaves if isinstance(x, torch.Tensor))
 
 
-def _attention_as_math(example_inputs: Sequence[torch.Tensor]) -> Any:
-    """On CUDA, scaled_dot_product_attention dispatches to fused kernels (efficient, flash,
-    cuDNN attention) that have no decomposition; its math form is matmuls and a softmax,
-    which every target compiles and fuses. (On the CPU the fused kernel decomposes.)"""
+def _decomposable_forms(example_inputs: Sequence[torch.Tensor]) -> Any:
+    """On CUDA, some composite ops dispatch to library kernels that have no decomposition:
+    scaled_dot_product_attention to fused attention (efficient, flash, cuDNN), grid_sample
+    to `cudnn_grid_sampler` while cuDNN is enabled. Tracing under the math attention
+    backend and with cuDNN disabled records their decomposable forms (matmuls and a
+    softmax, `grid_sampler_2d`), which every target compiles and fuses. Convolutions
+    trace as `aten.convolution` either way and still run on cuDNN. (On the CPU these
+    ops decompose as they are.)"""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    stack = contextlib.ExitStack()
     if any(x.device.type == "cuda" for x in example_inputs):
-        return sdpa_kernel([SDPBackend.MATH])
-    return contextlib.nullcontext()
+        stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+        stack.enter_context(torch.backends.cudnn.flags(enabled=False))
+    return stack
 
 
 def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
@@ -165,7 +171,7 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
         mark_stop_gradients(fn)
     wrapper = _FlatOutputs(fn)
     try:
-        with torch.no_grad(), fx_traceback.preserve_node_meta(), _attention_as_math(example_inputs):
+        with torch.no_grad(), fx_traceback.preserve_node_meta(), _decomposable_forms(example_inputs):
             gm, sig = aot_export_module(wrapper, list(example_inputs), trace_joint=False,
                                         decompositions=DECOMPOSITIONS)
     except Exception as e:  # tracing failures come in many types; report them as one

@@ -57,8 +57,10 @@ class CompileOptions:
     channels-last activations (dg-channels-last), as oneDNN runs fastest.
 
     `cuda_graphs`: on CUDA, replay each compiled forward and backward from a CUDA
-    graph after its first call (`runtime/cuda_graphs.py`): for small batches,
-    where launching kernels from Python costs more than running them.
+    graph after its first call (`runtime/cuda_graphs.py`): True for every function,
+    False for none, "auto" for those holding at most `runtime.cuda.AUTO_GRAPH_MAX_BYTES`
+    (small batches, where launching kernels from Python costs more than running them;
+    a graph keeps its memory between calls).
     """
 
     fusion: bool = True
@@ -67,7 +69,7 @@ class CompileOptions:
     dump_dir: str | None = field(default_factory=lambda: os.environ.get("FUSEGRAD_DUMP") or None)
     double_backward: bool = True
     target: str | None = None
-    cuda_graphs: bool = False
+    cuda_graphs: bool | str = "auto"
     channels_last: bool = True
 
     def __post_init__(self) -> None:
@@ -75,6 +77,11 @@ class CompileOptions:
 
         if self.executor not in _EXECUTORS:
             raise ValueError(f"fusegrad: executor={self.executor!r} is not one of {_EXECUTORS}")
+        from .runtime.cuda import GRAPH_MODES
+
+        if self.cuda_graphs not in GRAPH_MODES:
+            raise ValueError(f"fusegrad: cuda_graphs={self.cuda_graphs!r} is not one of "
+                             f"{GRAPH_MODES}")
         if self.target is not None and self.target not in TARGETS:
             raise ValueError(f"fusegrad: target={self.target!r} is not one of {TARGETS} "
                              "(or None: the device of the inputs)")

@@ -13,7 +13,7 @@ from .program import CompileOptions
 def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool = True,
             executor: str = "cpu", dynamic: bool | None = None, fullgraph: bool = False,
             dump_dir: str | None = None, double_backward: bool = True,
-            target: str | None = None, cuda_graphs: bool = False,
+            target: str | None = None, cuda_graphs: bool | str = "auto",
             channels_last: bool = True) -> Callable[..., Any]:
     """Compile an nn.Module or function of tensors with fusegrad.
 
@@ -26,8 +26,10 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     Graphs compile for the device their tensors are on (CPU or CUDA); `target`
     ("cpu" or "cuda") insists on one, and tensors elsewhere raise
     `devices.DeviceError` naming the tensor, as do tensors on several devices.
-    `cuda_graphs=True` replays CUDA code from CUDA graphs after a function's first
-    call: for small batches, whose steps are bound by launching kernels.
+    On CUDA, a compiled function replays from a CUDA graph after its first call when
+    it is small (`cuda_graphs="auto"`: at most `runtime.cuda.AUTO_GRAPH_MAX_BYTES` of
+    temporaries and outputs, where launching kernels from Python costs more than running
+    them); `cuda_graphs=True` replays every function, False none.
     `channels_last=False` keeps convolutions NCHW on the CPU (by default they run, with
     the ops between them, on channels-last activations: dg-channels-last).
     `dynamic` goes to Dynamo as in torch.compile: a graph Dynamo makes

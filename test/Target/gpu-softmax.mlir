@@ -3,8 +3,10 @@
 // reciprocal of the row sum, a multiplication per element). The row
 // max and sum stay in registers (no temporaries are allocated). After NVVM the
 // all_reduces are warp shuffles plus a 32-slot shared array and barriers.
-// RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse --ptx sm_80 | filecheck %s
+// (This is the loop form, `row-cache=0`; gpu-row-cache.mlir has the default, which keeps
+// the row in registers.)
+// RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels{row-cache=0}' | filecheck %s --check-prefix=IR
+// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse --row-cache 0 --ptx sm_80 | filecheck %s
 
 // IR-LABEL: func.func @softmax(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>)
 // IR-NOT: memref.alloc

@@ -35,6 +35,17 @@ _spec = importlib.util.spec_from_file_location(
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
+@pytest.fixture(autouse=True)
+def exact_cudnn_references():
+    """Eager convolutions on CUDA round their operands to TF32 (10-bit mantissas) by
+    default (`torch.backends.cudnn.allow_tf32`); fusegrad's own convolution kernels (3-d,
+    transposed) compute in float32. The references are float32 too."""
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = saved
+
+
 SMALL = [n for n, (_, _, _, f) in bench.CASES.items()
          if "_big" not in n and not n.endswith(("_wide", "_narrow"))]
 

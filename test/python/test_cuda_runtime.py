@@ -298,3 +298,28 @@ def test_forwarded_outputs_are_the_inputs_and_survive_save_and_load(tmp_path, mo
     f.forwarded = {1: 0}  # shapes differ: refused
     with pytest.raises(PlanError, match="output 1 cannot be input 0"):
         plan.validate()
+
+
+def test_auto_graphs_replay_small_functions_on_cuda_only():
+    """graphs="auto": a function replays from a CUDA graph when its temporaries at their
+    peak plus its outputs fit AUTO_GRAPH_MAX_BYTES, and only on a CUDA device."""
+    from fusegrad.runtime.cuda import AUTO_GRAPH_MAX_BYTES
+    plan = _plan()
+    # t0 (4x8) and t2 (4x2) live together: 160 bytes; the output 4x8: 128
+    assert plan.functions["f"].footprint() == 160 + 128
+    on_cuda = CudaProgram(plan, driver=FakeDriver(), device="cuda", stream=lambda: 0,
+                          chip="sm_90", graphs="auto")
+    assert on_cuda.replays("f")
+    rows = AUTO_GRAPH_MAX_BYTES // (8 * 4) + 1
+    big = _plan([{"op": "alloc", "buf": "t0", "shape": [rows, 8], "dtype": "f32"},
+                 {"op": "free", "buf": "t0"},
+                 {"op": "alloc", "buf": "t1", "shape": [rows, 8], "dtype": "f32"},
+                 {"op": "free", "buf": "t1"}])
+    assert big.functions["f"].footprint() == rows * 32 + 128  # freed before the next
+    assert not CudaProgram(big, driver=FakeDriver(), device="cuda", stream=lambda: 0,
+                           chip="sm_90", graphs="auto").replays("f")
+    prog, _ = _program(plan)
+    prog.graphs = "auto"
+    assert not prog.replays("f")  # a fake device: plain calls
+    with pytest.raises(ValueError, match="graphs='yes' is not one of"):
+        CudaProgram(plan, driver=FakeDriver(), device="cpu", graphs="yes")

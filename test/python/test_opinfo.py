@@ -347,12 +347,34 @@ def _check_float32_grads(claim: Claim, case: Case) -> None:
     got = torch.autograd.grad(got_outs, leaves, cts, allow_unused=True)
     want = torch.autograd.grad(want_outs, leaves, cts, allow_unused=True)
     atol, rtol = (claim.atol, claim.rtol) if claim.atol else (1e-5, 1e-5)
-    for g, w in zip(got, want):
+    exact = None
+    for i, (g, w) in enumerate(zip(got, want)):
         if w is None:
             assert g is None or not g.any(), f"{claim.key}: gradient where eager has none"
             continue
-        torch.testing.assert_close(g, w, atol=atol, rtol=rtol,
-                                   msg=lambda m: f"{claim.key} float32 grad: {m}")
+        if torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):
+            continue
+        # apart from eager's: pass if no further from the float64 gradient than eager's
+        # (eager's own float32 error differs by device: logcumsumexp at 1e4 on CUDA)
+        if exact is None:
+            exact = _float64_grads(case, leaves, want_outs, cts)
+        ours, eagers = ((x.double() - exact[i]).abs().max().item() for x in (g, w))
+        if ours > max(2 * eagers, atol):
+            torch.testing.assert_close(
+                g, w, atol=atol, rtol=rtol, equal_nan=True,
+                msg=lambda m: f"{claim.key} float32 grad {i}: {ours:.3g} from the float64 "
+                              f"gradient (eager {eagers:.3g}): {m}")
+
+
+def _float64_grads(case: Case, leaves: list, want_outs: list, cts: list) -> list:
+    """The gradients `_check_float32_grads` compares, computed in float64 eager."""
+    wide = [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point()
+            else t for t in case.tensors]
+    outs = [t for t in _float_outputs(case.fn(*wide)) if t.requires_grad]
+    grads = torch.autograd.grad(outs, [t for t in wide if t.requires_grad],
+                                [c.double() for c in cts], allow_unused=True)
+    return [g if g is not None else torch.zeros_like(x, dtype=torch.float64)
+            for g, x in zip(grads, leaves)]
 
 
 def check_gradients(claim: Claim, device: str) -> None:
