@@ -158,13 +158,13 @@ CASES: dict[str, tuple[str, str, dict, str]] = {
     "sum_big_u8": (total_text(8192, 8192), FUSE, {"full_unroll": 8}, "total"),
     "softmax_wide": (softmax_text(512, 32768), FUSE, {}, "softmax"),
     "softmax_narrow": (softmax_text(65536, 1024), FUSE, {}, "softmax"),
-    # rows kept in registers (gpu_kernels.ROW_CACHE) against read again per pass
-    "softmax_big_cache": (softmax_text(8192, 8192), FUSE, {"row_cache": 32}, "softmax"),
-    "softmax_wide_cache": (softmax_text(512, 32768), FUSE, {"row_cache": 32}, "softmax"),
-    "softmax_narrow_cache": (softmax_text(65536, 1024), FUSE, {"row_cache": 32},
-                             "softmax"),
+    # rows read again per pass (row-cache=0) against kept in registers (the default)
+    "softmax_big_nocache": (softmax_text(8192, 8192), FUSE, {"row_cache": 0}, "softmax"),
+    "softmax_wide_nocache": (softmax_text(512, 32768), FUSE, {"row_cache": 0}, "softmax"),
+    "softmax_narrow_nocache": (softmax_text(65536, 1024), FUSE, {"row_cache": 0},
+                               "softmax"),
     "ln_big": (ln_text(8192, 8192), FUSE, {}, "ln"),
-    "ln_big_cache": (ln_text(8192, 8192), FUSE, {"row_cache": 32}, "ln"),
+    "ln_big_nocache": (ln_text(8192, 8192), FUSE, {"row_cache": 0}, "ln"),
 }
 
 
