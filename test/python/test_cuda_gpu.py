@@ -40,10 +40,11 @@ def exact_cudnn_references():
     """Eager convolutions on CUDA round their operands to TF32 (10-bit mantissas) by
     default (`torch.backends.cudnn.allow_tf32`); fusegrad's own convolution kernels (3-d,
     transposed) compute in float32. The references are float32 too."""
-    saved = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32 = saved
+    cudnn = torch.backends.cudnn
+    # flags(): torch.testing's OpInfo database forbids setting them directly
+    with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark,
+                     deterministic=cudnn.deterministic, allow_tf32=False):
+        yield
 
 
 SMALL = [n for n, (_, _, _, f) in bench.CASES.items()
