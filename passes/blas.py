@@ -203,24 +203,55 @@ def _ensure_helper(module: ir.Operation, dtype: str, done: set[str]) -> str:
     return helper
 
 
-def _swaps_last_two(op: ir.Operation) -> bool:
-    """Is `op` (a linalg.transpose, or a generic that only copies through a permuted
-    read) a swap of the last two dims?"""
+def _copies(op: ir.Operation) -> bool:
+    """Is `op` a linalg.transpose, or a generic whose body yields its input?"""
+    if op.name == "linalg.transpose":
+        return True
+    body = op.regions[0].blocks[0]
+    ops = list(body.operations)
+    return len(ops) == 1 and ops[0].operation.operands[0] == body.arguments[0]
+
+
+def _elementwise(op: ir.Operation) -> bool:
+    """Is `op` a generic of one input and one output whose body computes from the input
+    element alone (a cast: `w.t()` of an f32 weight under bf16 autocast)?"""
+    if op.name != "linalg.generic" or len(op.operands) != 2:
+        return False
+    body = op.regions[0].blocks[0]
+    for o in body.operations:
+        o = o.operation
+        if o.regions or o.name == "linalg.index" or any(
+                isinstance(v.owner, ir.Block) and v != body.arguments[0] for v in o.operands):
+            return False
+    return True
+
+
+def _swaps_last_two(op: ir.Operation, copy: bool = True) -> bool:
+    """Is `op` (a linalg.transpose, or a generic that copies through a permuted read, or
+    with `copy=False` computes elementwise through it) a swap of the last two dims? The
+    read may first pick index 0 of leading dims (a reshape folded in: `b[1].t()` reads
+    the 1 x n x k slice at (0, j, i)), which leaves the matrix where a row-major one
+    starts."""
+    if not (_copies(op) if copy else _copies(op) or _elementwise(op)):
+        return False
     if op.name == "linalg.transpose":
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
     else:
         g = op.opview
         if len(g.inputs) != 1 or len(g.outputs) != 1:
             return False
-        body = g.regions[0].blocks[0]
-        ops = list(body.operations)
-        if len(ops) != 1 or ops[0].operation.operands[0] != body.arguments[0]:
-            return False
         read, write = (ir.AffineMapAttr(a).value for a in g.indexing_maps)
-        if not write.is_permutation or write != ir.AffineMap.get_identity(write.n_dims) or \
-                not read.is_permutation:
+        if write != ir.AffineMap.get_identity(write.n_dims):
             return False
-        perm = [e.position for e in read.results]
+        results = list(read.results)
+        while len(results) > write.n_dims and isinstance(results[0], ir.AffineConstantExpr) \
+                and ir.AffineConstantExpr(results[0]).value == 0:
+            results.pop(0)
+        if not all(isinstance(e, ir.AffineDimExpr) for e in results) or \
+                sorted(ir.AffineDimExpr(e).position for e in results) != \
+                list(range(write.n_dims)):
+            return False
+        perm = [ir.AffineDimExpr(e).position for e in results]
     n = len(perm)
     return n >= 2 and perm == list(range(n - 2)) + [n - 1, n - 2]
 
@@ -250,10 +281,13 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
     if not writers:
         return None
     writer = max(writers, key=lambda w: sum(o.is_before_in_block(w) for o in writers))
-    if not _swaps_last_two(writer):
+    if not _swaps_last_two(writer, copy=False):
         return None
     source = writer.operands[0]
-    if not contiguous_memref(source.type) or not untouched_between(source, writer, matmul):
+    # a row-major block anywhere in its buffer (a slice's transpose, `w[i].t()`) is read
+    # at its offset (`_pointer`)
+    if row_major_offset(source.type) is None or \
+            not untouched_between(source, writer, matmul):
         return None
     touching = touching_ops(buf, matmul.block)
     if touching is None:
@@ -264,6 +298,25 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
     if late and (late[0].is_before_in_block(matmul) or not overwrites(late[0], buf)):
         return None
     return writer if late or not out_param else None
+
+
+def _untransposed(writer: ir.Operation) -> ir.Value:
+    """A new buffer in the layout of `writer`'s input, filled by `writer`'s elementwise
+    body without the transpose, where `writer` ran: the gemm reads it through its
+    transpose flag, as eager's reads the cast weight of an autocast linear layer (a
+    contiguous transposed copy sums in another order in PyTorch's f16 gemm)."""
+    source = writer.operands[0]
+    shape = list(ir.MemRefType(source.type).shape)
+    element = ir.MemRefType(writer.operands[1].type).element_type
+    with ir.InsertionPoint(writer), writer.location:
+        buf = memref.AllocOp(ir.MemRefType.get(shape, element), [], []).result
+        clone = writer.clone()
+    identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(len(shape)))
+    clone.attributes["indexing_maps"] = ir.ArrayAttr.get([identity, identity])
+    clone.attributes["iterator_types"] = ir.ArrayAttr.get(
+        [ir.Attribute.parse("#linalg.iterator_type<parallel>")] * len(shape))
+    clone.operands[1] = buf
+    return buf
 
 
 def _transposed_result(matmul: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
@@ -330,9 +383,14 @@ def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
     a, b, c = op.operands
     # (value, transposed?) per operand; a transposed operand is read from its source
     ops: list = []
+    freed: list = []  # buffers of operands computed untransposed, freed after the call
     for v in (a, b):
         t = _transposed_source(v, op)
-        ops.append((t.operands[0], True, t) if t is not None else (v, False, None))
+        if t is not None and not _copies(t):
+            freed.append(_untransposed(t))
+            ops.append((freed[-1], True, t))
+        else:
+            ops.append((t.operands[0], True, t) if t is not None else (v, False, None))
     (a, ta, move_a), (b, tb, move_b) = ops
     beta = 1.0
     result = _transposed_result(op)
@@ -350,6 +408,8 @@ def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
     with ir.InsertionPoint(op), op.location:
         func.CallOp([], ir.FlatSymbolRefAttr.get(_ensure_helper(module, dtype, done)),
                     gemm.blas_args() if dtype in _GEMM else gemm.torch_args())
+        for buf in freed:
+            memref.DeallocOp(buf)
     temp = op.operands[2] if result is not None else None
     op.erase()
     for move in (move_a, move_b):
