@@ -483,12 +483,8 @@ class CudaBindingsDriver:
 
 # ---------------------------------------------------------------- running
 
-_ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4,
-             "i64": 8}
-
-
 def _nbytes(shape: Sequence[int], dtype: str) -> int:
-    n = _ITEMSIZE[dtype]
+    n = _torch_dtype(dtype).itemsize
     for d in shape:
         n *= d
     return n
