@@ -15,7 +15,7 @@ install() {
     fi
     # Fast path: the editable install is current and every pin is satisfied.
     # `pip check` alone does not see missing extras, so also probe the tools.
-    if "$PY" -c "import fusegrad.opt, lit, pytest, expecttest" 2>/dev/null \
+    if "$PY" -c "import fusegrad.opt, lit, pytest, xdist, expecttest" 2>/dev/null \
         && [ -x "$VENV/bin/fusegrad-opt" ] && [ -x "$VENV/bin/filecheck" ] \
         && [ -x "$VENV/bin/lit" ] && [ "$ROOT/pyproject.toml" -ot "$VENV/.fusegrad-installed" ]; then
         return 0
@@ -31,7 +31,8 @@ run_tests() {
     "$VENV/bin/lit" "$ROOT/test" || status=1
     echo "==> pytest test/python"
     set +e
-    "$PY" -m pytest -q "$ROOT/test/python"
+    # one worker per core (CI: 2, 16 min -> 10); -rs prints why tests skipped
+    "$PY" -m pytest -q -n auto -rs "$ROOT/test/python"
     local rc=$?
     set -e
     # 5: no tests collected, which is not a failure of the code under test
