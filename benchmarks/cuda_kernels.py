@@ -84,6 +84,37 @@ func.func @total(%x: {t}) -> tensor<f32> {{
 }}"""
 
 
+def loss_count_text(n: int) -> str:
+    """A loss's two sums: the labels that are not ignored (an i64 count) and the values
+    they select (f32): integer combiners in a parallel reduction."""
+    x, l, b = _t((n,)), _t((n,), "i64"), _t((n,), "i1")
+    return f"""
+func.func @loss(%x: {x}, %l: {l}) -> (tensor<i64>, tensor<f32>) {{
+  %ign = "dg.full"() {{value = -100.0 : f64}} : () -> {l}
+  %valid = "dg.compare"(%l, %ign) {{direction = "ne"}} : ({l}, {l}) -> {b}
+  %n = "dg.convert"(%valid) : ({b}) -> {l}
+  %count = "dg.reduce_sum"(%n) {{dims = array<i64: 0>}} : ({l}) -> tensor<i64>
+  %zero = "dg.full"() {{value = 0.0 : f64}} : () -> {x}
+  %kept = "dg.select"(%valid, %x, %zero) : ({b}, {x}, {x}) -> {x}
+  %sum = "dg.reduce_sum"(%kept) {{dims = array<i64: 0>}} : ({x}) -> tensor<f32>
+  return %count, %sum : tensor<i64>, tensor<f32>
+}}"""
+
+
+def any_rows_text(r: int, c: int) -> str:
+    """Per row, a sum of exp and whether any element passes 2.5 (a boolean max)."""
+    t, v, tb, vb = _t((r, c)), _t((r,)), _t((r, c), "i1"), _t((r,), "i1")
+    return f"""
+func.func @any_rows(%x: {t}) -> ({v}, {vb}) {{
+  %e = "dg.exp"(%x) : ({t}) -> {t}
+  %s = "dg.reduce_sum"(%e) {{dims = array<i64: 1>}} : ({t}) -> {v}
+  %k = "dg.full"() {{value = 2.5 : f64}} : () -> {t}
+  %hit = "dg.compare"(%x, %k) {{direction = "gt"}} : ({t}, {t}) -> {tb}
+  %any = "dg.reduce_max"(%hit) {{dims = array<i64: 1>}} : ({tb}) -> {vb}
+  return %s, %any : {v}, {vb}
+}}"""
+
+
 def mlp_text(m: int, k: int, n: int) -> str:
     x, w, b, y = _t((m, k)), _t((k, n)), _t((n,)), _t((m, n))
     return f"""
@@ -146,6 +177,8 @@ CASES: dict[str, tuple[str, str, dict, str]] = {
     "ln_two_stage": (ln_text(256, 1024), FUSE, {}, "ln"),
     "sum_mid": (total_text(1000, 333), FUSE, {}, "total"),
     "ln_vjp": (ln_text(64, 512), "dg-autodiff{joint=true}," + FUSE, {}, "ln_vjp"),
+    "loss_count": (loss_count_text(1000), FUSE, {}, "loss"),
+    "any_rows": (any_rows_text(64, 300), FUSE, {}, "any_rows"),
     # large: bandwidth
     "ew_big": (ew_text(8192, 8192), FUSE, {}, "ew"),
     "softmax_big": (softmax_text(8192, 8192), FUSE, {}, "softmax"),
@@ -292,13 +325,21 @@ REFS: dict[str, Callable[..., list]] = {
     "tr": lambda x: [x.permute(2, 0, 1)],
     "ln": lambda x, g: [_ln_ref(x, g)],
     "ln_vjp": _ln_vjp_ref,
+    "loss": lambda x, l: [(l != -100).sum(), x.where(l != -100, 0).sum()],
+    "any_rows": lambda x: [x.exp().sum(1), (x > 2.5).any(1)],
 }
 
 
 def _inputs(sigs: list, gen: Any) -> list:
+    """Random inputs: floats normal, integers labels in {-100, 0, ..., 9}."""
     import torch
-    return [torch.randn(s.shape, generator=gen, device="cuda", dtype=torch.float32)
-            for s in sigs]
+
+    def one(s: Any) -> Any:
+        if s.dtype.startswith("f"):
+            return torch.randn(s.shape, generator=gen, device="cuda", dtype=torch.float32)
+        labels = torch.randint(-1, 10, s.shape, generator=gen, device="cuda")
+        return labels.where(labels >= 0, -100)
+    return [one(s) for s in sigs]
 
 
 def _big(name: str) -> bool:

@@ -11,7 +11,8 @@ emitted from a template, so the mapping to blocks and threads is explicit:
   `blockIdx.y` (and `z` beyond 65535); otherwise the whole iteration space is
   flattened onto a 1-D grid.
 - **Row kernels** (a run of ops parallel over the same rows, at least one of
-  them a reduction over trailing dims with a float combiner, touching shared
+  them a reduction over trailing dims with an associative combiner (float or
+  integer: a sum, a max, a count, an "any" flag), touching shared
   buffers only row by row; softmax's max, sum and normalisation, a layer
   norm): one block per row, a row being every leading parallel dim the
   group's writes stay within (batch x tokens for a layer norm over
@@ -22,10 +23,10 @@ emitted from a template, so the mapping to blocks and threads is explicit:
   values (the max, the sum) stay in registers and reach global memory only
   if something outside the kernel reads them. Never one thread per row.
 - **Other reductions** (over leading or middle dims: a bias gradient, a batch
-  norm's per-channel sums): with float combiners and fewer than
+  norm's per-channel sums): with such combiners and fewer than
   `THREAD_PER_OUTPUT_MIN` outputs, one block per output element, its threads
   striding over the flattened reduced dims, then `gpu.all_reduce`; otherwise
-  (many outputs, or a non-float combiner) one thread per output element, the
+  (many outputs, or another combiner) one thread per output element, the
   reduction loops serial in registers (the threads of a warp read consecutive
   columns). One thread per output on a few outputs leaves the GPU idle: a
   batch norm's 64 channel sums over 32K elements each took milliseconds.
@@ -101,12 +102,22 @@ HOST_OPS = ("memref.alloc", "memref.dealloc", "memref.copy", "memref.expand_shap
             "func.call", "gpu.launch", "gpu.launch_func") + CONTRACTIONS
 _PURE = VIEWS + ("memref.alloc", "arith.constant")
 
+# combiners of parallel reductions: the float ones' identities; the integer ones' as a
+# function of the width (signed extremes for maxsi/minsi, all ones for minui/andi)
 _IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
              "arith.minimumf": float("inf"), "arith.maxnumf": float("-inf"),
              "arith.minnumf": float("inf")}
+_INT_IDENTITY: dict[str, Callable[[int], int]] = {
+    "arith.addi": lambda w: 0, "arith.muli": lambda w: 1, "arith.ori": lambda w: 0,
+    "arith.xori": lambda w: 0, "arith.andi": lambda w: -1, "arith.maxui": lambda w: 0,
+    "arith.minui": lambda w: -1, "arith.maxsi": lambda w: -(1 << (w - 1)),
+    "arith.minsi": lambda w: (1 << (w - 1)) - 1}
 _ALL_REDUCE = {"arith.addf": "add", "arith.mulf": "mul", "arith.maximumf": "maximumf",
                "arith.minimumf": "minimumf", "arith.maxnumf": "maxnumf",
-               "arith.minnumf": "minnumf"}
+               "arith.minnumf": "minnumf", "arith.addi": "add", "arith.muli": "mul",
+               "arith.ori": "or", "arith.xori": "xor", "arith.andi": "and",
+               "arith.maxui": "maxui", "arith.minui": "minui", "arith.maxsi": "maxsi",
+               "arith.minsi": "minsi"}
 
 
 
@@ -147,7 +158,8 @@ class Kop:
         return not self.red_dims()
 
     def combiners(self) -> Optional[list[str]]:
-        """Float combiner per output when every output is `acc = combiner(acc, value)`."""
+        """The combiner per output when every output is `acc = combiner(acc, value)` with an
+        associative combiner `gpu.all_reduce` has (float, or integer: `_ALL_REDUCE`)."""
         if self.lop.fill is not None or self.copy:
             return None
         block = self.op.regions[0].blocks[0]
@@ -158,7 +170,7 @@ class Kop:
             if isinstance(v.owner, ir.Block):
                 return None
             owner = v.owner.operation
-            if owner.name not in _IDENTITY or acc not in list(owner.operands):
+            if owner.name not in _ALL_REDUCE or acc not in list(owner.operands):
                 return None
             # the accumulator may feed only the combiner
             if len(list(acc.uses)) != 1:
@@ -167,7 +179,7 @@ class Kop:
         return names
 
     def row_reducible(self) -> bool:
-        """A reduction over trailing dims (not dim 0), float combiners, long enough."""
+        """A reduction over trailing dims (not dim 0), `combiners()`, long enough."""
         red = self.red_dims()
         n = len(self.sizes)
         if not red or red != list(range(n - len(red), n)) or red[0] == 0:
@@ -180,12 +192,12 @@ class Kop:
         return work >= ROW_REDUCE_MIN
 
     def full_reducible(self) -> bool:
-        """Every dim reduced (a loss), float combiners: one block reduces it."""
+        """Every dim reduced (a loss), `combiners()`: one block reduces it."""
         return (len(self.red_dims()) == len(self.sizes) > 0
                 and self.combiners() is not None and _prod(self.sizes) >= ROW_REDUCE_MIN)
 
     def block_reducible(self) -> bool:
-        """Few outputs, each a long float reduction: one block per output (see module doc)."""
+        """Few outputs, each a long reduction: one block per output (see module doc)."""
         par = [n for n, it in zip(self.sizes, self.iterators) if it == "parallel"]
         red = [self.sizes[d] for d in self.red_dims()]
         return (bool(red) and self.combiners() is not None and _prod(red) >= ROW_REDUCE_MIN
@@ -390,11 +402,14 @@ def _is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
 
 def _combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
     op = ir.Operation.create(combiner, results=[a.type], operands=[a, b])
-    op.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
+    _mark_reassoc([op.results[0]])
     return op.results[0]
 
 
 def _identity(combiner: str, t: ir.Type) -> ir.Value:
+    if combiner in _INT_IDENTITY:
+        width = ir.IntegerType(t).width
+        return arith.ConstantOp(t, ir.IntegerAttr.get(t, _INT_IDENTITY[combiner](width))).result
     return arith.ConstantOp(t, ir.FloatAttr.get(t, _IDENTITY[combiner])).result
 
 
@@ -880,17 +895,25 @@ def emit_full_reduce(k: Kop, block_size: int, unroll: int = FULL_REDUCE_UNROLL) 
 
 
 def _all_reduce(v: ir.Value, combiner: str) -> ir.Value:
-    """A block-wide `gpu.all_reduce`; 16-bit floats go through f32 (warp shuffles
-    move 32-bit values only; `nvvm.shfl.sync` rejects f16/bf16)."""
+    """A block-wide `gpu.all_reduce`. Warp shuffles move 32-bit values (64-bit ones as
+    two), so 16-bit floats go through f32 (`nvvm.shfl.sync` rejects f16/bf16) and
+    narrower integers (a boolean flag) through i32, sign-extended for the signed
+    combiners, whose order they keep, zero-extended for the others."""
     red_op = ir.Attribute.parse(f"#gpu<all_reduce_op {_ALL_REDUCE[combiner]}>")
     t = v.type
     if isinstance(t, (ir.F16Type, ir.BF16Type)):
         wide = arith.extf(ir.F32Type.get(), v)
         return arith.truncf(t, gpu.AllReduceOp(wide, op=red_op, uniform=True).result)
+    if isinstance(t, ir.IntegerType) and t.width < 32:
+        i32 = ir.IntegerType.get_signless(32)
+        wide = (arith.extsi if combiner in ("arith.maxsi", "arith.minsi") else arith.extui)(
+            i32, v)
+        return arith.trunci(t, gpu.AllReduceOp(wide, op=red_op, uniform=True).result)
     return gpu.AllReduceOp(v, op=red_op, uniform=True).result
 
 
 def _mark_reassoc(results: Sequence[ir.Value]) -> None:
+    """Float combiners may reassociate (integer ones always can, and take no flag)."""
     for v in results:
         if not isinstance(v.owner, ir.Block) and v.owner.operation.name in _IDENTITY:
             v.owner.operation.attributes["fastmath"] = ir.Attribute.parse(
@@ -991,6 +1014,20 @@ def _row_dims(group: list[Kop]) -> int:
             break
         k += 1
     return k
+
+
+def _rows(group: list[Kop]) -> int:
+    """How many rows (blocks) a row kernel of `group` runs."""
+    return _prod(group[0].sizes[:_row_dims(group)])
+
+
+def _narrows(group: list[Kop], k: Kop) -> bool:
+    """Would `k` joining `group` leave fewer rows than either alone? An attention's causal
+    mask (batch x 1 x queries x keys, written per batch element) in the row kernel of the
+    scores' max cut its rows from batch x heads x queries to the batch: 8 blocks, each
+    looping over 512 rows (294 us of a small GPT-2's step on an H200). Apart, the mask is
+    a pointwise kernel and the max runs a block per row."""
+    return _rows(group + [k]) < min(_rows(group), _rows([k]))
 
 
 def _keeps_leading(v: ir.Value, k: int) -> bool:
@@ -1262,7 +1299,8 @@ def _plan_block(block: ir.Block) -> list:
                                 "(needs static shapes, affine indexing maps with plain "
                                 "output maps, and a body without regions)", op.location)
             if _row_eligible(k):
-                if current and (current[0].sizes[0] != k.sizes[0] or row_conflict(current, k)):
+                if current and (current[0].sizes[0] != k.sizes[0] or row_conflict(current, k)
+                                or _narrows(current, k)):
                     close()
                 current.append(k)
                 continue

@@ -72,6 +72,9 @@ PROGRAMS = {
     "math_f32": (_math_text("f32"), "dg-fuse"),
     "math_f64": (_math_text("f64"), "dg-fuse"),
     "scatter_combine": (_scatter_text(), "dg-fuse"),
+    # integer and boolean combiners in block reductions (an i64 count, an "any" flag)
+    "loss_count": (bench.loss_count_text(1000), "dg-fuse"),
+    "any_rows": (bench.any_rows_text(64, 300), "dg-fuse"),
 }
 
 

@@ -60,7 +60,7 @@ def test_against_eager(name):
         plan = compile_cuda(module, **opts)
     prog = CudaProgram(plan)
     f = plan.functions[fname]
-    xs = [torch.randn(s.shape, device="cuda") for s in f.inputs]
+    xs = bench._inputs(f.inputs, None)
     outs = prog.run(fname, *xs)
     for o, r in zip(outs, bench.REFS[fname](*xs)):
         torch.testing.assert_close(o, r.to(o.dtype), rtol=1e-5, atol=1e-5)
