@@ -204,7 +204,8 @@ def _ensure_helper(module: ir.Operation, dtype: str, done: set[str]) -> str:
 
 
 def _copies(op: ir.Operation) -> bool:
-    """Is `op` a linalg.transpose, or a generic whose body yields its input?"""
+    """Is `op` a linalg.transpose, or a generic whose body yields its input (else the
+    gemm reads an `_untransposed` copy of what it computes)?"""
     if op.name == "linalg.transpose":
         return True
     body = op.regions[0].blocks[0]
@@ -226,21 +227,17 @@ def _elementwise(op: ir.Operation) -> bool:
     return True
 
 
-def _swaps_last_two(op: ir.Operation, copy: bool = True) -> bool:
-    """Is `op` (a linalg.transpose, or a generic that copies through a permuted read, or
-    with `copy=False` computes elementwise through it) a swap of the last two dims? The
-    read may first pick index 0 of leading dims (a reshape folded in: `b[1].t()` reads
-    the 1 x n x k slice at (0, j, i)), which leaves the matrix where a row-major one
-    starts."""
-    if not (_copies(op) if copy else _copies(op) or _elementwise(op)):
-        return False
+def _swaps_last_two(op: ir.Operation) -> bool:
+    """Is `op` (a linalg.transpose, or an `_elementwise` generic, a copy or a cast,
+    through a permuted read) a swap of the last two dims? The read may first pick index 0
+    of leading dims (a reshape folded in: `b[1].t()` reads the 1 x n x k slice at (0, j,
+    i)), which leaves the matrix where a row-major one starts."""
     if op.name == "linalg.transpose":
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    elif not _elementwise(op):
+        return False
     else:
-        g = op.opview
-        if len(g.inputs) != 1 or len(g.outputs) != 1:
-            return False
-        read, write = (ir.AffineMapAttr(a).value for a in g.indexing_maps)
+        read, write = (ir.AffineMapAttr(a).value for a in op.opview.indexing_maps)
         if write != ir.AffineMap.get_identity(write.n_dims):
             return False
         results = list(read.results)
@@ -281,7 +278,7 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
     if not writers:
         return None
     writer = max(writers, key=lambda w: sum(o.is_before_in_block(w) for o in writers))
-    if not _swaps_last_two(writer, copy=False):
+    if not _swaps_last_two(writer):
         return None
     source = writer.operands[0]
     # a row-major block anywhere in its buffer (a slice's transpose, `w[i].t()`) is read
