@@ -37,6 +37,9 @@ from .stop_gradient import mark_stop_gradients
 log = logging.getLogger(__name__)
 
 SLOW_COMPILE_SECONDS = 2.0  # a compile this long gets an INFO line with its stages
+# values of float arguments compiled per graph (Dynamo's own recompile limit is 8):
+# a float that changes at every step would otherwise compile at every step
+FLOAT_VALUES_COMPILED = 8
 
 
 class FusegradFallbackWarning(UserWarning):
@@ -167,6 +170,25 @@ def _is_symbolic(x: Any) -> bool:
         isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape))
 
 
+def _read_floats(gm: torch.fx.GraphModule) -> frozenset[int]:
+    """Positions of the inputs that the graph only reads with `.item()`, which then
+    reads the input itself: the caller passes their values as Python numbers."""
+    floats = set()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, node in enumerate(placeholders):
+        value = node.meta.get("example_value")
+        if not (isinstance(value, torch.Tensor) and value.dim() == 0 and node.users) or any(
+                user.op != "call_method" or user.target != "item" for user in node.users):
+            continue
+        for item in list(node.users):
+            item.replace_all_uses_with(node)
+            gm.graph.erase_node(item)
+        floats.add(i)
+    if floats:
+        gm.recompile()
+    return frozenset(floats)
+
+
 # (function to capture, its example tensors) -> a callable of those tensors; raises
 # UnsupportedOp for an op it cannot compile
 CompileFn = Callable[[Callable[..., Any], Sequence[torch.Tensor]], Callable[..., Any]]
@@ -180,7 +202,11 @@ class LazyGraph:
     integer input) gets its own `CompiledGraph`, with the integers baked in.
     An op fusegrad cannot compile runs eagerly in its place and the rest of
     the graph is compiled around it (`graph_split`); the parts are `LazyGraph`s
-    too, recorded with the eager parts in `eager_parts`.
+    too, recorded with the eager parts in `eager_parts`. A Python float argument
+    whose value changed between calls reaches the graph as a 0-d tensor read by
+    `.item()` (Dynamo's unspecialized floats), which tracing cannot follow: its
+    value is baked in per signature, as integers' are, for up to
+    FLOAT_VALUES_COMPILED values; further values run eagerly, with a warning.
     """
 
     def __init__(self, gm: torch.fx.GraphModule, compile_fn: CompileFn, dynamic: bool,
@@ -188,7 +214,10 @@ class LazyGraph:
         mark_stop_gradients(gm)  # before any split: it drops the grad-mode switches
         self.gm = gm
         self.compile_fn = compile_fn
-        self.dynamic = dynamic
+        self.floats = _read_floats(gm)
+        self.dynamic = dynamic or bool(self.floats)
+        self.float_values: set[tuple[float, ...]] = set()  # those compiled
+        self.float_values_capped = False
         self.eager_parts = [] if eager_parts is None else eager_parts
         self.static_variant: Callable[..., Any] | None = None
         self.variants: dict[tuple, Callable[..., Any]] = {}
@@ -198,13 +227,27 @@ class LazyGraph:
             if self.static_variant is None:
                 self.static_variant = self._compile(args)
             return self.static_variant(*args)
-        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else ("int", int(a))
-                    for a in args)
+        if self.floats:
+            args = tuple(a.item() if i in self.floats else a for i, a in enumerate(args))
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor)
+                    else (type(a).__name__, a) for a in args)
         variant = self.variants.get(key)
         if variant is None:
-            log.info("compiling a dynamic-shape graph for %s", [
-                tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args])
+            values = tuple(args[i] for i in sorted(self.floats))
+            if values not in self.float_values and len(self.float_values) >= FLOAT_VALUES_COMPILED:
+                if not self.float_values_capped:
+                    self.float_values_capped = True
+                    names = [n.target for n in self.gm.graph.nodes if n.op == "placeholder"]
+                    fallback_warning("a graph", RuntimeError(
+                        f"its float argument(s) {[names[i] for i in sorted(self.floats)]} took "
+                        f"more than {FLOAT_VALUES_COMPILED} values, each compiled with its value "
+                        "baked in; new values run eagerly (pass a value that changes at every "
+                        "call as a tensor to compile it once)"))
+                return self.gm(*args)
+            log.info("compiling a graph for the inputs %s (shapes, integer and float values)",
+                     [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args])
             variant = self.variants[key] = self._compile(args)
+            self.float_values.add(values)
         return variant(*args)
 
     def _compile(self, args: Sequence[Any]) -> Callable[..., Any]:

@@ -1,6 +1,7 @@
 """fusegrad.compile and torch.compile(backend="fusegrad") against eager PyTorch."""
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -270,6 +271,57 @@ def test_fusegrad_compile_takes_more_shapes_than_dynamos_recompile_limit(monkeyp
     assert shapes == [(2, 5), (3, 5), (4, 5), (5, 5)]
 
 
+def test_float_arguments_that_change_are_compiled_per_value(monkeypatch):
+    """Dynamo passes a float argument whose value changed as a 0-d tensor read with
+    `.item()`, which tracing cannot follow (the whole graph used to run eagerly):
+    each value compiles with the value baked in, gradients included."""
+    from fusegrad import backend
+
+    values = []
+    compile_graph = backend.compile_graph
+
+    def counting(gm, example_inputs, options):
+        values.append(len(example_inputs))
+        return compile_graph(gm, example_inputs, options)
+    monkeypatch.setattr(backend, "compile_graph", counting)
+
+    def fn(x, w, temperature):
+        return torch.softmax(x @ w / temperature, -1) * torch.clamp(x.sum(1, keepdim=True),
+                                                                      max=temperature)
+    cf = compiled(fn)
+    x, w = torch.randn(4, 5, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        for t in (0.5, 2.0, 0.7, 2.0):
+            got = cf(x, w, t)
+            want = fn(x, w, t)
+            torch.testing.assert_close(got, want)
+            for g, e in zip(torch.autograd.grad(got.sum(), [x, w]),
+                            torch.autograd.grad(want.sum(), [x, w])):
+                torch.testing.assert_close(g, e)
+    assert len(values) == 3  # 0.5 specialised by Dynamo, then 2.0 and 0.7 per value
+
+
+def test_a_float_taking_many_values_runs_eagerly_after_the_cap(monkeypatch):
+    """A float that changes at every call would compile at every call: past
+    FLOAT_VALUES_COMPILED values the graph runs eagerly for new ones, with one warning
+    naming the argument."""
+    from fusegrad import backend
+
+    monkeypatch.setattr(backend, "FLOAT_VALUES_COMPILED", 2)
+
+    def fn(x, scale):
+        return (x * scale).tanh()
+    cf = compiled(fn)
+    x = torch.randn(3, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for scale in (0.5, 1.5, 2.5, 3.5, 4.5, 1.5):
+            torch.testing.assert_close(cf(x, scale), fn(x, scale))
+    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert len(messages) == 1 and "L_scale_" in messages[0] and "as a tensor" in messages[0]
+
+
 def test_inference_calls_go_straight_to_the_compiled_forward(monkeypatch):
     """After the first call, a call that records no gradient skips `run_program`; a
     call with grad mode on still goes through autograd."""
@@ -489,12 +541,49 @@ def test_every_compiled_torch_nn_module_compiles_not_just_the_first_eight():
 def test_a_module_dynamo_gives_up_on_does_not_turn_off_later_ones():
     """Dynamo cannot trace nn.LSTM and marks the frame it entered "won't convert"; that
     frame used to be every torch.nn module's."""
-    lstm = fusegrad.compile(torch.nn.LSTM(4, 8, batch_first=True))
+    from fusegrad.backend import FusegradEagerOpWarning
+
+    with pytest.warns(FusegradEagerOpWarning, match=r"the model \(nn.LSTM\)"):
+        lstm = fusegrad.compile(torch.nn.LSTM(4, 8, batch_first=True))
     lstm(torch.randn(2, 3, 4))
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
     assert _graphs_of_first_call(model, torch.randn(2, 4)) == 1
     report = fusegrad.explain(torch.nn.Sequential(torch.nn.Linear(4, 2)), torch.randn(2, 4))
     assert len(report.graphs) == 1
+
+
+def test_recurrent_modules_are_named_as_running_eagerly():
+    """Dynamo steps over nn.LSTM/GRU/RNN without a word; fusegrad.compile says they run
+    eagerly, once, and the model around them still compiles and trains like eager."""
+    from fusegrad.backend import FusegradEagerOpWarning
+
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Linear(4, 8)
+            self.gru = torch.nn.GRU(8, 8, batch_first=True, bidirectional=True)
+            self.head = torch.nn.Linear(16, 3)
+
+        def forward(self, x):
+            return self.head(self.gru(torch.tanh(self.embed(x)))[0]).logsumexp(-1).sum()
+    torch.manual_seed(0)
+    model = Tagger()
+    reference = copy.deepcopy(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = fusegrad.compile(model)
+        x = torch.randn(2, 5, 4)
+        loss = compiled(x)
+        loss.backward()
+    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradEagerOpWarning)]
+    assert messages == ["fusegrad does not compile gru (nn.GRU): Dynamo does not trace recurrent "
+                        "modules, so they run eagerly (PyTorch's kernels) and the rest of the "
+                        "model is compiled around them"]
+    want = reference(x)
+    want.backward()
+    torch.testing.assert_close(loss, want)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
 
 
 @pytest.mark.parametrize("shape, perm", [
