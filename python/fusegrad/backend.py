@@ -28,8 +28,8 @@ from torch.utils import _pytree as pytree
 from .autograd_function import run_program
 from .capture import Captured, capture
 from .devices import DeviceError, select_target
-from .graph_split import EagerPart, origin, split_at
-from .importer import UnsupportedOp
+from .graph_split import EagerPart, complex_ops, op_name, origin, split_at
+from .importer import UnsupportedOp, describe_location
 from .program import CompileOptions, Program
 from .runtime.cpu import OutOfRangeIndex
 from .stop_gradient import mark_stop_gradients
@@ -253,6 +253,12 @@ class LazyGraph:
     def _compile(self, args: Sequence[Any]) -> Callable[..., Any]:
         """A callable of all of `args` for this signature; never raises for an op it cannot
         compile (that op, or failing that the graph, runs eagerly)."""
+        complex_nodes = complex_ops(self.gm)
+        if complex_nodes:
+            names = sorted({op_name(n) for n in complex_nodes})
+            return self._split(complex_nodes, EagerPart(
+                ", ".join(names), "complex numbers: dg has no complex dtypes",
+                describe_location(complex_nodes[0]), tuple(n.name for n in complex_nodes)))
         where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         if len(where) == len(args):
             fn: Callable[..., Any] = self.gm
@@ -271,20 +277,23 @@ class LazyGraph:
             if node is None:
                 fallback_warning("a graph", e)
                 return self.gm
-            part = EagerPart(e.op_name, e.reason, e.where, (node.name,))
-            self.eager_parts.append(part)
-            message = f"fusegrad cannot compile {part}; it runs eagerly, and the rest of " \
-                      "its graph is compiled"
-            log.warning("%s", message)
-            warnings.warn(message, FusegradEagerOpWarning, stacklevel=2)
-            return split_at(self.gm, {node}, lambda sub: LazyGraph(
-                sub, self.compile_fn, self.dynamic, self.eager_parts))
+            return self._split([node], EagerPart(e.op_name, e.reason, e.where, (node.name,)))
         except Exception as e:  # eager for this signature; others may still compile
             fallback_warning("a graph", e)
             return self.gm
         if len(where) == len(args):
             return compiled
         return lambda *a: compiled(*[a[i] for i in where])
+
+    def _split(self, nodes: Sequence[torch.fx.Node], part: EagerPart) -> Callable[..., Any]:
+        """The graph with `nodes` running eagerly (`part` says why), the rest compiled."""
+        self.eager_parts.append(part)
+        message = f"fusegrad cannot compile {part}; it runs eagerly, and the rest of " \
+                  "its graph is compiled"
+        log.warning("%s", message)
+        warnings.warn(message, FusegradEagerOpWarning, stacklevel=3)
+        return split_at(self.gm, set(nodes), lambda sub: LazyGraph(
+            sub, self.compile_fn, self.dynamic, self.eager_parts))
 
 
 # torch.compile's modes as fusegrad options: fusegrad has nothing to autotune, and

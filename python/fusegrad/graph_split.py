@@ -53,6 +53,27 @@ def origin(gm: torch.fx.GraphModule, error: UnsupportedOp) -> torch.fx.Node | No
     return None
 
 
+def complex_ops(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The nodes of a Dynamo graph that make or read complex tensors (FFTs and what
+    follows them): dg has no complex dtypes, and these run eagerly while the real-valued
+    rest of the graph compiles, rather than the whole graph running eagerly."""
+    def is_complex(value: object) -> bool:
+        return any(isinstance(v, torch.Tensor) and v.is_complex()
+                   for v in torch.utils._pytree.tree_leaves(value))
+
+    def made_complex(node: object) -> bool:
+        return isinstance(node, torch.fx.Node) and is_complex(node.meta.get("example_value"))
+    return [n for n in gm.graph.nodes if n.op in _COMPUTE and (
+        made_complex(n) or any(made_complex(a) for a in n.all_input_nodes))]
+
+
+def op_name(node: torch.fx.Node) -> str:
+    """How a Dynamo node's op reads in a message: `fftn`, `real`, `mul`."""
+    if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
+        return str(node.args[1])
+    return getattr(node.target, "__name__", str(node.target))
+
+
 def _with_getitems(eager: set[torch.fx.Node]) -> set[torch.fx.Node]:
     """An eager op returning a tuple keeps the getitems that unpack it: parts
     exchange tensors, not tuples."""

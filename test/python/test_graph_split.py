@@ -131,3 +131,30 @@ def test_explain_lists_eager_parts():
     assert len(report.graphs) == 3
     assert all(set(g.kernels) == {f"{g.name}_fwd", f"{g.name}_bwd"} for g in report.graphs)
     assert "eager part: 'aten.linalg_qr.default'" in str(report)
+
+
+def spectral_mixing(x, w):
+    """An FNet-style block: Fourier mixing over the sequence, then a dense layer."""
+    h = torch.fft.fft2(torch.tanh(x @ w)).real
+    return torch.nn.functional.layer_norm(x + h, (x.shape[-1],)).pow(2).sum()
+
+
+def test_complex_ops_run_eagerly_and_the_real_valued_rest_compiles(compiled_parts):
+    """dg has no complex dtypes: the ops making or reading complex tensors (the FFT and
+    `.real`) run eagerly, named in one warning, instead of the whole graph (the FFT's
+    output used to make the graph after it fall back entirely)."""
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 6, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+    cf = fusegrad.compile(spectral_mixing, **OPTIONS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (want, want_grads), (got, got_grads) = run(spectral_mixing, cf, x, w)
+    fallbacks = [w for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert [w.category for w in fallbacks] == [FusegradEagerOpWarning]
+    message = str(fallbacks[0].message)
+    assert "'fft_fft2, real'" in message and "complex" in message, message
+    assert "test_graph_split.py" in message
+    assert len(compiled_parts) == 2  # tanh(x @ w) before, the layer norm after
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for g, e in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
