@@ -28,7 +28,8 @@ from torch.utils import _pytree as pytree
 from .autograd_function import run_program
 from .capture import Captured, capture
 from .devices import DeviceError, select_target
-from .graph_split import EagerPart, complex_ops, op_name, origin, split_at
+from .graph_split import (EagerPart, complex_ops, op_name, origin,
+                          read_inplace_results_as_self, split_at)
 from .importer import UnsupportedOp, describe_location
 from .program import CompileOptions, Program
 from .runtime.cpu import OutOfRangeIndex
@@ -194,6 +195,25 @@ def _read_floats(gm: torch.fx.GraphModule) -> frozenset[int]:
 CompileFn = Callable[[Callable[..., Any], Sequence[torch.Tensor]], Callable[..., Any]]
 
 
+class _NumbersBakedIn(torch.nn.Module):
+    """`gm` as a function of its tensor inputs, its number inputs fixed to `args`'.
+    A module holding `gm`, so that capture lifts the parameters and buffers `gm` reads
+    as attributes (an optimizer's, whose step Dynamo makes dynamic in a float when its
+    weight decay changes) instead of meeting them as real tensors while tracing."""
+
+    def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any]) -> None:
+        super().__init__()
+        self.gm = gm
+        self.where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        self.numbers = [None if i in self.where else a for i, a in enumerate(args)]
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        full = list(self.numbers)
+        for i, t in zip(self.where, tensors):
+            full[i] = t
+        return torch.fx.Interpreter(self.gm).run(*full)  # keeps node provenance
+
+
 class LazyGraph:
     """A Dynamo graph, compiled at its first call (per signature when shapes are dynamic).
 
@@ -212,6 +232,7 @@ class LazyGraph:
     def __init__(self, gm: torch.fx.GraphModule, compile_fn: CompileFn, dynamic: bool,
                  eager_parts: list[EagerPart] | None = None) -> None:
         mark_stop_gradients(gm)  # before any split: it drops the grad-mode switches
+        read_inplace_results_as_self(gm)
         self.gm = gm
         self.compile_fn = compile_fn
         self.floats = _read_floats(gm)
@@ -260,14 +281,7 @@ class LazyGraph:
                 ", ".join(names), "complex numbers: dg has no complex dtypes",
                 describe_location(complex_nodes[0]), tuple(n.name for n in complex_nodes)))
         where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-        if len(where) == len(args):
-            fn: Callable[..., Any] = self.gm
-        else:
-            def fn(*tensors: torch.Tensor) -> Any:  # integers baked in
-                full = list(args)
-                for i, t in zip(where, tensors):
-                    full[i] = t
-                return torch.fx.Interpreter(self.gm).run(*full)  # keeps node provenance
+        fn = self.gm if len(where) == len(args) else _NumbersBakedIn(self.gm, args)
         try:
             compiled = self.compile_fn(fn, [args[i] for i in where])
         except DeviceError:  # eager would fail on these tensors too, less clearly

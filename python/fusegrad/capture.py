@@ -20,7 +20,7 @@ import torch
 import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
 
-from .decompositions import DECOMPOSITIONS
+from .decompositions import decompositions
 from .stop_gradient import GRAD_DISABLED, mark_stop_gradients
 
 log = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     try:
         with torch.no_grad(), fx_traceback.preserve_node_meta(), _decomposable_forms(example_inputs):
             gm, sig = aot_export_module(wrapper, list(example_inputs), trace_joint=False,
-                                        decompositions=DECOMPOSITIONS)
+                                        decompositions=decompositions())
     except Exception as e:  # tracing failures come in many types; report them as one
         raise CaptureError(f"tracing failed: {type(e).__name__}: {e}") from e
     if sig.input_tokens or sig.output_tokens:

@@ -53,6 +53,7 @@ Kept (removed from the core table, mapped directly by `aten_ops`):
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import torch
@@ -208,6 +209,11 @@ def _trilinear(i1: torch.Tensor, i2: torch.Tensor, i3: torch.Tensor, expand1: li
     return torch.einsum(f"{spec(expand1)},{spec(expand2)},{spec(expand3)}->{kept}", i1, i2, i3)
 
 
+def _fma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """`prims.fma`: a multiply and an add, as eager's addcmul computes it."""
+    return a * b + c
+
+
 def _build() -> dict[torch._ops.OpOverload, Callable]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_ADDED))
@@ -223,3 +229,14 @@ def _build() -> dict[torch._ops.OpOverload, Callable]:
 
 
 DECOMPOSITIONS: dict[torch._ops.OpOverload, Callable] = _build()
+
+
+def decompositions() -> dict[torch._ops.OpOverload, Callable]:
+    """DECOMPOSITIONS, plus `prims.fma` once it exists: Dynamo rewrites `addcmul_`,
+    `addcdiv_` with a `value` and `add_` with a tensor `alpha` (optimizers' moment
+    updates) into `torch._inductor.inductor_prims.fma`, which defines the op when
+    imported (1 s; Dynamo imports it when it rewrites, and fusegrad does not)."""
+    prims = sys.modules.get("torch._inductor.inductor_prims")
+    if prims is not None and torch.ops.prims.fma.default not in DECOMPOSITIONS:
+        DECOMPOSITIONS[torch.ops.prims.fma.default] = _fma
+    return DECOMPOSITIONS

@@ -53,6 +53,38 @@ def origin(gm: torch.fx.GraphModule, error: UnsupportedOp) -> torch.fx.Node | No
     return None
 
 
+_INPLACE_OPERATORS = (operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                      operator.ifloordiv, operator.imod, operator.ipow, operator.iand,
+                      operator.ior, operator.ixor, operator.ilshift, operator.irshift)
+
+
+def _returns_self(node: torch.fx.Node) -> bool:
+    """Whether the node is an in-place op on a tensor, which returns that tensor."""
+    if not (node.args and isinstance(node.args[0], torch.fx.Node)
+            and isinstance(node.args[0].meta.get("example_value"), torch.Tensor)):
+        return False
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.op == "call_function" and (node.target in _INPLACE_OPERATORS
+                                       or node.kwargs.get("inplace") is True):
+        return True
+    return node.op in ("call_method", "call_function") and isinstance(name, str) \
+        and name.endswith("_") and not name.startswith("_")
+
+
+def read_inplace_results_as_self(gm: torch.fx.GraphModule) -> None:
+    """Make later uses of an in-place op's result (`b = a.mul_(2)`, then `b.add_(1)`) read
+    its input `a`, the same tensor in eager. A compiled part returns fresh tensors: split
+    between the two, the second op mutated a copy, and `a` silently lost the update (the
+    `exp_avg_sq.mul_(b2).addcmul_(g, g, value=1 - b2)` of a compiled Adam step)."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.users and _returns_self(node):
+            node.replace_all_uses_with(node.args[0])
+            changed = True
+    if changed:
+        gm.recompile()
+
+
 def complex_ops(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     """The nodes of a Dynamo graph that make or read complex tensors (FFTs and what
     follows them): dg has no complex dtypes, and these run eagerly while the real-valued
