@@ -84,10 +84,11 @@ class CompiledGraph:
             return self.eager(*args)
         inputs = [*self.captured.lifted, *args]
         recorded = self.captured.recorded(inputs)
-        if any(inputs[self.captured.mutated[j]].is_leaf or j in self.captured.unrecorded
-               for j in recorded):
-            # a leaf: eager raises its own error; under no_grad: eager passes the gradient
-            # of the updated tensor through unchanged, which the graph does not express
+        if any(inputs[self.captured.mutated[j]].is_leaf and inputs[self.captured.mutated[j]]
+               .requires_grad or j in self.captured.unrecorded for j in recorded):
+            # a leaf that requires grad: eager raises its own error; under no_grad: eager
+            # passes the gradient of the updated tensor through unchanged, which the graph
+            # does not express
             return self._fail(NotImplementedError(
                 "an input that requires grad is updated in place while grad is disabled, "
                 "or is a leaf"), args)

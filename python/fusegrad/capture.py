@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -21,6 +22,7 @@ import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
 
 from .decompositions import decompositions
+from .graph_split import returns_self
 from .stop_gradient import GRAD_DISABLED, mark_stop_gradients
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,9 @@ class Captured:
     checks: tuple[str, ...] = ()
     # mutations (indices into `mutated`) the program made with grad disabled
     unrecorded: frozenset[int] = frozenset()
+    # mutations eager records even of an input that does not require grad (`buf.add_(y)`,
+    # `buf[i] = y` with y requiring grad): the input then carries y's history
+    grad_mutations: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         # a tuple of tensors (what Dynamo graphs return) needs no pytree work per call
@@ -101,7 +106,8 @@ class Captured:
         that requires grad, with grad enabled (indices into `mutated`)."""
         if not torch.is_grad_enabled():
             return []
-        return [j for j, i in enumerate(self.mutated) if inputs[i].requires_grad]
+        return [j for j, i in enumerate(self.mutated)
+                if inputs[i].requires_grad or j in self.grad_mutations]
 
     def write_back(self, inputs: Sequence[torch.Tensor], new_values: Sequence[torch.Tensor]) -> None:
         """Apply the program's input mutations: copy new values into the inputs. A
@@ -195,11 +201,47 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     if isinstance(fn, torch.fx.GraphModule):
         _inherit_stack_traces(gm, fn)
     unrecorded = _unrecorded(gm, fn, len(mutated))
+    grad_mutations = _grad_mutations(fn, mutated, [lifted_names[p] for p in placeholders[
+        :len(lifted_names)]])
     checks = _checks_as_outputs(gm) if checks_as_outputs else ()
     log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs, %d checks",
               len(lifted), len(example_inputs), len(mutated), len(checks))
     return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks,
-                    unrecorded)
+                    unrecorded, grad_mutations)
+
+
+def _grad_mutations(source: Any, mutated: Sequence[int], lifted: Sequence[str]) -> frozenset[int]:
+    """The mutations (indices into `mutated`, positions in lifted + user inputs) that the
+    Dynamo graph `source` makes with an in-place op whose result requires grad in
+    Dynamo's example values: eager records those whether or not the input required grad.
+    (BatchNorm's running statistics, updated inside its op, are not among them.)"""
+    graph, where = source, None
+    if isinstance(getattr(source, "gm", None), torch.fx.GraphModule):  # numbers baked in
+        graph, where, lifted = source.gm, source.where, [n.removeprefix("gm.") for n in lifted]
+    if not isinstance(graph, torch.fx.GraphModule):
+        return frozenset()
+
+    def requires_grad(node: Any) -> bool:
+        value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+        return isinstance(value, torch.Tensor) and value.requires_grad
+    recording = set()
+    for node in graph.graph.nodes:
+        if node.op == "call_function" and node.target is operator.setitem:
+            if requires_grad(node.args[2]):
+                recording.add(node.args[0])
+        elif returns_self(node) and requires_grad(node):
+            recording.add(node.args[0])
+    if not recording:
+        return frozenset()
+    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    attributes = {n.target: n for n in graph.graph.nodes if n.op == "get_attr"}
+
+    def node_of(position: int) -> torch.fx.Node | None:
+        if position < len(lifted):
+            return attributes.get(lifted[position])
+        user = position - len(lifted)
+        return placeholders[where[user] if where is not None else user]
+    return frozenset(j for j, position in enumerate(mutated) if node_of(position) in recording)
 
 
 def _unrecorded(gm: torch.fx.GraphModule, source: Any, count: int) -> frozenset[int]:

@@ -58,17 +58,21 @@ _INPLACE_OPERATORS = (operator.iadd, operator.isub, operator.imul, operator.itru
                       operator.ior, operator.ixor, operator.ilshift, operator.irshift)
 
 
-def _returns_self(node: torch.fx.Node) -> bool:
+def returns_self(node: torch.fx.Node) -> bool:
     """Whether the node is an in-place op on a tensor, which returns that tensor."""
     if not (node.args and isinstance(node.args[0], torch.fx.Node)
             and isinstance(node.args[0].meta.get("example_value"), torch.Tensor)):
         return False
-    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    if node.op == "call_function" and (node.target in _INPLACE_OPERATORS
-                                       or node.kwargs.get("inplace") is True):
+    if node.op == "call_method":  # a tensor method: `mul_`, `copy_`, `masked_fill_`
+        return node.target.endswith("_") and not node.target.startswith("_")
+    if node.op != "call_function":
+        return False
+    if node.target in _INPLACE_OPERATORS or node.kwargs.get("inplace") is True:
         return True
-    return node.op in ("call_method", "call_function") and isinstance(name, str) \
-        and name.endswith("_") and not name.startswith("_")
+    # torch's in-place functions (`torch.relu_`), not `operator.and_` and the like
+    name = getattr(node.target, "__name__", "")
+    return name.endswith("_") and not name.startswith("_") and (
+        getattr(torch, name, None) is node.target or getattr(torch.Tensor, name, None) is node.target)
 
 
 def read_inplace_results_as_self(gm: torch.fx.GraphModule) -> None:
@@ -78,7 +82,7 @@ def read_inplace_results_as_self(gm: torch.fx.GraphModule) -> None:
     `exp_avg_sq.mul_(b2).addcmul_(g, g, value=1 - b2)` of a compiled Adam step)."""
     changed = False
     for node in gm.graph.nodes:
-        if node.users and _returns_self(node):
+        if node.users and returns_self(node):
             node.replace_all_uses_with(node.args[0])
             changed = True
     if changed:

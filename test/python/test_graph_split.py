@@ -202,3 +202,16 @@ def test_compiled_optimizer_steps_match_eager(make):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
         for key, value in ref_opt.state[q].items():
             torch.testing.assert_close(opt.state[p][key], value, rtol=1e-5, atol=1e-7)
+
+
+def test_operators_named_like_in_place_ops_are_not_taken_for_them():
+    """`operator.and_`/`or_` (how Dynamo records `a & b`) end in an underscore but return
+    a new tensor: read as in-place, `m & c` became `m` and an attention mask lost terms."""
+    def masked(x, y, z):
+        keep = (x > 0) & (y > 0)
+        keep = keep & (z > 0) | (x > 1)
+        return torch.where(keep, x, -y)
+
+    torch.manual_seed(0)
+    x, y, z = torch.randn(3, 16), torch.randn(3, 16), torch.randn(3, 16)
+    torch.testing.assert_close(fusegrad.compile(masked, **OPTIONS)(x, y, z), masked(x, y, z))

@@ -234,3 +234,34 @@ def test_accumulating_index_put_matches_eager(name, fn):
     (out * out).sum().backward()
     for g, w in zip(got, want):
         torch.testing.assert_close(g.grad, w.grad)
+
+
+@pytest.mark.parametrize("update", [
+    lambda buf, y: buf.add_(y * 2),
+    lambda buf, y: buf.__setitem__(slice(1, 3), y[:2].sin()),
+    lambda buf, y: buf.mul_(3).addcmul_(y, y, value=0.5),
+], ids=["add_", "setitem", "chained-addcmul_"])
+def test_an_input_updated_in_place_from_a_tensor_requiring_grad_carries_its_history(update):
+    """`buf.add_(y)` gives `buf` y's history in eager even when `buf` itself does not
+    require grad; a loss read from `buf` afterwards must reach y (it used to get no
+    gradient: the update was copied back outside autograd)."""
+    y = torch.randn(4, requires_grad=True)
+    grads = []
+    for f in (update, fusegrad.compile(update, **OPTIONS)):
+        buf = torch.ones(4)
+        f(buf, y)
+        assert buf.requires_grad and buf.grad_fn is not None
+        grads.append(torch.autograd.grad(buf.pow(2).sum(), y))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_batch_norm_running_statistics_stay_out_of_autograd():
+    """Running statistics are updated inside BatchNorm's op, which eager does not record:
+    after a compiled training step they carry no history (a recorded update would chain
+    every step's graph onto the buffers)."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    compiled = fusegrad.compile(model, **OPTIONS)
+    compiled(torch.randn(8, 4)).sum().backward()
+    bn = model[1]
+    assert bn.running_mean.grad_fn is None and not bn.running_mean.requires_grad
+    assert bn.running_var.grad_fn is None and bn.num_batches_tracked.item() == 1
