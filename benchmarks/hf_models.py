@@ -73,6 +73,20 @@ def _models() -> dict[str, Callable[[], tuple[Any, dict]]]:
             **SMALL, num_key_value_heads=2)), text),
         "qwen2": lambda: (tf.Qwen2ForCausalLM(tf.Qwen2Config(**SMALL, num_key_value_heads=2)),
                           text),
+        # Fourier mixing instead of attention: the FFTs (complex) run eagerly between
+        # compiled parts
+        "fnet": lambda: (tf.FNetForMaskedLM(tf.FNetConfig(
+            **{k: v for k, v in SMALL.items() if k != "num_attention_heads"},
+            max_position_embeddings=SEQ, use_tpu_fourier_optimizations=False)), text),
+        # mixture of experts, top-2 of 4: transformers' grouped matmul of the experts is a
+        # custom op that runs eagerly between compiled parts
+        "mixtral": lambda: (tf.MixtralForCausalLM(tf.MixtralConfig(
+            **SMALL, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2)),
+            text),
+        # a selective state-space model: its scan is a Python loop over time steps
+        "mamba": lambda: (tf.MambaForCausalLM(tf.MambaConfig(
+            vocab_size=1000, hidden_size=256, num_hidden_layers=2, state_size=16,
+            use_mambapy=False)), dict(input_ids=ids[:, :32], labels=ids[:, :32])),
         # one sequence of 1024 tokens: attention runs as PyTorch's flash kernels
         "llama_1k": lambda: (tf.LlamaForCausalLM(tf.LlamaConfig(
             **SMALL, num_key_value_heads=2, max_position_embeddings=LONG_SEQ)),
