@@ -196,6 +196,19 @@ def _read_floats(gm: torch.fx.GraphModule) -> frozenset[int]:
 CompileFn = Callable[[Callable[..., Any], Sequence[torch.Tensor]], Callable[..., Any]]
 
 
+def _returned_inputs(gm: torch.fx.GraphModule) -> list[tuple[int, int]]:
+    """(output, input) positions of the graph's outputs that are its inputs: an input
+    updated in place and returned (`return a.mul_(2)` is `a` in eager). The compiled
+    program returns a fresh tensor there, equal to the input it wrote back; the caller
+    gets the input itself, as in eager."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    outputs = gm.graph.output_node().args[0]
+    if not isinstance(outputs, (tuple, list)):
+        return []
+    return [(k, placeholders.index(out)) for k, out in enumerate(outputs)
+            if isinstance(out, torch.fx.Node) and out.op == "placeholder"]
+
+
 class _NumbersBakedIn(torch.nn.Module):
     """`gm` as a function of its tensor inputs, its number inputs fixed to `args`'.
     A module holding `gm`, so that capture lifts the parameters and buffers `gm` reads
@@ -296,9 +309,18 @@ class LazyGraph:
         except Exception as e:  # eager for this signature; others may still compile
             fallback_warning("a graph", e)
             return self.gm
-        if len(where) == len(args):
-            return compiled
-        return lambda *a: compiled(*[a[i] for i in where])
+        call = compiled if len(where) == len(args) else (
+            lambda *a: compiled(*[a[i] for i in where]))
+        returned = _returned_inputs(self.gm)
+        if not returned:
+            return call
+
+        def returning_inputs(*a: Any) -> Any:
+            outputs = list(call(*a))
+            for k, i in returned:
+                outputs[k] = a[i]
+            return tuple(outputs)
+        return returning_inputs
 
     def _split(self, nodes: Sequence[torch.fx.Node], part: EagerPart) -> Callable[..., Any]:
         """The graph with `nodes` running eagerly (`part` says why), the rest compiled."""

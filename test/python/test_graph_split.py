@@ -215,3 +215,17 @@ def test_operators_named_like_in_place_ops_are_not_taken_for_them():
     torch.manual_seed(0)
     x, y, z = torch.randn(3, 16), torch.randn(3, 16), torch.randn(3, 16)
     torch.testing.assert_close(fusegrad.compile(masked, **OPTIONS)(x, y, z), masked(x, y, z))
+
+
+def test_an_input_updated_in_place_and_returned_is_the_input():
+    """`return a.mul_(2)` returns `a` itself in eager; the compiled graph returns it too
+    (not a fresh tensor of equal value), with its history when the update is recorded."""
+    def scale(a, y):
+        return a.mul_(2).add_(y)
+
+    a, y = torch.ones(3), torch.full((3,), 0.5, requires_grad=True)
+    out = fusegrad.compile(scale, **OPTIONS)(a, y)
+    assert out is a
+    torch.testing.assert_close(a, torch.full((3,), 2.5))
+    (grad,) = torch.autograd.grad(out.pow(2).sum(), y)
+    torch.testing.assert_close(grad, torch.full((3,), 5.0))
