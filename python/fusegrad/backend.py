@@ -84,8 +84,9 @@ class CompiledGraph:
             return self.eager(*args)
         inputs = [*self.captured.lifted, *args]
         recorded = self.captured.recorded(inputs)
-        if any(inputs[self.captured.mutated[j]].is_leaf and inputs[self.captured.mutated[j]]
-               .requires_grad or j in self.captured.unrecorded for j in recorded):
+        updated = [inputs[self.captured.mutated[j]] for j in recorded]
+        if any(x.is_leaf and x.requires_grad for x in updated) or any(
+                j in self.captured.unrecorded for j in recorded):
             # a leaf that requires grad: eager raises its own error; under no_grad: eager
             # passes the gradient of the updated tensor through unchanged, which the graph
             # does not express
@@ -173,8 +174,8 @@ def _is_symbolic(x: Any) -> bool:
 
 
 def _read_floats(gm: torch.fx.GraphModule) -> frozenset[int]:
-    """Positions of the inputs that the graph only reads with `.item()`, which then
-    reads the input itself: the caller passes their values as Python numbers."""
+    """Positions of the inputs the graph only reads with `.item()` (Dynamo's unspecialized
+    floats); their `.item()` nodes are removed, and the caller passes the values."""
     floats = set()
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, node in enumerate(placeholders):
