@@ -24,9 +24,10 @@ from mlir.dialects import func
 from ..dialects.builder import Builder
 from ..dialects.types import TensorSpec
 from .autodiff_common import (
-    CT_OUTPUTS, NUM_OUTPUTS, WRT, Derivation, active_values, apply_rule, body_ops,
+    CT_OUTPUTS, NUM_OUTPUTS, REACHED_BY, WRT, Derivation, active_values, apply_rule, body_ops,
     check_rule_result, clone_op, func_name, function_type, functions_to_differentiate, get_i64s,
-    grad_location, mark_differentiated, new_function, parse_wrt, set_i64s,
+    grad_location, mark_differentiated, new_function, outputs_reaching, parse_indices, set_i64s,
+    set_reached_by,
 )
 from .cotangent_sum import sum_cotangents
 from .registry import PassError, register_pass
@@ -36,18 +37,22 @@ log = logging.getLogger("fusegrad.passes.autodiff")
 
 
 def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
-                name: str | None = None) -> ir.Operation:
+                name: str | None = None, ct_outputs: Sequence[int] | None = None) -> ir.Operation:
     """Emit `@<f>_vjp(inputs..., cotangents...) -> (outputs..., grads...)` after `fn`.
 
     `wrt`: input indices to differentiate (default: `fn`'s `dg.wrt`, else every
     floating-point input). One cotangent argument per floating-point output, in
-    order. Cotangents of values used several times are summed with dg.add; ops
+    order, or per output of `ct_outputs` only: the others get no gradient, as in
+    eager, where a backward builds no terms for them. Cotangents of values used several times are summed with dg.add; ops
     that get no cotangent, or that do not depend on a wrt input, are skipped; a
     wrt input that gets no gradient returns zeros. The result carries
-    `dg.num_outputs`, `dg.wrt` and `dg.ct_outputs`, which `partition` reads.
+    `dg.num_outputs`, `dg.wrt`, `dg.ct_outputs` and `dg.reached_by` (per wrt input,
+    the outputs whose cotangents reach its gradient: the runtime gives None, as
+    eager does, where none of them has one), which `partition` reads.
     """
     fn = fn.operation
-    d = Derivation.start(fn, wrt, name or f"{func_name(fn)}_vjp", reverse=True)
+    d = Derivation.start(fn, wrt, name or f"{func_name(fn)}_vjp", reverse=True,
+                         outputs=ct_outputs)
     env, returned = d.env, d.returned
     # forward value (in fn) -> the terms of its cotangent (in the joint function), summed
     # when first read, so that zero-padded slice cotangents can merge (cotangent_sum)
@@ -84,7 +89,10 @@ def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
         # an input the outputs do not depend on gets a zero gradient
         inputs = [d.source_args[i] for i in d.wrt]
         grads = [cotangent(a) if a in terms else d.zeros_like(a) for a in inputs]
-        return d.finish(grads, CT_OUTPUTS)
+        reach = outputs_reaching(d.ops, [returned[i] for i in d.float_outputs])
+        joint = d.finish(grads, CT_OUTPUTS)
+        set_reached_by(joint, [[d.float_outputs[k] for k in reach.get(a, ())] for a in inputs])
+        return joint
 
 
 @dataclass
@@ -181,7 +189,7 @@ def partition(joint: ir.Operation, saved: Sequence[ir.Value] | None = None, *,
     backward = recompute | {i for i, op in enumerate(info.ops)
                             if any(r in info.tainted for r in op.results)}
     _fill(bwd, info, dict(zip(saved + info.cotangents, bwd_args)), backward, grads)
-    for attr in (WRT, CT_OUTPUTS):
+    for attr in (WRT, CT_OUTPUTS, REACHED_BY):
         bwd.attributes[attr] = joint.attributes[attr]
     log.debug("partitioned @%s: %d saved values, %d ops recomputed in the backward",
               func_name(joint), len(saved), len(recompute))
@@ -255,12 +263,14 @@ def drop_cotangents(bwd: ir.Operation, outputs: Sequence[int]) -> None:
 
 @register_pass("dg-autodiff",
                "reverse mode: @f -> @f_fwd (outputs, saved) and @f_bwd (saved, cotangents -> "
-               "grads); joint=true emits @f_vjp instead; wrt=0,2 picks the inputs",
-               wrt="", joint=False)
-def autodiff_pass(module: ir.Operation, wrt: str = "", joint: bool = False) -> None:
-    option = parse_wrt(wrt)
+               "grads); joint=true emits @f_vjp instead; wrt=0,2 picks the inputs; "
+               "ct_outputs=1 the outputs that take a cotangent (the others get none)",
+               wrt="", joint=False, ct_outputs="")
+def autodiff_pass(module: ir.Operation, wrt: str = "", joint: bool = False,
+                  ct_outputs: str = "") -> None:
+    inputs, outputs = parse_indices(wrt), parse_indices(ct_outputs, "ct_outputs")
     for fn in functions_to_differentiate(module):
-        j = build_joint(fn, option)
+        j = build_joint(fn, inputs, ct_outputs=outputs)
         mark_differentiated(fn)
         if joint:
             continue

@@ -18,6 +18,7 @@ DIFFERENTIATED = "dg.differentiated"
 WRT = "dg.wrt"
 NUM_OUTPUTS = "dg.num_outputs"
 CT_OUTPUTS = "dg.ct_outputs"
+REACHED_BY = "dg.reached_by"
 TANGENT_OUTPUTS = "dg.tangent_outputs"
 GENERATED_MARKERS = (CT_OUTPUTS, TANGENT_OUTPUTS)
 
@@ -62,15 +63,15 @@ def float_indices(types: Sequence[ir.Type]) -> list[int]:
     return [i for i, t in enumerate(types) if is_float_type(t)]
 
 
-def parse_wrt(option: str) -> list[int] | None:
-    """The pass option `wrt=0,2` as indices; None when not given."""
+def parse_indices(option: str, name: str = "wrt") -> list[int] | None:
+    """A pass option such as `wrt=0,2` as indices; None when not given."""
     if not option.strip():
         return None
     try:
         return [int(v) for v in option.split(",")]
     except ValueError:
-        raise PassError(f"option wrt={option!r} must be comma-separated input indices, "
-                        "e.g. wrt=0,2") from None
+        raise PassError(f"option {name}={option!r} must be comma-separated indices, "
+                        f"e.g. {name}=0,2") from None
 
 
 def resolve_wrt(fn: ir.Operation, option: list[int] | None) -> list[int]:
@@ -186,6 +187,38 @@ def active_values(ops: Sequence[ir.Operation], seeds: Iterable[ir.Value]) -> set
     return active
 
 
+def outputs_reaching(ops: Sequence[ir.Operation], outputs: Sequence[ir.Value]) -> dict:
+    """value -> the indices of `outputs` that depend on it through floating-point values
+    and ops torch's autograd records (all but dg.stop_gradient, a detach). An input no
+    output with a gradient reaches gets None from eager's autograd, not zeros: a
+    parameter the loss does not read keeps `.grad` None, which optimizers skip."""
+    reach: dict = {}
+    for i, v in enumerate(outputs):
+        if is_float_type(v.type):
+            reach.setdefault(v, set()).add(i)
+    for op in reversed(ops):
+        if op.name == "dg.stop_gradient":
+            continue
+        sources = set().union(*(reach.get(r, ()) for r in op.results))
+        if sources:
+            for v in op.operands:
+                if is_float_type(v.type):
+                    reach.setdefault(v, set()).update(sources)
+    return reach
+
+
+def set_reached_by(fn: ir.Operation, reached_by: Sequence[Iterable[int]]) -> None:
+    """`dg.reached_by`: per wrt input, the outputs whose cotangents reach its gradient."""
+    fn.attributes[REACHED_BY] = ir.ArrayAttr.get(
+        [ir.DenseI64ArrayAttr.get(sorted(int(i) for i in outs)) for outs in reached_by])
+
+
+def get_reached_by(fn: ir.Operation) -> list[list[int]] | None:
+    if REACHED_BY not in fn.attributes:
+        return None
+    return [list(ir.DenseI64ArrayAttr(a)) for a in ir.ArrayAttr(fn.attributes[REACHED_BY])]
+
+
 def erase_dead_ops(fn: ir.Operation) -> None:
     """Erase dg ops whose results are unused (all dg ops are side-effect free)."""
     for op in reversed([o.operation for o in fn.regions[0].blocks[0].operations]):
@@ -226,12 +259,20 @@ class Derivation:
 
     @classmethod
     def start(cls, source: ir.Operation, wrt: Sequence[int] | None, name: str, *,
-              reverse: bool) -> "Derivation":
+              reverse: bool, outputs: Sequence[int] | None = None) -> "Derivation":
+        """`outputs`: the floating-point outputs that take a seed or get a derivative
+        (default: all)."""
         source = source.operation
         ftype = function_type(source)
         ins, outs = list(ftype.inputs), list(ftype.results)
         wrt = resolve_wrt(source, list(wrt) if wrt is not None else None)
         float_outputs = float_indices(outs)
+        if outputs is not None:
+            unknown = sorted(set(outputs) - set(float_outputs))
+            if unknown:
+                raise PassError(f"@{func_name(source)} has no floating-point outputs {unknown} "
+                                f"to differentiate (it has {float_outputs})", source.location)
+            float_outputs = sorted(set(outputs))
         of_inputs, of_outputs = [ins[i] for i in wrt], [outs[i] for i in float_outputs]
         seeds, derivatives = (of_outputs, of_inputs) if reverse else (of_inputs, of_outputs)
         ops, returned = body_ops(source)

@@ -14,7 +14,7 @@ from mlir import ir
 
 from .autodiff_common import (
     TANGENT_OUTPUTS, Derivation, active_values, apply_rule, check_rule_result, func_name,
-    functions_to_differentiate, grad_location, mark_differentiated, parse_wrt,
+    functions_to_differentiate, grad_location, mark_differentiated, parse_indices,
 )
 from .registry import register_pass
 
@@ -53,7 +53,7 @@ def build_jvp(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
 @register_pass("dg-jvp", "forward mode: @f -> @f_jvp(inputs, tangents) -> (outputs, tangents); "
                "wrt=0,2 picks the inputs", wrt="")
 def jvp_pass(module: ir.Operation, wrt: str = "") -> None:
-    option = parse_wrt(wrt)
+    option = parse_indices(wrt)
     for fn in functions_to_differentiate(module):
         build_jvp(fn, option)
         mark_differentiated(fn)

@@ -12,6 +12,9 @@ joint, passes None and such a backward raises. Both `fusegrad.compile` and
 An output the loss does not read gets no gradient (autograd's zeros are not
 materialized): from `SPECIALIZE_MIN_BYTES` of such outputs on, the backward runs
 as `Training.specialize` compiled it for zeros there; otherwise it gets zeros.
+An input that only such outputs depend on gets None, as in eager (a parameter of
+an unused head keeps `.grad` None, so an optimizer skips it: no weight decay, no
+momentum step), not the zeros the compiled backward computes for it.
 """
 from __future__ import annotations
 
@@ -32,16 +35,31 @@ class Training:
     """Compiled `@f_fwd(inputs) -> (outputs, saved)` and `@f_bwd(saved, cts) -> grads`
     (one gradient per `wrt` input, from the cotangents of the `ct_outputs`).
 
-    `specialize(missing)`: `@f_bwd` compiled for zero cotangents of the outputs `missing`,
-    taking the others only (None: zeros are passed for them)."""
+    `reached_by`: per wrt input, the outputs whose cotangents reach its gradient (None:
+    unknown, every gradient is returned). `specialize(missing)`: `@f_bwd` compiled for
+    zero cotangents of the outputs `missing`, taking the others only (None: zeros are
+    passed for them)."""
 
     fwd: Executable
     bwd: Executable
     num_outputs: int
     wrt: tuple[int, ...]
     ct_outputs: tuple[int, ...]
+    reached_by: tuple[tuple[int, ...], ...] | None = None
     specialize: Callable[[tuple[int, ...]], Executable] | None = None
     _specialized: dict = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_metadata(fwd: Executable, bwd: Executable, meta: dict,
+                      specialize: Callable[[tuple[int, ...]], Executable] | None = None,
+                      ) -> "Training":
+        """From the compiler's JSON metadata of the pair (`reached_by` is absent from
+        artifacts exported before it was recorded)."""
+        reached_by = meta.get("reached_by")
+        return Training(fwd, bwd, int(meta["num_outputs"]), tuple(meta["wrt"]),
+                        tuple(meta["ct_outputs"]),
+                        None if reached_by is None else tuple(map(tuple, reached_by)),
+                        specialize)
 
     def backward_without(self, missing: tuple[int, ...]) -> Executable | None:
         """`bwd` for zero cotangents of `missing`, compiled on first use (None: none)."""
@@ -57,7 +75,8 @@ class Training:
 # (MobileNetV2: 32 KiB) do not pay for a second compile of its backward (6.8 s)
 SPECIALIZE_MIN_BYTES = 1 << 20
 
-# (inputs, cotangents of the ct_outputs) -> gradients of the wrt inputs, recorded by autograd
+# (inputs, cotangents of the ct_outputs, None where an output got no gradient) -> gradients
+# of the wrt inputs, recorded by autograd
 DifferentiableBackward = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor]],
                                   Sequence[torch.Tensor]]
 
@@ -114,27 +133,30 @@ class CompiledFunction(torch.autograd.Function):
         missing = tuple(i for i in t.ct_outputs if cotangents[i] is None)
         if missing == t.ct_outputs:  # no gradient reached any output: all zero
             return (None,) * (5 + ctx.num_inputs)
-        bwd = t.bwd
-        if missing and not torch.is_grad_enabled() and \
-                sum(_nbytes(ctx.output_specs[i]) for i in missing) >= SPECIALIZE_MIN_BYTES:
-            bwd = t.backward_without(missing) or bwd
-        if bwd is not t.bwd:
-            cts = [cotangents[i].contiguous() for i in t.ct_outputs if i not in missing]
-        else:
-            cts = [_zeros(ctx.output_specs[i]) if cotangents[i] is None
-                   else cotangents[i].contiguous() for i in t.ct_outputs]
         if torch.is_grad_enabled():
             if ctx.again is None:
                 raise RuntimeError(
                     f"fusegrad: backward with create_graph=True through {ctx.name} is not "
                     "available: its inputs were not kept for a second differentiation "
                     "(compile with double_backward=True; an exported artifact has none)")
-            grads = ctx.again(tensors[ctx.num_saved:], cts)
+            grads = ctx.again(tensors[ctx.num_saved:],
+                              [None if cotangents[i] is None else cotangents[i].contiguous()
+                               for i in t.ct_outputs])
         else:
+            bwd = t.bwd
+            if missing and sum(_nbytes(ctx.output_specs[i])
+                               for i in missing) >= SPECIALIZE_MIN_BYTES:
+                bwd = t.backward_without(missing) or bwd
+            if bwd is not t.bwd:
+                cts = [cotangents[i].contiguous() for i in t.ct_outputs if i not in missing]
+            else:
+                cts = [_zeros(ctx.output_specs[i]) if cotangents[i] is None
+                       else cotangents[i].contiguous() for i in t.ct_outputs]
             grads = bwd(*tensors[:ctx.num_saved], *cts)
         full: list[torch.Tensor | None] = [None] * ctx.num_inputs
-        for i, g in zip(t.wrt, grads):
-            full[i] = g
+        for k, (i, g) in enumerate(zip(t.wrt, grads)):
+            if t.reached_by is None or any(cotangents[o] is not None for o in t.reached_by[k]):
+                full[i] = g
         return (None, None, None, None, None, *full)
 
 

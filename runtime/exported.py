@@ -103,8 +103,7 @@ class ExportedProgram:
         self.training: Training | None = None
         if training:
             fwd, bwd = self._executables(TRAINING, [training["fwd"], training["bwd"]])
-            self.training = Training(fwd, bwd, int(training["num_outputs"]),
-                                     tuple(training["wrt"]), tuple(training["ct_outputs"]))
+            self.training = Training.from_metadata(fwd, bwd, training)
         log.info("loaded %s (%s, %d parameters%s)", self.path, self.target,
                  len(self.parameters), ", with training" if self.training else "")
 

@@ -63,7 +63,13 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
 
 
 def _joint_grads(program: Program, wrt: tuple[int, ...], inputs: Sequence[torch.Tensor],
-                 cts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Gradients via the joint `@f_vjp`, recorded by autograd (create_graph=True)."""
-    results = run_program(program.joint(wrt), [*inputs, *cts])
+                 cts: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
+    """Gradients via the joint `@f_vjp`, recorded by autograd (create_graph=True). Outputs
+    without a cotangent take none: eager builds no backward terms for them, so the
+    gradients depend on no input through them (a second derivative gets None there)."""
+    outputs = program.training(wrt).ct_outputs
+    given = [ct for ct in cts if ct is not None]
+    joint = program.joint(wrt, None if len(given) == len(cts) else
+                          [o for o, ct in zip(outputs, cts) if ct is not None])
+    results = run_program(joint, [*inputs, *given])
     return results[program.num_results:]

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Hashable, Protocol, Sequence
 
 import torch
 from mlir import ir
@@ -282,10 +282,8 @@ class Program:
             (fwd, bwd), meta = self._load(f"training {_wrt(wrt)}",
                                           lambda: self.training_module(wrt),
                                           self.training_names, f"lowered-{_key(wrt)}")
-            self._training[wrt] = Training(
-                fwd, bwd, int(meta["num_outputs"]), tuple(meta["wrt"]),
-                tuple(meta["ct_outputs"]),
-                specialize=lambda missing: self._backward_without(wrt, missing))
+            self._training[wrt] = Training.from_metadata(
+                fwd, bwd, meta, lambda missing: self._backward_without(wrt, missing))
         return self._training[wrt]
 
     def _backward_without(self, wrt: tuple[int, ...], missing: tuple[int, ...]) -> Executable:
@@ -312,6 +310,7 @@ class Program:
         `without` (outputs), only `@name_bwd`, for zero cotangents of those outputs
         (dropped after dg-remat, so the forward and its saved values stay the same)."""
         from .passes.autodiff import drop_cotangents
+        from .passes.autodiff_common import get_reached_by
 
         wrt = tuple(wrt)
         key = _key(wrt) + (f"-without{'_'.join(map(str, without))}" if without else "")
@@ -327,27 +326,37 @@ class Program:
         num_outputs = ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value
         self._keep_only(module, names)
         return module, {"num_outputs": num_outputs, "wrt": list(_i64s(bwd_op, "dg.wrt")),
-                        "ct_outputs": list(_i64s(bwd_op, "dg.ct_outputs"))}
+                        "ct_outputs": list(_i64s(bwd_op, "dg.ct_outputs")),
+                        "reached_by": get_reached_by(bwd_op)}
 
-    def _derived(self, cache: dict, wrt: Sequence[int], pipeline: str, suffix: str) -> "Program":
-        """A Program for `@name_<suffix>`, made by `pipeline` (formatted with `wrt`)."""
-        wrt = tuple(wrt)
-        if wrt not in cache:
+    def _derived(self, cache: dict, key: Hashable, pipeline: str, suffix: str,
+                 variant: str) -> "Program":
+        """A Program for `@name_<suffix>`, made by `pipeline`; `variant` names it in labels."""
+        if key not in cache:
             module = self._copy()
-            self._run(module, pipeline.format(wrt=",".join(map(str, wrt))), f"{suffix}-{_key(wrt)}")
+            self._run(module, pipeline, f"{suffix}-{variant}")
             name = f"{self.name}_{suffix}"
             self._keep_only(module, [name])
-            cache[wrt] = Program(module, name, self.options, f"{self.label}.{suffix}-{_key(wrt)}",
+            cache[key] = Program(module, name, self.options, f"{self.label}.{suffix}-{variant}",
                                  stage="derived")
-        return cache[wrt]
+        return cache[key]
 
-    def joint(self, wrt: Sequence[int]) -> "Program":
-        """`@name_vjp(inputs..., cts...) -> (outputs..., grads...)` as a Program."""
-        return self._derived(self._joint, wrt, "dg-autodiff{{joint=true wrt={wrt}}}", "vjp")
+    def joint(self, wrt: Sequence[int], ct_outputs: Sequence[int] | None = None) -> "Program":
+        """`@name_vjp(inputs..., cts...) -> (outputs..., grads...)` as a Program; with
+        `ct_outputs`, cotangents of those outputs only (default: of every float output)."""
+        wrt = tuple(wrt)
+        cts = None if ct_outputs is None else tuple(ct_outputs)
+        pipeline = f"dg-autodiff{{joint=true wrt={_csv(wrt)}"
+        variant = _key(wrt)
+        if cts is not None:
+            pipeline += f" ct_outputs={_csv(cts)}"
+            variant += "-" + _key(cts, "cts")
+        return self._derived(self._joint, (wrt, cts), pipeline + "}", "vjp", variant)
 
     def jvp(self, wrt: Sequence[int]) -> "Program":
         """`@name_jvp(inputs..., tangents...) -> (outputs..., tangents...)` as a Program."""
-        return self._derived(self._jvp, wrt, "dg-jvp{{wrt={wrt}}}", "jvp")
+        wrt = tuple(wrt)
+        return self._derived(self._jvp, wrt, f"dg-jvp{{wrt={_csv(wrt)}}}", "jvp", _key(wrt))
 
     # ------------------------------------------------------------ observability
     def dump(self, stage: str, module: ir.Module) -> None:
@@ -389,21 +398,25 @@ class _Interpreted:
         return run_function(_public_functions(self.module)[self.name], tensors)
 
 
-def _wrt(wrt: Sequence[int]) -> str:
-    """`wrt` exactly, runs of consecutive inputs as ranges: "wrt1-28_30"."""
+def _csv(indices: Sequence[int]) -> str:
+    return ",".join(map(str, indices))
+
+
+def _wrt(wrt: Sequence[int], name: str = "wrt") -> str:
+    """`wrt` exactly, runs of consecutive indices as ranges: "wrt1-28_30"."""
     runs: list[list[int]] = []
     for i in wrt:
         if runs and i == runs[-1][1] + 1:
             runs[-1][1] = i
         else:
             runs.append([i, i])
-    return "wrt" + "_".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return name + "_".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _key(wrt: Sequence[int]) -> str:
+def _key(wrt: Sequence[int], name: str = "wrt") -> str:
     """`_wrt`, or where that is long (a file name must fit in 255 bytes) its count and
     hash: labels and dump file names only, never a cache key."""
-    exact = _wrt(wrt)
+    exact = _wrt(wrt, name)
     if len(exact) <= 48:
         return exact
-    return f"wrt{len(wrt)}inputs-{hashlib.sha256(exact.encode()).hexdigest()[:12]}"
+    return f"{name}{len(wrt)}-{hashlib.sha256(exact.encode()).hexdigest()[:12]}"

@@ -103,6 +103,17 @@ def test_gradients_only_for_what_was_exported(tmp_path):
         g, = torch.autograd.grad(m(x2, y).sum(), x2, create_graph=True)
 
 
+def test_an_input_only_an_unread_output_depends_on_gets_no_gradient(tmp_path):
+    """As in eager (and `fusegrad.compile`): None, not the zeros the backward computes."""
+    def f(x, y):
+        return x.sin().sum(), y * 2
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    m = load(fusegrad.export(f, x, y, path=tmp_path / "f"))
+    m(x, y)[0].backward()
+    torch.testing.assert_close(x.grad, x.detach().cos())
+    assert y.grad is None
+
+
 def test_output_structure_and_constants(tmp_path):
     def f(x):
         return {"a": x.exp(), "b": (x.cos(), None, 3)}

@@ -89,7 +89,7 @@ def test_backward_for_outputs_without_gradient_matches_eager(caplog, monkeypatch
     with caplog.at_level("INFO", logger="fusegrad.program"):
         fusegrad.compile(logits_and_loss, **OPTIONS)(x, w, t)[1].backward()
     assert not [r for r in caplog.records if "without gradient" in r.getMessage()]
-    # a differentiable backward (create_graph) gets zeros for the logits instead
+    # a differentiable backward (create_graph) runs a joint taking the loss's cotangent only
     got = torch.autograd.grad(torch.autograd.grad(cf(x, w, t)[1], w, create_graph=True)[0]
                               .pow(2).sum(), w)
     want = torch.autograd.grad(torch.autograd.grad(logits_and_loss(x, w, t)[1], w,
@@ -108,6 +108,69 @@ def test_double_backward_and_hvp_match_eager():
 
     for got, expected in zip(hvp_and_grad(cf), hvp_and_grad(f)):
         torch.testing.assert_close(got, expected)
+
+
+class TwoHeads(torch.nn.Module):
+    """A loss head and a second head the loss may not read."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.loss_head, self.other_head = (torch.nn.Linear(4, 4), torch.nn.Linear(4, 1),
+                                                      torch.nn.Linear(4, 2))
+
+    def forward(self, x):
+        h = torch.tanh(self.body(x))
+        return self.loss_head(h).sum(), self.other_head(x)
+
+
+def grads(model):
+    return {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+
+
+def test_parameters_no_gradient_reaches_keep_grad_none_like_eager():
+    """Eager leaves .grad None for a head the loss does not read (an optimizer then skips
+    it: AdamW neither decays it nor steps its momentum); the compiled backward computes
+    zeros for it, which must not reach .grad. Also through a detach."""
+    torch.manual_seed(0)
+    model, x = TwoHeads(), torch.randn(3, 4)
+    compiled = fusegrad.compile(model, **OPTIONS)
+    compiled(x)[0].backward()
+    got = grads(model)
+    model.zero_grad(set_to_none=True)
+    model(x)[0].backward()
+    want = grads(model)
+    assert got["other_head.weight"] is None and got["other_head.bias"] is None
+    assert want.keys() == got.keys()
+    for name, g in want.items():
+        torch.testing.assert_close(got[name], g)
+    model.zero_grad(set_to_none=True)
+
+    def detached(w, v, x):
+        return (x * w).sum() + (w * v.detach()).sum()
+    w, v = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    fusegrad.compile(detached, **OPTIONS)(w, v, x[:, :3]).backward()
+    assert w.grad is not None and v.grad is None
+
+
+def test_double_backward_leaves_first_order_only_parameters_without_gradient():
+    """A gradient penalty differentiates d(out)/dx: the loss head's bias does not
+    reach it, so eager gives None (and raises without allow_unused) — as compiled."""
+    torch.manual_seed(0)
+    model, x = TwoHeads(), torch.randn(3, 4, requires_grad=True)
+
+    def penalty_grads(fn):
+        gx, = torch.autograd.grad(fn(x)[0], x, create_graph=True)
+        return torch.autograd.grad(gx.pow(2).sum(), list(model.parameters()), allow_unused=True)
+
+    got = penalty_grads(fusegrad.compile(model, **OPTIONS))
+    want = penalty_grads(model)
+    assert [g is None for g in got] == [g is None for g in want] == [False] * 3 + [True] * 3
+    for g, e in zip(got, want):
+        if e is not None:
+            torch.testing.assert_close(g, e)
+    with pytest.raises(RuntimeError, match="not have been used in the graph"):
+        gx, = torch.autograd.grad(fusegrad.compile(model, **OPTIONS)(x)[0], x, create_graph=True)
+        torch.autograd.grad(gx.pow(2).sum(), list(model.parameters()))
 
 
 def test_gradcheck_and_gradgradcheck():
