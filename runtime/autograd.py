@@ -122,8 +122,11 @@ class CompiledFunction(torch.autograd.Function):
         # an output the loss does not read gets no gradient: None, not zeros (backward)
         ctx.set_materialize_grads(False)
         ctx.output_specs = [(o.shape, o.dtype, o.device) for o in outputs]
+        # as in eager, an output no input requiring grad reaches does not require grad
+        reached = None if t.reached_by is None else set().union(*t.reached_by)
         ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs) if not o.is_floating_point()
-                                      or (i < len(mutated) and i not in recorded)))
+                                      or (i < len(mutated) and i not in recorded)
+                                      or (reached is not None and i not in reached)))
         return tuple(outputs)
 
     @staticmethod

@@ -29,7 +29,7 @@ from .autograd_function import run_program
 from .capture import Captured, capture
 from .devices import DeviceError, select_target
 from .graph_split import (EagerPart, complex_ops, op_name, origin,
-                          read_inplace_results_as_self, split_at)
+                          read_inplace_results_as_self, runs_transforms, split_at)
 from .importer import UnsupportedOp, describe_location
 from .program import CompileOptions, Program
 from .runtime.cpu import OutOfRangeIndex
@@ -290,11 +290,13 @@ class LazyGraph:
         """A callable of all of `args` for this signature; never raises for an op it cannot
         compile (that op, or failing that the graph, runs eagerly)."""
         complex_nodes = complex_ops(self.gm)
+        whole = runs_transforms(self.gm)
         if complex_nodes:
             names = sorted({op_name(n) for n in complex_nodes})
-            return self._split(complex_nodes, EagerPart(
-                ", ".join(names), "complex numbers: dg has no complex dtypes",
-                describe_location(complex_nodes[0]), tuple(n.name for n in complex_nodes)))
+            part = EagerPart(", ".join(names), "complex numbers: dg has no complex dtypes",
+                             describe_location(complex_nodes[0]),
+                             tuple(n.name for n in complex_nodes))
+            return self._unsplit(part) if whole else self._split(complex_nodes, part)
         where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         fn = self.gm if len(where) == len(args) else _NumbersBakedIn(self.gm, args)
         try:
@@ -306,7 +308,8 @@ class LazyGraph:
             if node is None:
                 fallback_warning("a graph", e)
                 return self.gm
-            return self._split([node], EagerPart(e.op_name, e.reason, e.where, (node.name,)))
+            part = EagerPart(e.op_name, e.reason, e.where, (node.name,))
+            return self._unsplit(part) if whole else self._split([node], part)
         except Exception as e:  # eager for this signature; others may still compile
             fallback_warning("a graph", e)
             return self.gm
@@ -322,6 +325,13 @@ class LazyGraph:
                 outputs[k] = a[i]
             return tuple(outputs)
         return returning_inputs
+
+    def _unsplit(self, part: EagerPart) -> Callable[..., Any]:
+        """The whole graph eagerly, for `part` inside a torch.func transform."""
+        fallback_warning("a graph", RuntimeError(
+            f"it cannot compile {part}, inside a torch.func transform (grad, vmap, jvp), "
+            "where a graph is not split"))
+        return self.gm
 
     def _split(self, nodes: Sequence[torch.fx.Node], part: EagerPart) -> Callable[..., Any]:
         """The graph with `nodes` running eagerly (`part` says why), the rest compiled."""

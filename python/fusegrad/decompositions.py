@@ -209,6 +209,31 @@ def _trilinear(i1: torch.Tensor, i2: torch.Tensor, i3: torch.Tensor, expand1: li
     return torch.einsum(f"{spec(expand1)},{spec(expand2)},{spec(expand3)}->{kept}", i1, i2, i3)
 
 
+def _diagonal_scatter(input: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0,
+                      dim2: int = 1) -> torch.Tensor:
+    """`src` written over a diagonal of `input` as a select by a diagonal mask (PyTorch's
+    decomposition writes through a strided view). torch.func.jacrev and jacfwd build
+    their basis with it."""
+    rows, cols = input.shape[dim1], input.shape[dim2]
+    i = torch.arange(rows, device=input.device).unsqueeze(1)
+    j = torch.arange(cols, device=input.device).unsqueeze(0)
+    on_diagonal = (j - i) == offset
+    # element k of the diagonal sits in row k - min(offset, 0), column k + max(offset, 0)
+    along = rows if offset >= 0 else cols
+    placed = torch.nn.functional.pad(src, (0, along - src.shape[-1]))
+    placed = placed.unsqueeze(-1) if offset >= 0 else placed.unsqueeze(-2)
+    moved = input.movedim((dim1, dim2), (-2, -1))
+    return torch.where(on_diagonal, placed.to(input.dtype), moved).movedim((-2, -1), (dim1, dim2))
+
+
+def _new_zeros_with_same_feature_meta(x: torch.Tensor, other: torch.Tensor,
+                                      self_num_batch_dims: int = 0) -> torch.Tensor:
+    """Zeros of `other`'s shape behind `x`'s batch dims (forward-mode AD's tangents:
+    torch.func.jvp and jacfwd)."""
+    return torch.zeros((*x.shape[:self_num_batch_dims], *other.shape), dtype=x.dtype,
+                       device=x.device)
+
+
 def _fma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     """`prims.fma`: a multiply and an add, as eager's addcmul computes it."""
     return a * b + c
@@ -221,6 +246,8 @@ def _build() -> dict[torch._ops.OpOverload, Callable]:
     table[aten._log_softmax.default] = _log_softmax
     table[aten.addbmm.default] = _addbmm
     table[aten._trilinear.default] = _trilinear
+    table[aten.diagonal_scatter.default] = _diagonal_scatter
+    table[aten._new_zeros_with_same_feature_meta.default] = _new_zeros_with_same_feature_meta
     flash = aten._scaled_dot_product_flash_attention_for_cpu.default
     table[flash] = _flash_attention_for_cpu(table[flash])
     for op in _REMOVED:

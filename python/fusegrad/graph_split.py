@@ -26,6 +26,19 @@ log = logging.getLogger(__name__)
 _COMPUTE = ("call_function", "call_method", "call_module")
 
 
+# what enters a level, as torch._C._functorch and torch._functorch.predispatch name it
+_TRANSFORM_LEVELS = {"_grad_increment_nesting", "_vmap_increment_nesting",
+                     "_jvp_increment_nesting", "_func_increment_nesting", "_enter_dual_level"}
+
+
+def runs_transforms(gm: torch.fx.GraphModule) -> bool:
+    """Whether `gm` enters a torch.func transform's level (grad, vmap, jvp). Such a graph
+    is not split: a part cut from inside a level would run outside it (a grad's
+    inner backward found nothing to differentiate and gave zeros)."""
+    return any(n.op == "call_function" and getattr(n.target, "__name__", None) in _TRANSFORM_LEVELS
+               for n in gm.graph.nodes)
+
+
 @dataclass(frozen=True)
 class EagerPart:
     """A piece of a graph that runs in eager PyTorch, and why."""
