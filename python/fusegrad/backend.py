@@ -28,7 +28,7 @@ from torch.utils import _pytree as pytree
 from .autograd_function import run_program
 from .capture import Captured, capture
 from .devices import DeviceError, select_target
-from .graph_split import (EagerPart, complex_ops, op_name, origin,
+from .graph_split import (EagerPart, complex_ops, custom_functions, op_name, origin,
                           read_inplace_results_as_self, runs_transforms, split_at)
 from .importer import UnsupportedOp, describe_location
 from .program import CompileOptions, Program
@@ -289,8 +289,13 @@ class LazyGraph:
     def _compile(self, args: Sequence[Any]) -> Callable[..., Any]:
         """A callable of all of `args` for this signature; never raises for an op it cannot
         compile (that op, or failing that the graph, runs eagerly)."""
-        complex_nodes = complex_ops(self.gm)
         whole = runs_transforms(self.gm)
+        functions = custom_functions(self.gm)
+        if functions:
+            part = EagerPart("torch.autograd.Function", "its backward is the user's own",
+                             describe_location(functions[0]), tuple(n.name for n in functions))
+            return self._unsplit(part) if whole else self._split(functions, part)
+        complex_nodes = complex_ops(self.gm)
         if complex_nodes:
             names = sorted({op_name(n) for n in complex_nodes})
             part = EagerPart(", ".join(names), "complex numbers: dg has no complex dtypes",

@@ -116,6 +116,15 @@ def complex_ops(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
         made_complex(n) or any(made_complex(a) for a in n.all_input_nodes))]
 
 
+def custom_functions(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The calls of user `torch.autograd.Function`s in a Dynamo graph. Their backward is
+    the user's (a gradient reversal, a straight-through estimator), not the derivative
+    of their forward that fusegrad would compute: they run eagerly, so autograd calls
+    it (compiled, the gradients were silently the forward's own)."""
+    apply = torch.ops.higher_order.autograd_function_apply
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is apply]
+
+
 def op_name(node: torch.fx.Node) -> str:
     """How a Dynamo node's op reads in a message: `fftn`, `real`, `mul`."""
     if node.op == "call_function" and node.target is getattr and len(node.args) > 1:

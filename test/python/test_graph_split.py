@@ -160,6 +160,54 @@ def test_complex_ops_run_eagerly_and_the_real_valued_rest_compiles(compiled_part
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
 
 
+class ScaledGradReverse(torch.autograd.Function):
+    """A gradient reversal layer: identity forward, -alpha * gradient backward."""
+
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -ctx.alpha * grad, None
+
+
+class RoundThrough(torch.autograd.Function):
+    """A straight-through estimator: round forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def reversed_and_rounded(x, w):
+    h = torch.tanh(x @ w)
+    return (ScaledGradReverse.apply(h, 0.5) * RoundThrough.apply(h * 4) * x.exp()).sum()
+
+
+def test_autograd_functions_run_their_own_backward(compiled_parts):
+    """A user's torch.autograd.Function runs eagerly, so its backward is the user's: the
+    compiled gradients were the forward's own derivative (zero through round, +1 through
+    the reversal), silently."""
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    cf = fusegrad.compile(reversed_and_rounded, **OPTIONS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (want, want_grads), (got, got_grads) = run(reversed_and_rounded, cf, x, w)
+    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradEagerOpWarning)]
+    assert len(messages) == 1 and "torch.autograd.Function" in messages[0], messages
+    assert len(compiled_parts) == 3  # tanh(x @ w), h * 4 between the two, the products
+    torch.testing.assert_close(got, want)
+    for g, e in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, e)
+
+
 def test_an_in_place_chain_split_by_an_eager_op_updates_the_input(compiled_parts):
     """`b = a.mul_(2)` returns `a` itself; a later `b.add_(...)` in another part must
     update `a`. Compiled parts return fresh tensors, so the second update used to land
