@@ -665,6 +665,16 @@ def test_small_16_bit_float_transposes_compile(n, dtype):
     assert torch.equal(compiled(lambda a: a.t().contiguous())(x), x.t())
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_float_reductions_link_without_avx512_bf16(dtype):
+    """An outlined reduction loop took its running max as a bf16 argument: on a CPU
+    without AVX512-BF16 LLVM narrowed it with __truncsfbf2, which the JIT could not
+    find (libgcc_s before GCC 13), and the graph ran eagerly (dg-half-loads-as-i16)."""
+    x = torch.randn(7, 9).to(dtype)
+    assert torch.equal(compiled(torch.max)(x), torch.max(x))
+    assert torch.equal(compiled(lambda a: torch.amax(a, 1))(x), torch.amax(x, 1))
+
+
 @pytest.mark.parametrize("shape, dim", [((3, 1000), 1), ((1000, 3), 0), ((2, 300, 5), 1),
                                         ((200,), 0), ((4, 129), -1)])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int64])
