@@ -130,6 +130,10 @@ class CompiledFunction(torch.autograd.Function):
         return tuple(outputs)
 
     @staticmethod
+    # torch.autograd.grad called inside a compiled function runs eagerly (a graph break)
+    # with Dynamo's frame hook still on: it would trace this backward and the compiler
+    # it calls for a second differentiation
+    @torch.compiler.disable
     def backward(ctx, *cotangents: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         tensors = ctx.saved_tensors  # raises on a second backward without retain_graph
         t: Training = ctx.training

@@ -28,8 +28,8 @@ from torch.utils import _pytree as pytree
 from .autograd_function import run_program
 from .capture import Captured, capture
 from .devices import DeviceError, select_target
-from .graph_split import (EagerPart, complex_ops, custom_functions, op_name, origin,
-                          read_inplace_results_as_self, runs_transforms, split_at)
+from .graph_split import (EagerPart, complex_ops, op_name, origin, read_inplace_results_as_self,
+                          runs_transforms, split_at, user_backward_code)
 from .importer import UnsupportedOp, describe_location
 from .program import CompileOptions, Program
 from .runtime.cpu import OutOfRangeIndex
@@ -290,18 +290,12 @@ class LazyGraph:
         """A callable of all of `args` for this signature; never raises for an op it cannot
         compile (that op, or failing that the graph, runs eagerly)."""
         whole = runs_transforms(self.gm)
-        functions = custom_functions(self.gm)
-        if functions:
-            part = EagerPart("torch.autograd.Function", "its backward is the user's own",
-                             describe_location(functions[0]), tuple(n.name for n in functions))
-            return self._unsplit(part) if whole else self._split(functions, part)
-        complex_nodes = complex_ops(self.gm)
-        if complex_nodes:
-            names = sorted({op_name(n) for n in complex_nodes})
-            part = EagerPart(", ".join(names), "complex numbers: dg has no complex dtypes",
-                             describe_location(complex_nodes[0]),
-                             tuple(n.name for n in complex_nodes))
-            return self._unsplit(part) if whole else self._split(complex_nodes, part)
+        for nodes, reason in ((user_backward_code(self.gm), "the user's own backward code"),
+                              (complex_ops(self.gm), "complex numbers: dg has no complex dtypes")):
+            if nodes:
+                part = EagerPart(", ".join(sorted({op_name(n) for n in nodes})), reason,
+                                 describe_location(nodes[0]), tuple(n.name for n in nodes))
+                return self._unsplit(part) if whole else self._split(nodes, part)
         where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         fn = self.gm if len(where) == len(args) else _NumbersBakedIn(self.gm, args)
         try:

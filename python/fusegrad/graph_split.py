@@ -116,19 +116,33 @@ def complex_ops(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
         made_complex(n) or any(made_complex(a) for a in n.all_input_nodes))]
 
 
-def custom_functions(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    """The calls of user `torch.autograd.Function`s in a Dynamo graph. Their backward is
-    the user's (a gradient reversal, a straight-through estimator), not the derivative
-    of their forward that fusegrad would compute: they run eagerly, so autograd calls
-    it (compiled, the gradients were silently the forward's own)."""
-    apply = torch.ops.higher_order.autograd_function_apply
-    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is apply]
+# Dynamo's higher-order ops that carry the user's backward code (by name: Dynamo defines
+# register_hook when it first traces one), as messages name them
+_USER_BACKWARD = {"autograd_function_apply": "torch.autograd.Function",
+                  "register_hook": "Tensor.register_hook"}
+
+
+def _user_backward_op(node: torch.fx.Node) -> str | None:
+    if node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator):
+        return _USER_BACKWARD.get(node.target.name())
+    return None
+
+
+def user_backward_code(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The nodes of a Dynamo graph that give autograd the user's own backward code: a
+    `torch.autograd.Function` (a gradient reversal, a straight-through estimator) and
+    a hook on an intermediate tensor. fusegrad differentiates what it traces, so
+    compiled, a Function's gradient was silently its forward's own derivative (and a
+    hook failed to trace): they run eagerly, where autograd calls that code."""
+    return [n for n in gm.graph.nodes if _user_backward_op(n)]
 
 
 def op_name(node: torch.fx.Node) -> str:
     """How a Dynamo node's op reads in a message: `fftn`, `real`, `mul`."""
     if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
         return str(node.args[1])
+    if _user_backward_op(node):
+        return _user_backward_op(node)
     return getattr(node.target, "__name__", str(node.target))
 
 

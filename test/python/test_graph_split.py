@@ -208,6 +208,28 @@ def test_autograd_functions_run_their_own_backward(compiled_parts):
         torch.testing.assert_close(g, e)
 
 
+def test_a_hook_on_an_intermediate_runs_in_the_backward(compiled_parts):
+    """A hook registered inside the compiled function scales the gradient through `h`: it
+    runs eagerly between two compiled parts (it used to make the whole graph fall back:
+    tracing under no_grad cannot register a hook)."""
+    def scaled(x, w):
+        h = torch.tanh(x @ w)
+        h.register_hook(lambda g: g.clamp(-0.01, 0.01))
+        return (h * h).sum()
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (want, want_grads), (got, got_grads) = run(scaled, fusegrad.compile(scaled, **OPTIONS),
+                                                   x, w)
+    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert len(messages) == 1 and "Tensor.register_hook" in messages[0], messages
+    assert len(compiled_parts) == 2
+    torch.testing.assert_close(got, want)
+    for g, e in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, e)
+
+
 def test_an_in_place_chain_split_by_an_eager_op_updates_the_input(compiled_parts):
     """`b = a.mul_(2)` returns `a` itself; a later `b.add_(...)` in another part must
     update `a`. Compiled parts return fresh tensors, so the second update used to land

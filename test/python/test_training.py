@@ -173,6 +173,23 @@ def test_double_backward_leaves_first_order_only_parameters_without_gradient():
         torch.autograd.grad(gx.pow(2).sum(), list(model.parameters()))
 
 
+def test_autograd_grad_inside_a_compiled_function():
+    """torch.autograd.grad(create_graph=True) inside the compiled function (a gradient
+    penalty in a compiled training step) runs eagerly at a graph break while Dynamo's
+    frame hook is on: it traced the backward's second differentiation and crashed."""
+    def penalty(x, w):
+        x = x.detach().requires_grad_()
+        y = torch.tanh(x @ w).sum()
+        g, = torch.autograd.grad(y, x, create_graph=True)
+        return g.pow(2).sum()
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 4), torch.randn(4, 2, requires_grad=True)
+    got = fusegrad.compile(penalty, **OPTIONS)(x, w)
+    want = penalty(x, w)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.autograd.grad(got, w), torch.autograd.grad(want, w))
+
+
 def test_gradcheck_and_gradgradcheck():
     cf = fusegrad.compile(f, **OPTIONS)
     inputs = tuple(leaves(torch.float64))
