@@ -188,22 +188,22 @@ def active_values(ops: Sequence[ir.Operation], seeds: Iterable[ir.Value]) -> set
 
 
 def outputs_reaching(ops: Sequence[ir.Operation], outputs: Sequence[ir.Value]) -> dict:
-    """value -> the indices of `outputs` that depend on it through floating-point values
-    and ops torch's autograd records (all but dg.stop_gradient, a detach). An input no
-    output with a gradient reaches gets None from eager's autograd, not zeros: a
-    parameter the loss does not read keeps `.grad` None, which optimizers skip."""
+    """value -> the indices of `outputs` that depend on it through any op but
+    dg.stop_gradient (a detach). An input no output with a gradient reaches gets None
+    from eager's autograd, not zeros: a parameter the loss does not read keeps `.grad`
+    None, which optimizers skip. Data flow through integer and boolean values counts
+    too: eager records ops whose derivative is zero (copysign's sign source, a p=0
+    cdist) and gives their inputs zeros."""
     reach: dict = {}
     for i, v in enumerate(outputs):
-        if is_float_type(v.type):
-            reach.setdefault(v, set()).add(i)
+        reach.setdefault(v, set()).add(i)
     for op in reversed(ops):
         if op.name == "dg.stop_gradient":
             continue
         sources = set().union(*(reach.get(r, ()) for r in op.results))
         if sources:
             for v in op.operands:
-                if is_float_type(v.type):
-                    reach.setdefault(v, set()).update(sources)
+                reach.setdefault(v, set()).update(sources)
     return reach
 
 
