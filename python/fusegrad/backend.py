@@ -28,8 +28,9 @@ from torch.utils import _pytree as pytree
 from .autograd_function import run_program
 from .capture import Captured, capture
 from .devices import DeviceError, select_target
-from .graph_split import (EagerPart, complex_ops, op_name, origin, read_inplace_results_as_self,
-                          runs_transforms, split_at, user_backward_code)
+from .graph_split import (CONTROL_FLOW, USER_BACKWARD, EagerPart, complex_ops,
+                          eager_higher_order_ops, op_name, origin,
+                          read_inplace_results_as_self, runs_transforms, split_at)
 from .importer import UnsupportedOp, describe_location
 from .program import CompileOptions, Program
 from .runtime.cpu import OutOfRangeIndex
@@ -290,7 +291,8 @@ class LazyGraph:
         """A callable of all of `args` for this signature; never raises for an op it cannot
         compile (that op, or failing that the graph, runs eagerly)."""
         whole = runs_transforms(self.gm)
-        for nodes, reason in ((user_backward_code(self.gm), "the user's own backward code"),
+        for nodes, reason in ((eager_higher_order_ops(self.gm, USER_BACKWARD), USER_BACKWARD),
+                              (eager_higher_order_ops(self.gm, CONTROL_FLOW), CONTROL_FLOW),
                               (complex_ops(self.gm), "complex numbers: dg has no complex dtypes")):
             if nodes:
                 part = EagerPart(", ".join(sorted({op_name(n) for n in nodes})), reason,

@@ -116,33 +116,43 @@ def complex_ops(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
         made_complex(n) or any(made_complex(a) for a in n.all_input_nodes))]
 
 
-# Dynamo's higher-order ops that carry the user's backward code (by name: Dynamo defines
-# register_hook when it first traces one), as messages name them
-_USER_BACKWARD = {"autograd_function_apply": "torch.autograd.Function",
-                  "register_hook": "Tensor.register_hook"}
+USER_BACKWARD = "the user's own backward code"
+CONTROL_FLOW = "data-dependent control flow: dg has no branches or loops"
+
+# Dynamo's higher-order ops that run eagerly (by name: Dynamo defines some, such as
+# register_hook, when it first traces one): how messages name them, and why
+_EAGER_HIGHER_ORDER = {
+    "autograd_function_apply": ("torch.autograd.Function", USER_BACKWARD),
+    "register_hook": ("Tensor.register_hook", USER_BACKWARD),
+    "cond": ("torch.cond", CONTROL_FLOW),
+    "while_loop": ("torch.while_loop", CONTROL_FLOW),
+    "scan": ("torch.scan", CONTROL_FLOW),
+    "map_impl": ("torch.map", CONTROL_FLOW),
+}
 
 
-def _user_backward_op(node: torch.fx.Node) -> str | None:
+def _eager_higher_order(node: torch.fx.Node) -> tuple[str, str] | None:
     if node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator):
-        return _USER_BACKWARD.get(node.target.name())
+        return _EAGER_HIGHER_ORDER.get(node.target.name())
     return None
 
 
-def user_backward_code(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    """The nodes of a Dynamo graph that give autograd the user's own backward code: a
-    `torch.autograd.Function` (a gradient reversal, a straight-through estimator) and
-    a hook on an intermediate tensor. fusegrad differentiates what it traces, so
-    compiled, a Function's gradient was silently its forward's own derivative (and a
-    hook failed to trace): they run eagerly, where autograd calls that code."""
-    return [n for n in gm.graph.nodes if _user_backward_op(n)]
+def eager_higher_order_ops(gm: torch.fx.GraphModule, reason: str) -> list[torch.fx.Node]:
+    """The nodes of a Dynamo graph that run eagerly for `reason`. USER_BACKWARD: a
+    `torch.autograd.Function` (a gradient reversal, a straight-through estimator) and a
+    hook on an intermediate tensor give autograd the user's backward code; fusegrad
+    differentiates what it traces, so compiled, a Function's gradient was silently its
+    forward's own derivative (and a hook failed to trace). CONTROL_FLOW: `torch.cond`
+    and loops, whose branches tracing cannot inline."""
+    return [n for n in gm.graph.nodes if (_eager_higher_order(n) or (None, None))[1] == reason]
 
 
 def op_name(node: torch.fx.Node) -> str:
     """How a Dynamo node's op reads in a message: `fftn`, `real`, `mul`."""
     if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
         return str(node.args[1])
-    if _user_backward_op(node):
-        return _user_backward_op(node)
+    if _eager_higher_order(node):
+        return _eager_higher_order(node)[0]
     return getattr(node.target, "__name__", str(node.target))
 
 

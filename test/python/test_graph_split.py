@@ -230,6 +230,23 @@ def test_a_hook_on_an_intermediate_runs_in_the_backward(compiled_parts):
         torch.testing.assert_close(g, e)
 
 
+def test_torch_cond_runs_eagerly_and_says_why(compiled_parts):
+    def branchy(x, w):
+        h = torch.tanh(x @ w)
+        return torch.cond(h.sum() > 0, lambda a: a.sin(), lambda a: a.cos(), (h,)).sum()
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (want, want_grads), (got, got_grads) = run(branchy, fusegrad.compile(branchy, **OPTIONS),
+                                                   x, w)
+    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert len(messages) == 1 and "'torch.cond'" in messages[0] and "control flow" in messages[0]
+    torch.testing.assert_close(got, want)
+    for g, e in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, e)
+
+
 def test_an_in_place_chain_split_by_an_eager_op_updates_the_input(compiled_parts):
     """`b = a.mul_(2)` returns `a` itself; a later `b.add_(...)` in another part must
     update `a`. Compiled parts return fresh tensors, so the second update used to land
