@@ -22,7 +22,7 @@ import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
 
 from .decompositions import decompositions
-from .graph_split import returns_self
+from .graph_split import returns_self, runs_transforms
 from .stop_gradient import GRAD_DISABLED, mark_stop_gradients
 
 log = logging.getLogger(__name__)
@@ -176,9 +176,15 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     if isinstance(fn, torch.fx.GraphModule):
         mark_stop_gradients(fn)
     wrapper = _FlatOutputs(fn)
+    traced_inputs = list(example_inputs)
+    if isinstance(fn, torch.fx.GraphModule) and runs_transforms(fn):
+        # torch.func levels inside run autograd of their own while tracing; inputs that
+        # require grad made AOTAutograd's export trace a joint graph too (and assert:
+        # a hessian of an input requiring grad). fusegrad differentiates what it traces.
+        traced_inputs = [x.detach() for x in traced_inputs]
     try:
         with torch.no_grad(), fx_traceback.preserve_node_meta(), _decomposable_forms(example_inputs):
-            gm, sig = aot_export_module(wrapper, list(example_inputs), trace_joint=False,
+            gm, sig = aot_export_module(wrapper, traced_inputs, trace_joint=False,
                                         decompositions=decompositions())
     except Exception as e:  # tracing failures come in many types; report them as one
         raise CaptureError(f"tracing failed: {type(e).__name__}: {e}") from e

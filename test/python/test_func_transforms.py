@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 import torch
-from torch.func import functional_call, grad, jacfwd, jacrev, jvp, vjp, vmap
+from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
 import fusegrad
 from compile_options import OPTIONS
@@ -32,6 +32,7 @@ TRANSFORMS = {
     "jacrev": lambda x: jacrev(lambda y: (W @ y).tanh())(x),
     "jacfwd": lambda x: jacfwd(lambda y: (W @ y).tanh())(x),
     "jvp": lambda x: jvp(torch.sin, (x,), (torch.ones_like(x),))[1],
+    "hessian": lambda x: hessian(scalar)(x),
     "vmap_of_grad": lambda x: vmap(grad(scalar))(torch.stack([x, 2 * x, -x])),
     "detach_inside_grad": lambda x: grad(lambda y: (y * y.detach().exp()).sum())(x),
     "grad_then_ops": lambda x: grad(scalar)(x).exp() * x,
