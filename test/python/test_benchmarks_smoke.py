@@ -89,3 +89,13 @@ def test_hf_models_reports_a_row_per_model():
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[-1] == "0"  # no fallback
     assert abs(float(cells[6]) - float(cells[7])) < 1e-3  # eager and fusegrad losses
+
+
+def test_func_transforms_reports_matching_results():
+    script = os.path.join(ROOT, "benchmarks", "func_transforms.py")
+    proc = subprocess.run([sys.executable, script, "--calls", "1", "--no-inductor", "--only",
+                           "hessian"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    row = next(l for l in proc.stdout.splitlines() if l.startswith("| hessian | fusegrad |"))
+    assert float(row.strip("|").split("|")[-1]) < 1e-5  # max abs diff from eager
+    assert "Fallback" not in proc.stderr
