@@ -43,9 +43,10 @@ def build_joint(fn: ir.Operation, wrt: Sequence[int] | None = None, *,
     `wrt`: input indices to differentiate (default: `fn`'s `dg.wrt`, else every
     floating-point input). One cotangent argument per floating-point output, in
     order, or per output of `ct_outputs` only: the others get no gradient, as in
-    eager, where a backward builds no terms for them. Cotangents of values used several times are summed with dg.add; ops
-    that get no cotangent, or that do not depend on a wrt input, are skipped; a
-    wrt input that gets no gradient returns zeros. The result carries
+    eager, where a backward builds no terms for them. Cotangents of values used
+    several times are summed with dg.add; ops that get no cotangent, or that do not
+    depend on a wrt input, are skipped; a wrt input that gets no gradient returns
+    zeros. The result carries
     `dg.num_outputs`, `dg.wrt`, `dg.ct_outputs` and `dg.reached_by` (per wrt input,
     the outputs whose cotangents reach its gradient: the runtime gives None, as
     eager does, where none of them has one), which `partition` reads.

@@ -131,10 +131,11 @@ _EAGER_HIGHER_ORDER = {
 }
 
 
-def _eager_higher_order(node: torch.fx.Node) -> tuple[str, str] | None:
+def _eager_higher_order(node: torch.fx.Node) -> tuple[str, str]:
+    """(name, reason) of an op in _EAGER_HIGHER_ORDER, else empty strings."""
     if node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator):
-        return _EAGER_HIGHER_ORDER.get(node.target.name())
-    return None
+        return _EAGER_HIGHER_ORDER.get(node.target.name(), ("", ""))
+    return "", ""
 
 
 def eager_higher_order_ops(gm: torch.fx.GraphModule, reason: str) -> list[torch.fx.Node]:
@@ -144,15 +145,16 @@ def eager_higher_order_ops(gm: torch.fx.GraphModule, reason: str) -> list[torch.
     differentiates what it traces, so compiled, a Function's gradient was silently its
     forward's own derivative (and a hook failed to trace). CONTROL_FLOW: `torch.cond`
     and loops, whose branches tracing cannot inline."""
-    return [n for n in gm.graph.nodes if (_eager_higher_order(n) or (None, None))[1] == reason]
+    return [n for n in gm.graph.nodes if _eager_higher_order(n)[1] == reason]
 
 
 def op_name(node: torch.fx.Node) -> str:
     """How a Dynamo node's op reads in a message: `fftn`, `real`, `mul`."""
     if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
         return str(node.args[1])
-    if _eager_higher_order(node):
-        return _eager_higher_order(node)[0]
+    name, _ = _eager_higher_order(node)
+    if name:
+        return name
     return getattr(node.target, "__name__", str(node.target))
 
 

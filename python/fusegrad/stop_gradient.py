@@ -34,7 +34,6 @@ def _(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
-
 @torch.library.custom_op("fusegrad::set_grad_enabled", mutates_args=())
 def set_grad_enabled(enabled: bool) -> None:
     """A grad-mode switch the tracer passes over (a graph run eagerly, after a failed

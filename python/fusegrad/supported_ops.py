@@ -154,7 +154,8 @@ nn.functional.instance_norm nn.functional.pixel_shuffle nn.functional.pixel_unsh
 nn.functional.interpolate.bicubic nn.functional.interpolate.linear nn.functional.prelu nn.functional.max_pool1d nn.functional.avg_pool1d nn.functional.pad.reflect
 nn.functional.pad.replicate nn.functional.pad.circular tensordot kron logit nan_to_num
 nansum nanmean addmv addr norm renorm
-cross signbit copysign fmax fmin diagonal diag trace eye histc cdist slice_scatter select_scatter diagonal_scatter unfold unfold_copy
+cross signbit copysign fmax fmin diagonal diag trace eye histc cdist slice_scatter select_scatter
+diagonal_scatter unfold unfold_copy
 """
 
 _TOLERANT = """
