@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from ..runtime import cpu_library
 from .packed_entries import add_packed_entries
 
 log = logging.getLogger("fusegrad.passes.native_code")
@@ -58,6 +57,8 @@ def toolchain() -> Toolchain | None:
                          "for big graphs, the default) or 'engine' (the ExecutionEngine only)")
     if choice == "engine":
         return None
+    from ..runtime import cpu_library  # imports torch: not at import (fusegrad-opt's start)
+
     if cpu_library.find_linker() is None:
         log.info("no C compiler to link a library: compiling with the ExecutionEngine")
         return None
@@ -187,6 +188,8 @@ def _compile_parts(text: str, parts: int, jobs: int, library: str, tools: Toolch
 
         with ThreadPoolExecutor(jobs) as pool:
             objects = list(pool.map(compile_part, sources))
+        from ..runtime import cpu_library
+
         try:
             cpu_library.link(objects, library)
         except cpu_library.LibraryError as e:

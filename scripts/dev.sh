@@ -31,8 +31,9 @@ run_tests() {
     "$VENV/bin/lit" "$ROOT/test" || status=1
     echo "==> pytest test/python"
     set +e
-    # one worker per core (CI: 2, 16 min -> 10); -rs prints why tests skipped
-    "$PY" -m pytest -q -n auto -rs "$ROOT/test/python"
+    # one worker per core (CI: 2, 16 min -> 10); -rs prints why tests skipped, and the
+    # slowest tests are listed so a CI log shows where the suite's time goes
+    "$PY" -m pytest -q -n auto -rs --durations=15 "$ROOT/test/python"
     local rc=$?
     set -e
     # 5: no tests collected, which is not a failure of the code under test
