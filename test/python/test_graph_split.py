@@ -47,6 +47,20 @@ def run(fn, compiled_fn, *inputs):
     return results
 
 
+def fallback_messages_matching_eager(fn) -> list[str]:
+    """Run `fn(x, w)` eagerly and compiled (x 3x4, w 4x4, both requiring grad), check the
+    values and gradients match, and return the fallback warnings' messages."""
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (want, want_grads), (got, got_grads) = run(fn, fusegrad.compile(fn, **OPTIONS), x, w)
+    torch.testing.assert_close(got, want)
+    for g, e in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, e)
+    return [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+
+
 def test_unsupported_ops_run_eagerly_between_compiled_parts(compiled_parts):
     torch.manual_seed(0)
     x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
@@ -194,18 +208,9 @@ def test_autograd_functions_run_their_own_backward(compiled_parts):
     """A user's torch.autograd.Function runs eagerly, so its backward is the user's: the
     compiled gradients were the forward's own derivative (zero through round, +1 through
     the reversal), silently."""
-    torch.manual_seed(0)
-    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
-    cf = fusegrad.compile(reversed_and_rounded, **OPTIONS)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        (want, want_grads), (got, got_grads) = run(reversed_and_rounded, cf, x, w)
-    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradEagerOpWarning)]
+    messages = fallback_messages_matching_eager(reversed_and_rounded)
     assert len(messages) == 1 and "torch.autograd.Function" in messages[0], messages
     assert len(compiled_parts) == 3  # tanh(x @ w), h * 4 between the two, the products
-    torch.testing.assert_close(got, want)
-    for g, e in zip(got_grads, want_grads):
-        torch.testing.assert_close(g, e)
 
 
 def test_a_hook_on_an_intermediate_runs_in_the_backward(compiled_parts):
@@ -216,35 +221,17 @@ def test_a_hook_on_an_intermediate_runs_in_the_backward(compiled_parts):
         h = torch.tanh(x @ w)
         h.register_hook(lambda g: g.clamp(-0.01, 0.01))
         return (h * h).sum()
-    torch.manual_seed(0)
-    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        (want, want_grads), (got, got_grads) = run(scaled, fusegrad.compile(scaled, **OPTIONS),
-                                                   x, w)
-    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    messages = fallback_messages_matching_eager(scaled)
     assert len(messages) == 1 and "Tensor.register_hook" in messages[0], messages
     assert len(compiled_parts) == 2
-    torch.testing.assert_close(got, want)
-    for g, e in zip(got_grads, want_grads):
-        torch.testing.assert_close(g, e)
 
 
 def test_torch_cond_runs_eagerly_and_says_why(compiled_parts):
     def branchy(x, w):
         h = torch.tanh(x @ w)
         return torch.cond(h.sum() > 0, lambda a: a.sin(), lambda a: a.cos(), (h,)).sum()
-    torch.manual_seed(0)
-    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        (want, want_grads), (got, got_grads) = run(branchy, fusegrad.compile(branchy, **OPTIONS),
-                                                   x, w)
-    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    messages = fallback_messages_matching_eager(branchy)
     assert len(messages) == 1 and "'torch.cond'" in messages[0] and "control flow" in messages[0]
-    torch.testing.assert_close(got, want)
-    for g, e in zip(got_grads, want_grads):
-        torch.testing.assert_close(g, e)
 
 
 def test_an_in_place_chain_split_by_an_eager_op_updates_the_input(compiled_parts):
