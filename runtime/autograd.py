@@ -18,6 +18,7 @@ momentum step), not the zeros the compiled backward computes for it.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
@@ -48,6 +49,22 @@ class Training:
     reached_by: tuple[tuple[int, ...], ...] | None = None
     specialize: Callable[[tuple[int, ...]], Executable] | None = None
     _specialized: dict = field(default_factory=dict, repr=False)
+    _kept: dict = field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def reached_outputs(self) -> frozenset[int] | None:
+        """The outputs some wrt input reaches (None: unknown); the others do not require
+        grad, as in eager."""
+        return None if self.reached_by is None else frozenset().union(*self.reached_by)
+
+    def kept_gradients(self, missing: tuple[int, ...]) -> tuple[bool, ...]:
+        """Per wrt input, whether an output with a gradient (not in `missing`) reaches it:
+        the others get None, as in eager (memoized: a step's pattern repeats)."""
+        if missing not in self._kept:
+            self._kept[missing] = (
+                (True,) * len(self.wrt) if self.reached_by is None else
+                tuple(any(o not in missing for o in outputs) for outputs in self.reached_by))
+        return self._kept[missing]
 
     @staticmethod
     def from_metadata(fwd: Executable, bwd: Executable, meta: dict,
@@ -77,7 +94,7 @@ SPECIALIZE_MIN_BYTES = 1 << 20
 
 # (inputs, cotangents of the ct_outputs, None where an output got no gradient) -> gradients
 # of the wrt inputs, recorded by autograd
-DifferentiableBackward = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor]],
+DifferentiableBackward = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor | None]],
                                   Sequence[torch.Tensor]]
 
 
@@ -123,7 +140,7 @@ class CompiledFunction(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.output_specs = [(o.shape, o.dtype, o.device) for o in outputs]
         # as in eager, an output no input requiring grad reaches does not require grad
-        reached = None if t.reached_by is None else set().union(*t.reached_by)
+        reached = t.reached_outputs
         ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs) if not o.is_floating_point()
                                       or (i < len(mutated) and i not in recorded)
                                       or (reached is not None and i not in reached)))
@@ -161,8 +178,8 @@ class CompiledFunction(torch.autograd.Function):
                        else cotangents[i].contiguous() for i in t.ct_outputs]
             grads = bwd(*tensors[:ctx.num_saved], *cts)
         full: list[torch.Tensor | None] = [None] * ctx.num_inputs
-        for k, (i, g) in enumerate(zip(t.wrt, grads)):
-            if t.reached_by is None or any(cotangents[o] is not None for o in t.reached_by[k]):
+        for i, g, kept in zip(t.wrt, grads, t.kept_gradients(missing)):
+            if kept:
                 full[i] = g
         return (None, None, None, None, None, *full)
 
