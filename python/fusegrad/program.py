@@ -124,7 +124,7 @@ class Program:
                                        if "dg.seed_input" in fn.attributes else None)
         self._forward: Executable | None = None
         self._training: dict[tuple[int, ...], Training] = {}
-        self._joint: dict[tuple[int, ...], Program] = {}
+        self._joint: dict[tuple[tuple[int, ...], tuple[int, ...] | None], Program] = {}
         self._jvp: dict[tuple[int, ...], Program] = {}
         self.seconds: dict[str, float] = {}  # compile time per stage, summed over variants
         self.dump(stage, module)
