@@ -20,7 +20,10 @@ reshape/slice, which become tensor.expand/collapse_shape/extract_slice).
 """
 from __future__ import annotations
 
+import functools
 import logging
+import math
+from dataclasses import dataclass
 from typing import Optional
 
 from mlir import ir
@@ -383,41 +386,48 @@ def _outline(ops: list[ir.Operation]) -> ir.Operation:
     return fusion
 
 
-def _cheap_cone(fusion: ir.Operation, v: ir.Value, row_temps: bool,
-                kept: set) -> Optional[tuple[list[ir.Operation], dict]]:
-    """The ops of `fusion` computing `v`, in program order, if they are pointwise or
-    cheap index ops within RECOMPUTE_BUDGET reading at most one input of `v`'s size
-    (recomputing them where `v` is read then costs no more memory traffic than reading
-    `v`; a broadcast smaller value is loop-invariant there, and LLVM hoists it), and the
-    region's outputs in `kept` it reads as inputs (value -> the region's result: stored
-    anyway, so read rather than recomputed); else None."""
-    body, yielded = fusion_body(fusion)
-    position = {op: i for i, op in enumerate(body)}
-    stored = {y: r for y, r in zip(yielded, fusion.results) if y != v and r in kept}
-    size = TensorSpec.from_mlir(v.type).numel
+@dataclass
+class _Cone:
+    """What `_cheap_cone` found: the cone (None: too costly) and every value it visited."""
+
+    found: Optional[tuple[list[ir.Operation], dict]]
+    visited: set
+
+
+def _cheap_cone(v: ir.Value, position: dict, stored: dict, row_temps: bool) -> _Cone:
+    """The ops of a region (`position`: its body op -> index) computing `v`, in program
+    order, if they are pointwise or cheap index ops within RECOMPUTE_BUDGET reading at most
+    one input of `v`'s size (recomputing them where `v` is read then costs no more memory
+    traffic than reading `v`; a broadcast smaller value is loop-invariant there, and LLVM
+    hoists it), and the region's stored outputs (`stored`: yielded value -> the region's
+    result) it reads as inputs (value -> result: stored anyway, so read rather than
+    recomputed); else None."""
+    size = _numel(v)
     cone: set = set()
     full_inputs: set = set()
     leaves: dict = {}
+    visited: set = set()
     cost, stack = 0, [v]
     while stack:
         x = stack.pop()
+        visited.add(x)
         op = None if isinstance(x.owner, ir.Block) else x.owner.operation
-        if op not in position or x in stored:
-            if x in stored:
+        if op not in position or (x in stored and x != v):
+            if x in stored and x != v:
                 leaves[x] = stored[x]
-            if TensorSpec.from_mlir(x.type).numel >= size:
+            if _numel(x) >= size:
                 full_inputs.add(x)
             continue
         if op in cone:
             continue
         if not (_pointwise(op) or duplicable(op)):
-            return None
+            return _Cone(None, visited)
         cone.add(op)
         cost += _cost(op, row_temps) if _pointwise(op) else 0
         stack.extend(op.operands)
     if not cone or cost > RECOMPUTE_BUDGET or len(full_inputs) > 1:
-        return None
-    return sorted(cone, key=position.__getitem__), leaves
+        return _Cone(None, visited)
+    return _Cone((sorted(cone, key=position.__getitem__), leaves), visited)
 
 
 def _enclosing(op: ir.Operation) -> ir.Operation:
@@ -483,8 +493,13 @@ def _drop_unused_results(fusion: ir.Operation) -> None:
 def _largest(op: ir.Operation) -> int:
     """Elements of the largest value a kernel (region or single op) computes or reads."""
     ops = fusion_body(op)[0] if is_fusion(op) else [op]
-    return max(TensorSpec.from_mlir(x.type).numel
-               for o in ops for x in [*o.operands, *o.results])
+    return max(_numel(x) for o in ops for x in [*o.operands, *o.results])
+
+
+def _numel(v: ir.Value) -> int:
+    """Elements of a statically shaped tensor value (without building its TensorSpec:
+    dg-fuse asks this of every value of every region, many times)."""
+    return math.prod(v.type.shape)
 
 
 def _sink_cheap_outputs(block: ir.Block, row_temps: bool) -> int:
@@ -517,23 +532,32 @@ def _sinkable(fusion: ir.Operation, row_temps: bool) -> dict:
     that is itself recomputed: a CNN's backward began with a region storing x + bias,
     x - mean, the ReLU mask and more, 5 MiB each, because each cone read the previous
     one, while only the ReLU output (read by the max-pool's slices) had to be stored."""
-    _, yielded = fusion_body(fusion)
+    body, yielded = fusion_body(fusion)
     candidates = set()
+    largest = functools.cache(_largest)  # a region reads many of the outputs
     for result, v in zip(fusion.results, yielded):
         consumers = {_enclosing(u.owner.operation) for u in result.uses}
-        size = TensorSpec.from_mlir(v.type).numel
+        size = _numel(v)
         if consumers and fusion not in consumers and all(
                 is_fusion(c) or (c.name.startswith("dg.") and fusible(c)) for c in consumers) \
-                and all(_largest(c) <= size for c in consumers):  # (else: read broadcast,
+                and all(largest(c) <= size for c in consumers):  # (else: read broadcast,
             candidates.add(result)  # cheaper computed once at its own size)
+    position = {op: i for i, op in enumerate(body)}
+    value_of = dict(zip(fusion.results, yielded))
+    stored = {v: r for r, v in value_of.items() if r not in candidates}
+    cones = {r: _cheap_cone(v, position, stored, row_temps)
+             for r, v in value_of.items() if r in candidates}
     while True:  # the first output too expensive to recompute stays stored: later cones
-        kept = set(fusion.results) - candidates  # (LLaMA's normalized activations) read it
-        cones = {r: _cheap_cone(fusion, v, row_temps, kept)
-                 for r, v in zip(fusion.results, yielded) if r in candidates}
-        expensive = next((r for r in fusion.results if r in cones and cones[r] is None), None)
+        expensive = next((r for r in fusion.results  # (LLaMA's normalized activations)
+                          if r in cones and cones[r].found is None), None)  # read it
         if expensive is None:
-            return cones
-        candidates.remove(expensive)
+            return {r: cone.found for r, cone in cones.items()}
+        del cones[expensive]
+        v = value_of[expensive]
+        stored[v] = expensive
+        for r, cone in cones.items():  # only the cones that reached `v` change
+            if v in cone.visited:
+                cones[r] = _cheap_cone(value_of[r], position, stored, row_temps)
 
 
 def _toposort(block: ir.Block) -> None:

@@ -180,12 +180,16 @@ class _Body:
         self.leaves = leaves  # region value -> tensor value outside the generic
         self.reads: dict = {}  # (value, map) -> input position, in first-use order
         self.memo: dict = {}
+        self.collected: set = set()  # (value, map) pairs whose reads are recorded
         self.variance: dict = {}  # (value, map) -> depends on the innermost loop?
         self.n_loops = 0  # of the generic being emitted
 
     def collect(self, v: ir.Value, m: Map) -> None:
-        if (v, m) in self.reads:
+        # each (value, map) once: a region whose values are read many times (a pooling
+        # window's maxima) is a DAG, and walking it as a tree took exponential time
+        if (v, m) in self.collected:
             return
+        self.collected.add((v, m))
         if v in self.leaves:
             self.reads[(v, m)] = len(self.reads)
             return

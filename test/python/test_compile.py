@@ -688,7 +688,9 @@ def test_long_cumsums_run_in_blocks_and_match_eager(shape, dim, dtype):
     torch.testing.assert_close(y, x.cumsum(dim), rtol=1e-12, atol=1e-12)
     if dtype.is_floating_point:
         x.requires_grad_(True)
-        assert torch.autograd.gradcheck(compiled(lambda t: t.cumsum(dim).sin()), (x,))
+        # along random directions: a full numerical Jacobian of 3000 elements took 45 s
+        assert torch.autograd.gradcheck(compiled(lambda t: t.cumsum(dim).sin()), (x,),
+                                        fast_mode=True)
 
 
 def test_concatenations_written_by_one_row_kernel_match_eager():
