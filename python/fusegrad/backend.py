@@ -64,6 +64,33 @@ def fallback_warning(label: str, error: BaseException) -> None:
     warnings.warn(reason, FusegradFallbackWarning, stacklevel=3)
 
 
+class _RecompileLimitWarning(logging.Filter):
+    """Dynamo says it stopped compiling a function (its recompile limit) only in its log,
+    and the function and everything it calls then run eagerly: turn that record into a
+    FusegradFallbackWarning naming the function and the fix."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if "hit config." in text and "limit" in text:
+            lines = [line.strip() for line in text.splitlines()]
+            limit = lines[0].split("hit ", 1)[-1]  # e.g. config.recompile_limit (8)
+            where = next((line.split(":", 1)[1].strip() for line in lines
+                          if line.startswith("function:")), "a function")
+            message = (f"Dynamo hit torch._dynamo.{limit} at {where}: it and all it calls "
+                       "now run eagerly, not compiled by fusegrad; call "
+                       "torch._dynamo.reset() between models, or raise the limit")
+            log.warning("%s", message)
+            warnings.warn(message, FusegradFallbackWarning, stacklevel=2)
+        return True
+
+
+def warn_at_recompile_limit() -> None:
+    """Install `_RecompileLimitWarning` on Dynamo's compile logger (once)."""
+    logger = logging.getLogger("torch._dynamo.convert_frame")
+    if not any(isinstance(f, _RecompileLimitWarning) for f in logger.filters):
+        logger.addFilter(_RecompileLimitWarning())
+
+
 class CompiledGraph:
     """Calls the compiled program like the original graph: lifted parameters
     prepended, mutated inputs written back, the user's output structure rebuilt.
@@ -386,5 +413,6 @@ def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Te
     its first call.
     """
     opts = backend_options(options, mode, **kwargs)
+    warn_at_recompile_limit()
     return LazyGraph(gm, functools.partial(compile_graph, options=opts),
                      dynamic=any(_is_symbolic(x) for x in example_inputs))

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from .backend import FusegradEagerOpWarning, fusegrad_backend
+from .backend import FusegradEagerOpWarning, fusegrad_backend, warn_at_recompile_limit
 from .program import CompileOptions
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
                              cuda_graphs=cuda_graphs, channels_last=channels_last,
                              **({"dump_dir": dump_dir} if dump_dir is not None else {}))
     backend = functools.partial(fusegrad_backend, **vars(options))
+    warn_at_recompile_limit()
     compiled = torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
     if isinstance(model_or_fn, torch.nn.Module):
         own_top_frame(compiled)
@@ -89,3 +90,11 @@ def own_top_frame(compiled: torch.nn.Module) -> None:
         inner = getattr(compiled.__dict__.get(attr), "__wrapped__", None)
         if getattr(inner, "__code__", None) is shared:
             inner.__code__ = shared.replace()
+    # A decorated forward is entered through its decorator's wrapper, one code object
+    # for every forward it decorates: after HuggingFace's `can_return_tuple` wrapper had
+    # compiled eight models, the ninth model ran eagerly. The class's wrapper function
+    # gets a copy of its own (the same code).
+    forward = getattr(type(compiled._orig_mod), "forward", None)
+    if hasattr(forward, "__wrapped__") and hasattr(forward, "__code__"):
+        forward.__code__ = forward.__code__.replace()
+

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import subprocess
 import sys
@@ -536,6 +537,41 @@ def test_every_compiled_torch_nn_module_compiles_not_just_the_first_eight():
                                                         torch.nn.ReLU()), torch.randn(2, 4 + i))
               for i in range(10)]
     assert graphs == [1] * 10
+
+
+def _decorated(forward):
+    """A decorator like HuggingFace's `can_return_tuple`: one wrapper code object."""
+    @functools.wraps(forward)
+    def wrapper(self, *args, **kwargs):
+        return forward(self, *args, **kwargs)
+    return wrapper
+
+
+def test_every_compiled_model_with_a_decorated_forward_compiles():
+    """Every HuggingFace model's forward is entered through one decorator's wrapper, whose
+    code object they all share: the ninth model compiled in a process ran eagerly."""
+    def model(width: int) -> torch.nn.Module:
+        class Model(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.linear = torch.nn.Linear(4, width)
+
+            @_decorated
+            def forward(self, x):
+                return self.linear(x).relu()
+        return Model()
+    graphs = [_graphs_of_first_call(model(4 + i), torch.randn(2, 4)) for i in range(10)]
+    assert graphs == [1] * 10
+
+
+def test_reaching_dynamos_recompile_limit_is_a_fallback_warning():
+    """Dynamo only logs that it stopped compiling a function; fusegrad warns."""
+    f = fusegrad.compile(lambda x, flag: x + 1 if flag else x - 1)
+    x = torch.randn(3)
+    with torch._dynamo.config.patch(recompile_limit=1):
+        f(x, True)
+        with pytest.warns(FusegradFallbackWarning, match=r"torch._dynamo.config.recompile_limit \(1\) at .*run eagerly"):
+            assert torch.equal(f(x, False), x - 1)
 
 
 def test_a_module_dynamo_gives_up_on_does_not_turn_off_later_ones():
