@@ -93,8 +93,10 @@ def own_top_frame(compiled: torch.nn.Module) -> None:
     # A decorated forward is entered through its decorator's wrapper, one code object
     # for every forward it decorates: after HuggingFace's `can_return_tuple` wrapper had
     # compiled eight models, the ninth model ran eagerly. The class's wrapper function
-    # gets a copy of its own (the same code).
+    # gets a copy of its own (the same code), once: another copy for each model of the
+    # class would recompile the models compiled before.
     forward = getattr(type(compiled._orig_mod), "forward", None)
-    if hasattr(forward, "__wrapped__") and hasattr(forward, "__code__"):
+    if hasattr(forward, "__wrapped__") and hasattr(forward, "__code__") and \
+            not getattr(forward, "_fusegrad_own_code", False):
         forward.__code__ = forward.__code__.replace()
-
+        forward._fusegrad_own_code = True
