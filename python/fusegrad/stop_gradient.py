@@ -4,11 +4,12 @@ fusegrad traces under `no_grad` and differentiates the graph itself, so it
 must see where gradients stop. In the traced ATen graph, `x.detach()` is only
 an `aten.alias` (indistinguishable from other aliases) and Dynamo keeps a
 `no_grad()` block as `_set_grad_enabled` calls, which the tracer rejects.
-Before tracing, `mark_stop_gradients` rewrites a Dynamo graph: `detach` calls
-and the tensors computed with grad disabled go through this custom op, which
-survives tracing and the importer maps to `dg.stop_gradient`, and the switches
-become `fusegrad::set_grad_enabled`, which switches in eager and is gone from
-the traced graph.
+Before tracing, `mark_stop_gradients` rewrites a Dynamo graph: the uses of
+`detach` calls and of the tensors computed with grad disabled go through this
+custom op, which survives tracing and the importer maps to `dg.stop_gradient`
+(except uses that update them in place, or views of them: `_stop_after`), and
+the switches become `fusegrad::set_grad_enabled`, which switches in eager and is
+gone from the traced graph.
 
 `torch.func.grad` (and vjp, jacrev, hessian) inside the graph differentiates
 with autograd at its own level: Dynamo keeps the level's bounds
@@ -20,8 +21,12 @@ the tracer records the inner backward as ordinary ops.
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils import _pytree as pytree
 
 
 @torch.library.custom_op("fusegrad::stop_gradient", mutates_args=())
@@ -74,7 +79,7 @@ def mark_stop_gradients(gm: torch.fx.GraphModule) -> None:
     the grad-mode switches into `set_grad_enabled`, which tracing drops, and run
     `torch.func` grad levels with grad enabled (in place; running it again changes nothing)."""
     graph = gm.graph
-    enabled, levels = True, []
+    enabled, levels, stopped = True, [], []
     for node in list(graph.nodes):
         if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
             enabled = bool(node.args[0])
@@ -97,25 +102,49 @@ def mark_stop_gradients(gm: torch.fx.GraphModule) -> None:
             continue
         if not enabled:
             node.meta[GRAD_DISABLED] = True
+        if node.op in ("placeholder", "output") or node.target is _STOP or not node.users:
+            continue
         detach = node.op in ("call_function", "call_method") and node.target in _DETACH
-        if detach and levels:
-            # the level's autograd must see the detach (a custom op on a tensor requiring
-            # grad there has no autograd rule functorch accepts); dg sees stop_gradient
-            if not any(u.target is _STOP for u in node.users):
-                _stop_after(graph, node)
-        elif detach:
-            node.target, node.op = _STOP, "call_function"
-            node.args, node.kwargs = node.args[:1], {}
-        elif not enabled and node.op not in ("placeholder", "output") and _is_tensor(node) \
-                and node.users:
-            _stop_after(graph, node)
+        if detach or not enabled and _is_tensor(node):
+            stopped.append(node)
+    for node in stopped:
+        _stop_after(graph, node)
     graph.lint()
     gm.recompile()
 
 
 def _stop_after(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
-    """Route every use of `node` through stop_gradient."""
+    """Route the uses of `node` through stop_gradient, except those that write into it
+    (`v.add_(x)`, `v[i] = x`) or, with grad disabled, take a view of it or update it in
+    place: they go on aliasing `node`, so an update under `no_grad` or of a detached
+    tensor reaches the tensor (a stop_gradient is a copy: the update was lost)."""
+    def stops(user: torch.fx.Node) -> bool:
+        if user.target is _STOP or _writes_into(user, node):
+            return False
+        return not (user.meta.get(GRAD_DISABLED) and _aliases(user, node))
+    users = [u for u in node.users if stops(u)]
+    if not users:
+        return
     with graph.inserting_after(node):
-        stopped = graph.call_function(_STOP, (node,))
-    stopped.meta = dict(node.meta)
-    node.replace_all_uses_with(stopped, delete_user_cb=lambda user: user is not stopped)
+        stop = graph.call_function(_STOP, (node,))
+    stop.meta = dict(node.meta)
+    for user in users:
+        user.replace_input_with(node, stop)
+
+
+def _writes_into(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+    """Does `user` update `node` in place (an in-place op on it, or `node[i] = x`)?"""
+    from .graph_split import returns_self
+
+    return bool(user.args) and user.args[0] is node and (
+        user.target is operator.setitem or returns_self(user))
+
+
+def _aliases(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+    """Does a tensor `user` computes share `node`'s storage (Dynamo's example values)?"""
+    def storage(value: object) -> int | None:
+        return (StorageWeakRef(value.untyped_storage()).cdata
+                if isinstance(value, torch.Tensor) else None)
+    mine = storage(node.meta.get("example_value"))
+    return mine is not None and any(
+        storage(v) == mine for v in pytree.tree_leaves(user.meta.get("example_value")))

@@ -452,6 +452,59 @@ def test_detach_and_no_grad_blocks_stop_gradients_like_eager():
     torch.testing.assert_close(w2.grad, w1.grad)
 
 
+def _ema_chain(buf, x):
+    with torch.no_grad():
+        buf.mul_(0.9).add_(x)  # the second update reads the first's result
+    return buf * 1
+
+
+def _update_through_views(buf, x):
+    with torch.no_grad():
+        v = buf.view(-1)
+        v[1:3].add_(x[:2])
+        buf.view(3, 1)[0] = x[0]
+    return buf * 1
+
+
+def _update_detached(buf, x):
+    buf.detach().mul_(0.5).add_(x)
+    return buf * 1
+
+
+@pytest.mark.parametrize("fn", [_ema_chain, _update_through_views, _update_detached])
+def test_updates_under_no_grad_or_of_detached_tensors_reach_the_tensor(fn):
+    """An in-place update under no_grad through an in-place op's result or a view, or of a
+    detached tensor, changes the tensor as in eager (these values went through
+    dg.stop_gradient, a copy: the updates were lost)."""
+    buf, x = torch.randn(3), torch.randn(3)
+    want_buf = buf.clone()
+    want = fn(want_buf, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        got = compiled(fn)(buf, x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(buf, want_buf)
+
+
+def test_ema_update_under_no_grad_trains_like_eager():
+    """A running average updated under no_grad from a parameter (an EMA or a custom
+    norm's statistics) is updated, and gives the parameter no gradient, as in eager."""
+    def f(p, ema):
+        with torch.no_grad():
+            ema.mul_(0.5).add_(p * 2, alpha=0.5)
+        return (ema * p).sum()
+
+    p0, ema0 = torch.randn(4), torch.randn(4)
+    p1, ema1 = p0.clone().requires_grad_(), ema0.clone()
+    p2, ema2 = p0.clone().requires_grad_(), ema0.clone()
+    f(p1, ema1).backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        compiled(f)(p2, ema2).backward()
+    torch.testing.assert_close(ema2, ema1)
+    torch.testing.assert_close(p2.grad, p1.grad)
+
+
 def test_fusegrad_log_shows_compile_stages():
     """FUSEGRAD_LOG=debug: the log goes to stderr, with the compile time of each stage."""
     import subprocess
