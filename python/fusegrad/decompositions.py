@@ -9,6 +9,7 @@ dg than a direct mapping.
 Added (decomposed before import):
   _softmax, _log_softmax          amax/sub/exp/sum/div (same order as eager), the
                                   max behind fusegrad::stop_gradient (see below)
+  _safe_softmax (attention)       the same, a row of -inf gives 0 with a 0 derivative
   native_layer_norm               var_mean + rsqrt
   native_batch_norm, _native_batch_norm_legit{,_no_training,.no_stats}
   native_group_norm               reshape + var_mean
@@ -72,16 +73,20 @@ from . import stop_gradient  # noqa: F401  (registers torch.ops.fusegrad.stop_gr
 aten = torch.ops.aten
 
 
-def _shift_by_max(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.dtype]:
+def _shift_by_max(x: torch.Tensor, dim: int,
+                  masked_rows: bool = False) -> tuple[torch.Tensor, torch.dtype]:
     """`x - max(x, dim)` in the computation dtype, and the result dtype. The max is only
     there for range: softmax does not depend on it, so its derivative is zero. Held
     constant (as JAX does), autodiff does not differentiate amax, whose derivative
     needs a count of the maxima per row: one more reduction in the forward, saved for
-    a backward term that sums to zero."""
+    a backward term that sums to zero. `masked_rows`: a row of -inf shifts by 0 (its
+    exps are 0, not -inf - -inf = NaN)."""
     computation, result = elementwise_dtypes(
         x, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
     x = x.contiguous().to(computation)
     x_max = torch.ops.fusegrad.stop_gradient(_softmax_unbacked_safe_amax(x, dim))
+    if masked_rows:
+        x_max = torch.where(x_max == float("-inf"), 0.0, x_max)
     return x - x_max, result
 
 
@@ -90,6 +95,17 @@ def _softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     unnormalized = torch.exp(shifted)
     out = unnormalized / torch.sum(unnormalized, dim, keepdim=True)
     return out if half_to_float else out.to(result)
+
+
+def _safe_softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """softmax, with 0 along a row of -inf (attention's query that may attend to no key),
+    as eager, and a zero derivative there: PyTorch's decomposition selects zeros over
+    that row's NaN softmax, and the select's zero cotangent times NaN made every
+    gradient NaN. Here the row's exps are 0 and its sum is taken as 1."""
+    shifted, result = _shift_by_max(x if dtype is None else x.to(dtype), dim, masked_rows=True)
+    unnormalized = torch.exp(shifted)
+    total = torch.sum(unnormalized, dim, keepdim=True)
+    return (unnormalized / torch.where(total == 0, 1.0, total)).to(result)
 
 
 def _log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
@@ -244,6 +260,7 @@ def _build() -> dict[torch._ops.OpOverload, Callable]:
     table.update(get_decompositions(_ADDED))
     table[aten._softmax.default] = _softmax
     table[aten._log_softmax.default] = _log_softmax
+    table[aten._safe_softmax.default] = _safe_softmax
     table[aten.addbmm.default] = _addbmm
     table[aten._trilinear.default] = _trilinear
     table[aten.diagonal_scatter.default] = _diagonal_scatter

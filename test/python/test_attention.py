@@ -68,16 +68,26 @@ def test_matches_eager_with_gradients(mask, keys, tmp_path):
     assert ("dg.attention" in _imported(tmp_path)) == (keys >= MIN_KEYS)
 
 
-def test_fully_masked_rows_give_zeros():
-    q, k, v = _qkv(MIN_KEYS)
-    mask = torch.zeros(2, 1, 5, MIN_KEYS)
+@pytest.mark.parametrize("keys", [MIN_KEYS, 16])
+@pytest.mark.parametrize("boolean", [False, True])
+def test_fully_masked_rows_give_zeros_and_finite_gradients(keys, boolean):
+    """A query that may attend to no key (a padded position) gets 0, as eager, and
+    gradients as eager's: with the decomposition, every gradient was NaN."""
+    q, k, v = _qkv(keys)
+    mask = torch.zeros(2, 1, 5, keys)
     mask[:, :, 2] = float("-inf")
+    if boolean:
+        mask = mask == 0
 
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     got = fusegrad.compile(f, **OPTIONS)(q, k, v)
+    want = f(q, k, v)
     assert torch.equal(got[:, :, 2], torch.zeros_like(got[:, :, 2]))
-    torch.testing.assert_close(got, f(q, k, v))
+    torch.testing.assert_close(got, want)
+    g = torch.randn_like(want)
+    for a, b in zip(torch.autograd.grad(got, (q, k, v), g), torch.autograd.grad(want, (q, k, v), g)):
+        torch.testing.assert_close(a, b)
 
 
 def test_gradcheck_and_gradgradcheck():
