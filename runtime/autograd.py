@@ -10,8 +10,11 @@ joint, passes None and such a backward raises. Both `fusegrad.compile` and
 `runtime.exported` run training through here.
 
 An output the loss does not read gets no gradient (autograd's zeros are not
-materialized): from `SPECIALIZE_MIN_BYTES` of such outputs on, the backward runs
-as `Training.specialize` compiled it for zeros there; otherwise it gets zeros.
+materialized). The compiler's backward is compiled at the first backward, for the
+outputs that got a gradient there (a language model's loss, not its logits: no
+work for the logits' zero cotangent, and no backward compiled that is never run);
+a later backward with other outputs missing runs a compiled backward that takes
+zeros for them, or one compiled for them from `SPECIALIZE_MIN_BYTES` of zeros on.
 An input that only such outputs depend on gets None, as in eager (a parameter of
 an unused head keeps `.grad` None, so an optimizer skips it: no weight decay, no
 momentum step), not the zeros the compiled backward computes for it.
@@ -37,18 +40,17 @@ class Training:
     (one gradient per `wrt` input, from the cotangents of the `ct_outputs`).
 
     `reached_by`: per wrt input, the outputs whose cotangents reach its gradient (None:
-    unknown, every gradient is returned). `specialize(missing)`: `@f_bwd` compiled for
-    zero cotangents of the outputs `missing`, taking the others only (None: zeros are
-    passed for them)."""
+    unknown, every gradient is returned). `compile_backward(missing)`: `@f_bwd` for zero
+    cotangents of the outputs `missing`, taking the others only (`()`: all of them);
+    None where the backwards are all given (a loaded artifact: `backwards[()]`)."""
 
     fwd: Executable
-    bwd: Executable
     num_outputs: int
     wrt: tuple[int, ...]
     ct_outputs: tuple[int, ...]
     reached_by: tuple[tuple[int, ...], ...] | None = None
-    specialize: Callable[[tuple[int, ...]], Executable] | None = None
-    _specialized: dict = field(default_factory=dict, repr=False)
+    compile_backward: Callable[[tuple[int, ...]], Executable] | None = None
+    backwards: dict[tuple[int, ...], Executable] = field(default_factory=dict, repr=False)
     _kept: dict = field(default_factory=dict, repr=False)
 
     @functools.cached_property
@@ -67,29 +69,51 @@ class Training:
         return self._kept[missing]
 
     @staticmethod
-    def from_metadata(fwd: Executable, bwd: Executable, meta: dict,
-                      specialize: Callable[[tuple[int, ...]], Executable] | None = None,
+    def from_metadata(fwd: Executable, meta: dict, bwd: Executable | None = None,
+                      compile_backward: Callable[[tuple[int, ...]], Executable] | None = None,
                       ) -> "Training":
         """From the compiler's JSON metadata of the pair (`reached_by` is absent from
-        artifacts exported before it was recorded)."""
+        artifacts exported before it was recorded), with the full backward `bwd` or a
+        `compile_backward`."""
         reached_by = meta.get("reached_by")
-        return Training(fwd, bwd, int(meta["num_outputs"]), tuple(meta["wrt"]),
+        return Training(fwd, int(meta["num_outputs"]), tuple(meta["wrt"]),
                         tuple(meta["ct_outputs"]),
                         None if reached_by is None else tuple(map(tuple, reached_by)),
-                        specialize)
+                        compile_backward, {} if bwd is None else {(): bwd})
 
-    def backward_without(self, missing: tuple[int, ...]) -> Executable | None:
-        """`bwd` for zero cotangents of `missing`, compiled on first use (None: none)."""
-        if self.specialize is None:
-            return None
-        if missing not in self._specialized:
-            self._specialized[missing] = self.specialize(missing)
-        return self._specialized[missing]
+    @property
+    def bwd(self) -> Executable:
+        """The backward taking every cotangent (compiled on first use)."""
+        return self.backward_for(())[1]
+
+    def backward_for(self, missing: tuple[int, ...],
+                     nbytes: Callable[[set[int]], int] = lambda outputs: 0,
+                     ) -> tuple[tuple[int, ...], Executable]:
+        """`(skipped, bwd)` for a backward whose outputs `missing` got no gradient: `bwd`
+        takes the cotangents of the ct_outputs not in `skipped` (a subset of `missing`),
+        zeros for the rest of `missing`. The one compiled for the most zeros is taken;
+        `bwd` is compiled for `missing` when there is none, or when it leaves
+        `nbytes(outputs) >= SPECIALIZE_MIN_BYTES` of zeros."""
+        if missing in self.backwards:  # a step's pattern repeats
+            return missing, self.backwards[missing]
+        taken = set(missing)
+        usable = [k for k in self.backwards if taken.issuperset(k)]
+        best = max(usable, key=lambda k: nbytes(set(k)), default=None)
+        if self.compile_backward is not None and (
+                best is None or taken != set(best)
+                and nbytes(taken - set(best)) >= SPECIALIZE_MIN_BYTES):
+            self.backwards[missing] = self.compile_backward(missing)
+            best = missing
+        if best is None:
+            raise RuntimeError("fusegrad: no backward for outputs without gradient "
+                               f"{list(missing)} and none to compile it")
+        return best, self.backwards[best]
 
 
-# zeros for outputs without gradient from which a backward is compiled without them: the
-# fill and the pass reading them cost ~0.1 ms per MiB and step; a classifier's logits
-# (MobileNetV2: 32 KiB) do not pay for a second compile of its backward (6.8 s)
+# zeros for outputs without gradient from which a backward is compiled without them when
+# a compiled one could take them: the fill and the pass reading them cost ~0.1 ms per MiB
+# and step; a classifier's logits (MobileNetV2: 32 KiB) do not pay for a second compile of
+# its backward (6.8 s)
 SPECIALIZE_MIN_BYTES = 1 << 20
 
 # (inputs, cotangents of the ct_outputs, None where an output got no gradient) -> gradients
@@ -167,15 +191,10 @@ class CompiledFunction(torch.autograd.Function):
                               [None if cotangents[i] is None else cotangents[i].contiguous()
                                for i in t.ct_outputs])
         else:
-            bwd = t.bwd
-            if missing and sum(_nbytes(ctx.output_specs[i])
-                               for i in missing) >= SPECIALIZE_MIN_BYTES:
-                bwd = t.backward_without(missing) or bwd
-            if bwd is not t.bwd:
-                cts = [cotangents[i].contiguous() for i in t.ct_outputs if i not in missing]
-            else:
-                cts = [_zeros(ctx.output_specs[i]) if cotangents[i] is None
-                       else cotangents[i].contiguous() for i in t.ct_outputs]
+            skipped, bwd = t.backward_for(
+                missing, lambda outputs: sum(_nbytes(ctx.output_specs[i]) for i in outputs))
+            cts = [_zeros(ctx.output_specs[i]) if cotangents[i] is None
+                   else cotangents[i].contiguous() for i in t.ct_outputs if i not in skipped]
             grads = bwd(*tensors[:ctx.num_saved], *cts)
         full: list[torch.Tensor | None] = [None] * ctx.num_inputs
         for i, g, kept in zip(t.wrt, grads, t.kept_gradients(missing)):

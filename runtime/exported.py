@@ -103,7 +103,7 @@ class ExportedProgram:
         self.training: Training | None = None
         if training:
             fwd, bwd = self._executables(TRAINING, [training["fwd"], training["bwd"]])
-            self.training = Training.from_metadata(fwd, bwd, training)
+            self.training = Training.from_metadata(fwd, training, bwd=bwd)
         log.info("loaded %s (%s, %d parameters%s)", self.path, self.target,
                  len(self.parameters), ", with training" if self.training else "")
 

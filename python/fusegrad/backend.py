@@ -32,13 +32,12 @@ from .graph_split import (CONTROL_FLOW, USER_BACKWARD, EagerPart, complex_ops,
                           eager_higher_order_ops, op_name, origin,
                           read_inplace_results_as_self, runs_transforms, split_at)
 from .importer import UnsupportedOp, describe_location
-from .program import CompileOptions, Program
+from .program import SLOW_COMPILE_SECONDS, CompileOptions, Program
 from .runtime.cpu import OutOfRangeIndex
 from .stop_gradient import mark_stop_gradients
 
 log = logging.getLogger(__name__)
 
-SLOW_COMPILE_SECONDS = 2.0  # a compile this long gets an INFO line with its stages
 # values of float arguments compiled per graph (Dynamo's own recompile limit is 8):
 # a float that changes at every step would otherwise compile at every step
 FLOAT_VALUES_COMPILED = 8

@@ -37,6 +37,13 @@ class Executable(autograd.Executable, Protocol):
 
 _EXECUTORS = ("cpu", "reference")
 _labels = itertools.count()
+# A graph of this many ops or fewer compiles its training backward with its forward: a
+# second compile costs ~70 ms (a JIT, a link), more than a small backward that a
+# backward may not use. A larger one compiles each backward at its first use, for the
+# outputs that got a gradient there: an HF language model's loss, not its logits (GPT-2
+# with labels, first step 21.8 -> 14.2 s of CPU: no backward for the logits compiled).
+PAIRED_BACKWARD_MAX_OPS = 64
+SLOW_COMPILE_SECONDS = 2.0  # a compile this long gets an INFO line with its stages
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,8 @@ class Program:
                                        if "dg.seed_input" in fn.attributes else None)
         self._forward: Executable | None = None
         self._training: dict[tuple[int, ...], Training] = {}
+        # training(wrt)'s optimized module (text), until its full backward is compiled
+        self._optimized_training: dict[tuple[int, ...], str] = {}
         self._joint: dict[tuple[tuple[int, ...], tuple[int, ...] | None], Program] = {}
         self._jvp: dict[tuple[int, ...], Program] = {}
         self.seconds: dict[str, float] = {}  # compile time per stage, summed over variants
@@ -153,8 +162,7 @@ class Program:
 
     # ------------------------------------------------------------ derivations
     def _text(self) -> str:
-        """The module as text, locations included (index-error messages name them)."""
-        return self.module.operation.get_asm(enable_debug_info=True)
+        return _asm(self.module)
 
     def _copy(self) -> ir.Module:
         return ir.Module.parse(self._text(), self.module.context)
@@ -274,28 +282,60 @@ class Program:
         return module, {}
 
     def training(self, wrt: Sequence[int]) -> Training:
-        """The compiled fwd/bwd pair differentiating the inputs `wrt` (non-empty)."""
+        """The compiled fwd/bwd pair differentiating the inputs `wrt` (non-empty): a graph
+        of PAIRED_BACKWARD_MAX_OPS ops or fewer compiles both now, a larger one its
+        forward now and each backward at its first use (`Training.backward_for`)."""
         wrt = tuple(wrt)
         if not wrt:
             raise ValueError(f"fusegrad: {self.label}: training needs at least one wrt input")
-        if wrt not in self._training:
+        if wrt in self._training:
+            return self._training[wrt]
+        bwd = None
+        if self._num_ops() <= PAIRED_BACKWARD_MAX_OPS:
             (fwd, bwd), meta = self._load(f"training {_wrt(wrt)}",
                                           lambda: self.training_module(wrt),
                                           self.training_names, f"lowered-{_key(wrt)}")
-            self._training[wrt] = Training.from_metadata(
-                fwd, bwd, meta, lambda missing: self._backward_without(wrt, missing))
+        else:
+            def derive() -> tuple[ir.Module, dict]:
+                module, meta = self.training_module(wrt)
+                self._optimized_training[wrt] = _asm(module)
+                self._keep_only(module, self.training_names[:1])
+                return module, meta
+
+            (fwd,), meta = self._load(f"training {_wrt(wrt)} forward", derive,
+                                      self.training_names[:1], f"lowered-{_key(wrt)}-fwd")
+        self._training[wrt] = Training.from_metadata(
+            fwd, meta, bwd, compile_backward=lambda missing: self._backward(wrt, missing))
         return self._training[wrt]
 
-    def _backward_without(self, wrt: tuple[int, ...], missing: tuple[int, ...]) -> Executable:
+    def _num_ops(self) -> int:
+        return sum(1 for _ in self.function.regions[0].blocks[0].operations)
+
+    def _backward(self, wrt: tuple[int, ...], missing: tuple[int, ...]) -> Executable:
         """`@name_bwd` of `training(wrt)` for zero cotangents of the outputs `missing`,
-        taking the other cotangents (`drop_cotangents`); same saved values."""
+        taking the other cotangents (`drop_cotangents`); same saved values. Without
+        `missing`, from the module the forward was compiled from, when this process
+        made it."""
         start = time.perf_counter()
-        suffix = f"{_key(wrt)}-without{'_'.join(map(str, missing))}"
-        (bwd,), _ = self._load(f"training {_wrt(wrt)} backward without {list(missing)}",
-                               lambda: self.training_module(wrt, missing),
-                               [self.training_names[1]], f"lowered-{suffix}")
-        log.info("%s: backward for outputs %s without gradient ready in %.2f s", self.label,
-                 list(missing), time.perf_counter() - start)
+        without = f"-without{'_'.join(map(str, missing))}" if missing else ""
+
+        def derive() -> tuple[ir.Module, dict]:
+            text = None if missing else self._optimized_training.pop(wrt, None)
+            if text is None:
+                module, meta = self.training_module(wrt, missing)
+            else:
+                module, meta = ir.Module.parse(text, self.module.context), {}
+            self._keep_only(module, self.training_names[1:])
+            return module, meta
+
+        derivation = f"training {_wrt(wrt)} backward" + (f" without {list(missing)}"
+                                                         if missing else "")
+        (bwd,), _ = self._load(derivation, derive, self.training_names[1:],
+                               f"lowered-{_key(wrt)}-bwd{without}")
+        took = time.perf_counter() - start
+        log.log(logging.INFO if missing or took >= SLOW_COMPILE_SECONDS else logging.DEBUG,
+                "%s: backward%s ready in %.2f s", self.label,
+                f" for outputs {list(missing)} without gradient" if missing else "", took)
         return bwd
 
     @property
@@ -396,6 +436,11 @@ class _Interpreted:
         from .dialects.interpreter import run_function
 
         return run_function(_public_functions(self.module)[self.name], tensors)
+
+
+def _asm(module: ir.Module) -> str:
+    """`module` as text, locations included (index-error messages name them)."""
+    return module.operation.get_asm(enable_debug_info=True)
 
 
 def _csv(indices: Sequence[int]) -> str:

@@ -212,6 +212,26 @@ def test_dump_dir_writes_parseable_stages(tmp_path):
             ir.Module.parse((tmp_path / name).read_text(), ctx)
 
 
+def test_large_graph_compiles_its_backward_at_the_first_backward(tmp_path, monkeypatch):
+    """Above PAIRED_BACKWARD_MAX_OPS ops the call lowers the forward only; the first
+    backward lowers the backward (from the same optimized module: no second autodiff)."""
+    from fusegrad import program
+
+    monkeypatch.setattr(program, "PAIRED_BACKWARD_MAX_OPS", 0)
+    x, y = torch.randn(2, 3, requires_grad=True), torch.randn(2, 3)
+    out = compiled(f_pointwise, dump_dir=str(tmp_path))(x, y).sum()
+
+    def stages():
+        return [line.split("\t")[2] for line in (tmp_path / "index.txt").read_text().splitlines()]
+    assert stages()[-3:] == ["cpu-linalg-wrt0-fwd", "cpu-bufferized-wrt0-fwd", "cpu-llvm-wrt0-fwd"]
+    out.backward()
+    assert stages()[-3:] == ["cpu-linalg-wrt0-bwd", "cpu-bufferized-wrt0-bwd", "cpu-llvm-wrt0-bwd"]
+    assert [s for s in stages() if s.startswith("autodiff")] == ["autodiff-wrt0"]
+    x0 = x.detach().clone().requires_grad_()
+    f_pointwise(x0, y).sum().backward()
+    torch.testing.assert_close(x.grad, x0.grad)
+
+
 def test_dump_names_stay_short_for_many_differentiated_inputs(tmp_path):
     """A model with hundreds of parameters, some frozen: the stage names (file names)
     fit in a file system's 255 bytes, and dumping does not stop the compile."""

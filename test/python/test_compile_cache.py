@@ -12,6 +12,7 @@ import time
 import pytest
 import torch
 
+import fusegrad
 from fusegrad import compile_cache
 from fusegrad.capture import capture
 from fusegrad.program import CompileOptions, Program
@@ -265,6 +266,30 @@ def test_changed_version_misses(cache, monkeypatch):
     _check()
     assert compile_cache.stats()["misses"] == misses + 1
     assert len(_entries(cache)) == 2
+
+
+def test_forward_and_backward_compiled_apart_hit_apart(cache, monkeypatch):
+    """A graph compiling its backward at the first backward (above PAIRED_BACKWARD_MAX_OPS
+    ops) stores the forward and the backward as two entries; a new process loads both."""
+    from fusegrad import program
+
+    monkeypatch.setattr(program, "PAIRED_BACKWARD_MAX_OPS", 0)
+    x = torch.randn(3, 4)
+
+    def step():
+        w = torch.ones(4, requires_grad=True)
+        fusegrad.compile(lambda x, w: (x * w).sin().sum())(x, w).backward()
+        return w.grad
+    torch._dynamo.reset()
+    first = step()
+    assert len(_entries(cache)) == 2
+    _forget_loaded(monkeypatch)
+    torch._dynamo.reset()
+    before = compile_cache.stats()
+    again = step()
+    after = compile_cache.stats()
+    assert after["hits"] == before["hits"] + 2 and after["misses"] == before["misses"]
+    torch.testing.assert_close(again, first)
 
 
 def test_loaded_entry_is_shared_within_a_process(cache):

@@ -61,12 +61,16 @@ def logits_and_loss(x, w, target):
     return logits, torch.nn.functional.cross_entropy(logits.reshape(6, 5), target)
 
 
-def test_backward_for_outputs_without_gradient_matches_eager(caplog, monkeypatch):
-    """loss.backward() gives the logits no gradient: the backward compiled for that takes
-    the loss's cotangent only (here for any size of logits); a later backward through
-    both outputs uses the full one."""
+@pytest.mark.parametrize("paired", [True, False], ids=["paired", "lazy"])
+def test_backward_for_outputs_without_gradient_matches_eager(caplog, monkeypatch, paired):
+    """loss.backward() gives the logits no gradient: a backward is compiled for that,
+    taking the loss's cotangent only (paired: the full one came with the forward; lazy:
+    it is the first); a later backward through both outputs runs the full one, and one
+    without the logits' gradient again the first."""
+    from fusegrad import program
     from fusegrad.runtime import autograd
     monkeypatch.setattr(autograd, "SPECIALIZE_MIN_BYTES", 0)
+    monkeypatch.setattr(program, "PAIRED_BACKWARD_MAX_OPS", 10**9 if paired else 0)
     torch.manual_seed(0)
     x, t = torch.randn(6, 4, dtype=torch.float64), torch.randint(0, 5, (6,))
     w = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
@@ -83,11 +87,19 @@ def test_backward_for_outputs_without_gradient_matches_eager(caplog, monkeypatch
         torch.testing.assert_close(got, w.grad)
     compiled = [r for r in caplog.records if "without gradient" in r.getMessage()]
     assert len(compiled) == 1, [r.getMessage() for r in caplog.records]
-    # small logits get zeros, not a second compile
+    # once the full backward is compiled, small logits get zeros, not a second compile
     monkeypatch.setattr(autograd, "SPECIALIZE_MIN_BYTES", 241)  # the logits: 240 bytes
+    cf = fusegrad.compile(lambda *a: logits_and_loss(*a), **OPTIONS)
     caplog.clear()
     with caplog.at_level("INFO", logger="fusegrad.program"):
-        fusegrad.compile(logits_and_loss, **OPTIONS)(x, w, t)[1].backward()
+        for backward in (lambda out: (out[1] + out[0].sin().sum()).backward(),
+                         lambda out: out[1].backward()):
+            w.grad = None
+            backward(cf(x, w, t))
+            got = w.grad.clone()
+            w.grad = None
+            backward(logits_and_loss(x, w, t))
+            torch.testing.assert_close(got, w.grad)
     assert not [r for r in caplog.records if "without gradient" in r.getMessage()]
     # a differentiable backward (create_graph) runs a joint taking the loss's cotangent only
     got = torch.autograd.grad(torch.autograd.grad(cf(x, w, t)[1], w, create_graph=True)[0]
