@@ -661,33 +661,49 @@ def test_a_module_dynamo_gives_up_on_does_not_turn_off_later_ones():
     assert len(report.graphs) == 1
 
 
-def test_recurrent_modules_are_named_as_running_eagerly():
-    """Dynamo steps over nn.LSTM/GRU/RNN without a word; fusegrad.compile says they run
-    eagerly, once, and the model around them still compiles and trains like eager."""
+class _Tagger(torch.nn.Module):
+    def __init__(self, rnn: type):
+        super().__init__()
+        self.embed = torch.nn.Linear(4, 8)
+        self.rnn = rnn(8, 8, batch_first=True, bidirectional=True)
+        self.head = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        y, _ = self.rnn(torch.tanh(self.embed(x)))
+        return self.head(y).logsumexp(-1).sum()
+
+
+@pytest.mark.parametrize("rnn", [torch.nn.GRU, torch.nn.LSTM])
+def test_recurrent_modules_compile_around_lstm_or_say_they_run_eagerly(rnn):
+    """Dynamo gives up on a forward calling nn.LSTM/GRU/RNN. With LSTMs only, fusegrad
+    traces them (PyTorch's LSTM kernel runs inside the graph, the rest compiles);
+    otherwise it says, once, that the model runs eagerly and how to trace it. Either
+    way it trains like eager."""
+    from torch._dynamo.utils import counters
+
     from fusegrad.backend import FusegradEagerOpWarning
 
-    class Tagger(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = torch.nn.Linear(4, 8)
-            self.gru = torch.nn.GRU(8, 8, batch_first=True, bidirectional=True)
-            self.head = torch.nn.Linear(16, 3)
-
-        def forward(self, x):
-            return self.head(self.gru(torch.tanh(self.embed(x)))[0]).logsumexp(-1).sum()
+    torch._dynamo.reset()
+    counters.clear()
     torch.manual_seed(0)
-    model = Tagger()
+    model = _Tagger(rnn)
     reference = copy.deepcopy(model)
-    with warnings.catch_warnings(record=True) as caught:
+    with torch._dynamo.config.patch(allow_rnn=False), \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = fusegrad.compile(model)
         x = torch.randn(2, 5, 4)
         loss = compiled(x)
         loss.backward()
     messages = [str(w.message) for w in caught if issubclass(w.category, FusegradEagerOpWarning)]
-    assert messages == ["fusegrad does not compile gru (nn.GRU): Dynamo does not trace recurrent "
-                        "modules, so they run eagerly (PyTorch's kernels) and the rest of the "
-                        "model is compiled around them"]
+    graphs = counters["stats"].get("unique_graphs", 0)
+    if rnn is torch.nn.GRU:
+        assert len(messages) == 1 and messages[0].startswith(
+            "fusegrad does not compile rnn (nn.GRU): Dynamo does not trace recurrent modules "
+            "and then runs the whole model eagerly. Set torch._dynamo.config.allow_rnn = True")
+        assert graphs == 0
+    else:
+        assert graphs == 1 and all("mkldnn_rnn_layer" in m for m in messages), messages
     want = reference(x)
     want.backward()
     torch.testing.assert_close(loss, want)
