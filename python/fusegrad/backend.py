@@ -41,6 +41,11 @@ log = logging.getLogger(__name__)
 # values of float arguments compiled per graph (Dynamo's own recompile limit is 8):
 # a float that changes at every step would otherwise compile at every step
 FLOAT_VALUES_COMPILED = 8
+# signatures (shapes, integer and float values) a graph compiles before it asks that
+# most calls reuse one: a size that depends on the data (`x[mask]`, `nonzero`) is new at
+# nearly every call and compiled at every call (0.3-1 s each, against ~1 ms eager);
+# bucketed sequence lengths compile once per bucket and are reused from then on
+SIGNATURES_BEFORE_REUSE_CHECK = 32
 
 
 class FusegradFallbackWarning(UserWarning):
@@ -268,7 +273,9 @@ class LazyGraph:
     whose value changed between calls reaches the graph as a 0-d tensor read by
     `.item()` (Dynamo's unspecialized floats), which tracing cannot follow: its
     value is baked in per signature, as integers' are, for up to
-    FLOAT_VALUES_COMPILED values; further values run eagerly, with a warning.
+    FLOAT_VALUES_COMPILED values; further values run eagerly, with a warning. So do
+    new signatures once SIGNATURES_BEFORE_REUSE_CHECK are compiled while most calls
+    brought a new one.
     """
 
     def __init__(self, gm: torch.fx.GraphModule, compile_fn: CompileFn, dynamic: bool,
@@ -284,6 +291,8 @@ class LazyGraph:
         self.eager_parts = [] if eager_parts is None else eager_parts
         self.static_variant: Callable[..., Any] | None = None
         self.variants: dict[tuple, Callable[..., Any]] = {}
+        self.calls = self.reused = 0  # dynamic calls, and those a compiled variant ran
+        self.signatures_capped = False
 
     def __call__(self, *args: Any) -> Any:
         if not self.dynamic:
@@ -295,7 +304,13 @@ class LazyGraph:
         key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor)
                     else (type(a).__name__, a) for a in args)
         variant = self.variants.get(key)
-        if variant is None:
+        self.calls += 1
+        if variant is not None:
+            self.reused += 1
+        else:
+            if len(self.variants) >= SIGNATURES_BEFORE_REUSE_CHECK and 2 * self.reused < self.calls:
+                self._warn_signatures_capped(args)
+                return self.gm(*args)
             values = tuple(args[i] for i in sorted(self.floats))
             if values not in self.float_values and len(self.float_values) >= FLOAT_VALUES_COMPILED:
                 if not self.float_values_capped:
@@ -312,6 +327,19 @@ class LazyGraph:
             variant = self.variants[key] = self._compile(args)
             self.float_values.add(values)
         return variant(*args)
+
+    def _warn_signatures_capped(self, args: Sequence[Any]) -> None:
+        if self.signatures_capped:
+            return
+        self.signatures_capped = True
+        seen = list(self.variants)
+        names = [n.target for n in self.gm.graph.nodes if n.op == "placeholder"]
+        changing = [names[i] for i in range(len(args)) if len({k[i] for k in seen}) > 1]
+        fallback_warning("a graph", RuntimeError(
+            f"it compiled {len(seen)} signatures of its inputs and most of its {self.calls} "
+            f"calls brought a new one (changing: {changing}); new signatures run eagerly. "
+            "A size that depends on the data (x[mask], nonzero) changes at every call: "
+            "compute at a fixed size instead (torch.where, a masked sum) to compile once"))
 
     def _compile(self, args: Sequence[Any]) -> Callable[..., Any]:
         """A callable of all of `args` for this signature; never raises for an op it cannot

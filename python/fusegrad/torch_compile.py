@@ -52,18 +52,19 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     compiled = torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
     if isinstance(model_or_fn, torch.nn.Module):
         own_top_frame(compiled)
-        trace_or_warn_rnns(model_or_fn)
+        trace_or_warn_rnns(model_or_fn, compiled)
     return compiled
 
 
-def trace_or_warn_rnns(model: torch.nn.Module) -> None:
+def trace_or_warn_rnns(model: torch.nn.Module, compiled: torch.nn.Module) -> None:
     """Dynamo does not trace nn.RNN/GRU/LSTM (`allow_rnn` is off by default) and gives up
     on the whole function that calls one: the model ran eagerly. An nn.LSTM traces to
     one op, PyTorch's LSTM kernel, which runs inside the compiled graph with the rest
-    compiled around it (a 2-layer LSTM over 32 steps: first call 1.8 s), so a model whose
-    recurrent modules are all LSTMs turns `allow_rnn` on. nn.GRU and nn.RNN trace to
-    their time steps unrolled (2 layers, 32 steps: first call 32 s, then 2.8x faster than
-    eager): they stay eager, with a warning saying how to trace them."""
+    compiled around it (a 2-layer LSTM over 32 steps: first call 1.8 s), so the calls of
+    a model whose recurrent modules are all LSTMs run with `allow_rnn` on (that model's
+    only: a config patch per call, a few us). nn.GRU and nn.RNN trace to their time steps
+    unrolled (2 layers, 32 steps: first call 32 s, then 2.8x faster than eager): they stay
+    eager, with a warning saying how to trace them."""
     if torch._dynamo.config.allow_rnn:
         return
     rnns = [(name or "the model", m) for name, m in model.named_modules()
@@ -71,9 +72,15 @@ def trace_or_warn_rnns(model: torch.nn.Module) -> None:
     if not rnns:
         return
     if all(isinstance(m, torch.nn.LSTM) for _, m in rnns):
-        log.info("tracing the model's nn.LSTM modules (torch._dynamo.config.allow_rnn = True): "
-                 "PyTorch's LSTM kernel runs inside the compiled graph")
-        torch._dynamo.config.allow_rnn = True
+        log.info("tracing the model's nn.LSTM modules (torch._dynamo.config.allow_rnn on in "
+                 "its calls): PyTorch's LSTM kernel runs inside the compiled graph")
+        forward = compiled.forward
+
+        @functools.wraps(forward)
+        def tracing_lstms(*args: Any, **kwargs: Any) -> Any:
+            with torch._dynamo.config.patch(allow_rnn=True):
+                return forward(*args, **kwargs)
+        compiled.forward = tracing_lstms
         return
     names = ", ".join(f"{name} (nn.{type(m).__name__})" for name, m in rnns)
     message = (f"fusegrad does not compile {names}: Dynamo does not trace recurrent modules "

@@ -648,13 +648,13 @@ def test_reaching_dynamos_recompile_limit_is_a_fallback_warning():
 
 
 def test_a_module_dynamo_gives_up_on_does_not_turn_off_later_ones():
-    """Dynamo cannot trace nn.LSTM and marks the frame it entered "won't convert"; that
+    """Dynamo cannot trace nn.GRU and marks the frame it entered "won't convert"; that
     frame used to be every torch.nn module's."""
     from fusegrad.backend import FusegradEagerOpWarning
 
-    with pytest.warns(FusegradEagerOpWarning, match=r"the model \(nn.LSTM\)"):
-        lstm = fusegrad.compile(torch.nn.LSTM(4, 8, batch_first=True))
-    lstm(torch.randn(2, 3, 4))
+    with pytest.warns(FusegradEagerOpWarning, match=r"the model \(nn.GRU\)"):
+        gru = fusegrad.compile(torch.nn.GRU(4, 8, batch_first=True))
+    gru(torch.randn(2, 3, 4))
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
     assert _graphs_of_first_call(model, torch.randn(2, 4)) == 1
     report = fusegrad.explain(torch.nn.Sequential(torch.nn.Linear(4, 2)), torch.randn(2, 4))
@@ -688,8 +688,7 @@ def test_recurrent_modules_compile_around_lstm_or_say_they_run_eagerly(rnn):
     torch.manual_seed(0)
     model = _Tagger(rnn)
     reference = copy.deepcopy(model)
-    with torch._dynamo.config.patch(allow_rnn=False), \
-            warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = fusegrad.compile(model)
         x = torch.randn(2, 5, 4)
@@ -704,6 +703,7 @@ def test_recurrent_modules_compile_around_lstm_or_say_they_run_eagerly(rnn):
         assert graphs == 0
     else:
         assert graphs == 1 and all("mkldnn_rnn_layer" in m for m in messages), messages
+        assert not torch._dynamo.config.allow_rnn  # on in this model's calls only
     want = reference(x)
     want.backward()
     torch.testing.assert_close(loss, want)
@@ -829,3 +829,30 @@ def test_concatenations_written_by_one_row_kernel_match_eager():
     torch.testing.assert_close(out, ref)
     grads = torch.autograd.grad([o.sum() for o in out], (x, y))
     torch.testing.assert_close(grads, torch.autograd.grad([o.sum() for o in ref], (x, y)))
+
+
+def test_data_dependent_sizes_stop_compiling_when_no_signature_is_reused(monkeypatch):
+    """x[mask] has a new size at nearly every call: once a graph has compiled
+    SIGNATURES_BEFORE_REUSE_CHECK signatures and most calls brought a new one, new ones
+    run eagerly (one warning naming the inputs); sizes that recur keep compiling."""
+    from fusegrad import backend
+
+    monkeypatch.setattr(backend, "SIGNATURES_BEFORE_REUSE_CHECK", 3)
+
+    def f(x, mask):
+        return (x[mask] * 2).sum()
+    torch._dynamo.reset()
+    cf = fusegrad.compile(f)
+    x = torch.randn(12)
+
+    def call(count):
+        mask = torch.arange(12) < count
+        return cf(x, mask), f(x, mask)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for count in (2, 3, 2, 3, 2, 4, 5, 6, 7, 8, 9, 5):  # a recurring pair, then new sizes
+            got, want = call(count)
+            torch.testing.assert_close(got, want)
+    capped = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert len(capped) == 1 and "most of its" in capped[0] and "new signatures run eagerly" \
+        in capped[0], capped
