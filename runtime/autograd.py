@@ -22,10 +22,13 @@ momentum step), not the zeros the compiled backward computes for it.
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 class Executable(Protocol):
@@ -52,6 +55,7 @@ class Training:
     compile_backward: Callable[[tuple[int, ...]], Executable] | None = None
     backwards: dict[tuple[int, ...], Executable] = field(default_factory=dict, repr=False)
     _kept: dict = field(default_factory=dict, repr=False)
+    _failed: set = field(default_factory=set, repr=False)  # `missing` that did not compile
 
     @functools.cached_property
     def reached_outputs(self) -> frozenset[int] | None:
@@ -99,11 +103,22 @@ class Training:
         taken = set(missing)
         usable = [k for k in self.backwards if taken.issuperset(k)]
         best = max(usable, key=lambda k: nbytes(set(k)), default=None)
-        if self.compile_backward is not None and (
+        if self.compile_backward is not None and missing not in self._failed and (
                 best is None or taken != set(best)
                 and nbytes(taken - set(best)) >= SPECIALIZE_MIN_BYTES):
-            self.backwards[missing] = self.compile_backward(missing)
-            best = missing
+            try:
+                self.backwards[missing] = self.compile_backward(missing)
+                best = missing
+            except Exception as e:  # the full backward, with zeros, still computes them
+                if not missing:
+                    raise
+                self._failed.add(missing)
+                log.warning("compiling the backward for outputs %s without gradient failed "
+                            "(%s: %s); the full backward runs, with zeros for them",
+                            list(missing), type(e).__name__, e)
+                if () not in self.backwards:
+                    self.backwards[()] = self.compile_backward(())
+                best = ()
         if best is None:
             raise RuntimeError("fusegrad: no backward for outputs without gradient "
                                f"{list(missing)} and none to compile it")

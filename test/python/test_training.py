@@ -357,3 +357,28 @@ def test_batch_norm_running_statistics_stay_out_of_autograd():
     bn = model[1]
     assert bn.running_mean.grad_fn is None and not bn.running_mean.requires_grad
     assert bn.running_var.grad_fn is None and bn.num_batches_tracked.item() == 1
+
+
+def test_a_backward_that_fails_to_compile_for_missing_outputs_falls_back_to_the_full_one():
+    """Compiling `@f_bwd` for outputs without gradient is an optimization: where it fails,
+    the full backward runs with zeros for them (a failing full backward still raises)."""
+    from fusegrad.runtime.autograd import Training
+
+    full, tries = object(), []
+
+    def compile_backward(missing):
+        tries.append(missing)
+        if missing:
+            raise RuntimeError("no lowering for this")
+        return full
+    t = Training(fwd=lambda *a: a, num_outputs=2, wrt=(0,), ct_outputs=(0, 1),
+                 compile_backward=compile_backward)
+    def large(outputs):  # zeros worth a compile of their own
+        return 1 << 30
+    assert t.backward_for((1,), large) == ((), full)
+    assert t.backward_for((1,), large) == ((), full)
+    assert tries == [(1,), ()]  # not tried again
+    broken = Training(fwd=lambda *a: a, num_outputs=1, wrt=(0,), ct_outputs=(0,),
+                      compile_backward=lambda missing: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        broken.backward_for(())
