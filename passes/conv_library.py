@@ -46,8 +46,9 @@ from mlir.dialects import arith, func, memref
 from .blas import _pointer
 from ..dialects.conv_nhwc import TO_NCHW, TWINS
 from .conv_layout import NHWC, ConvCall, layout as choose_layout
-from .memrefs import (contiguous_memref, erase_buffer, erase_init, overwrites, untouched_between,
-                      zero_fill_of, zero_init)
+from .memrefs import (buffer_root, contiguous_memref, erase_buffer, erase_init, overwrites,
+                      static_memref, touching_before, untouched_between, zero_fill_of,
+                      zero_init)
 from .outline import outline_ops
 from .registry import register_pass
 from .torch_calls import DTYPE as _DTYPE, add_helpers
@@ -323,12 +324,38 @@ def _callable_conv(op: ir.Operation) -> ir.Operation | None:
     if op.name not in ("linalg.conv_2d_nchw_fchw", "linalg.conv_2d_ngchw_gfchw"):
         return None
     types = [v.type for v in op.operands]
-    if not all(contiguous_memref(t) for t in types):
+    # a strided output (its slot in a concatenation, copy elision's) is staged: _stage
+    if not all(contiguous_memref(t) for t in types[:2]) or not static_memref(types[2]):
         return None
     dtypes = {str(t.element_type) for t in types}
     if len(dtypes) != 1 or next(iter(dtypes)) not in _DTYPE:
         return None
-    return zero_init(op, op.operands[2])
+    out = op.operands[2]
+    init = zero_init(op, out)
+    if init is not None or contiguous_memref(out.type):
+        return init
+    # a view (_stage): the zero fill of exactly that view, last before the conv
+    earlier = touching_before(buffer_root(out), op)
+    fill = earlier[0] if earlier else None
+    if fill is None or fill.name != "linalg.fill" or fill.operands[1] != out:
+        return None
+    value = fill.operands[0].owner
+    zero = not isinstance(value, ir.Block) and value.operation.name == "arith.constant" and \
+        ir.FloatAttr(value.operation.attributes["value"]).value == 0.0
+    return fill if zero else None
+
+
+def _stage(out: ir.Value) -> ir.Value:
+    """Where the library writes the conv's output: `out` if contiguous, else a contiguous
+    buffer copied into it after the call. Copy elision writes a conv straight into its
+    slot of a concatenation (DenseNet: each layer's 3x3 conv into the next layer's input),
+    a strided view, which the library cannot take: those convs ran as scalar loops (a
+    dense block's forward 3x eager's); the copy is a few KiB."""
+    if contiguous_memref(out.type):
+        return out
+    t = ir.MemRefType(out.type)
+    return memref.AllocOp(ir.MemRefType.get(t.shape, t.element_type), [], [],
+                          alignment=64).result
 
 
 def _padded_interior(op: ir.Operation) -> tuple[ir.Operation, ir.Operation, int, int] | None:
@@ -548,10 +575,15 @@ def conv_to_torch(module: ir.Operation, layout: str = "auto") -> None:
         dims = _conv_dims(op, x.type, padded[2:] if padded is not None else (0, 0))
         element = str(x.type.element_type)
         chosen = choose_layout(_conv_call(-1, dims, element), layout)
+        out = op.operands[2]
         with ir.InsertionPoint(op), op.location:
-            ptrs = [_pointer(v) for v in (x, *op.operands[1:])]
+            staged = _stage(out)
+            ptrs = [_pointer(v) for v in (x, op.operands[1], staged)]
             scalars = [arith.ConstantOp(i64, d).result for d in dims]
             func.CallOp([], ir.FlatSymbolRefAttr.get(HELPER),
                         [*ptrs, *scalars, arith.ConstantOp(i32, _DTYPE[element]).result,
                          arith.ConstantOp(i32, chosen).result])
+            if staged != out:
+                memref.CopyOp(staged, out)
+                memref.DeallocOp(staged)
         op.erase()

@@ -34,6 +34,17 @@
 // CHECK-NOT: memref<2x4x10x10xf32>
 // CHECK-LABEL: func.func @iconv(
 // CHECK: linalg.conv_2d_nchw_fchw
+// A conv written into its slot of a concatenation (a strided view) calls the library
+// into a buffer of its own, copied into the slot.
+// CHECK-LABEL: func.func @conv_into_concat(
+// CHECK: %[[SLOT:.*]] = memref.subview %arg3[0, 5, 0, 0] [2, 4, 8, 8]
+// CHECK-NOT: linalg.fill
+// CHECK: %[[OUT:.*]] = memref.alloc() {{.*}} : memref<2x4x8x8xf32>
+// CHECK: memref.extract_aligned_pointer_as_index %[[OUT]]
+// CHECK: call @__fusegrad_conv2d(
+// CHECK-NEXT: memref.copy %[[OUT]], %[[SLOT]]
+// CHECK-NEXT: memref.dealloc %[[OUT]]
+// CHECK-NOT: linalg.conv
 // CHECK-DAG: llvm.func @aoti_torch_cpu_convolution(
 // CHECK-DAG: func.func private @__fusegrad_conv2d(
 func.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32> {
@@ -64,4 +75,10 @@ func.func @two_depthwise(%x: tensor<2x4x8x8xf32>, %y: tensor<2x4x8x8xf32>, %w: t
 func.func @iconv(%x: tensor<1x1x4x4xi64>, %w: tensor<1x1x2x2xi64>) -> tensor<1x1x3x3xi64> {
   %0 = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x1x4x4xi64>, tensor<1x1x2x2xi64>) -> tensor<1x1x3x3xi64>
   return %0 : tensor<1x1x3x3xi64>
+}
+
+func.func @conv_into_concat(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %y: tensor<2x5x8x8xf32>) -> tensor<2x9x8x8xf32> {
+  %0 = "dg.conv2d"(%x, %w) {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %1 = "dg.concatenate"(%y, %0) {dim = 1 : i64} : (tensor<2x5x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x9x8x8xf32>
+  return %1 : tensor<2x9x8x8xf32>
 }
