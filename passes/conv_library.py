@@ -47,8 +47,8 @@ from .blas import _pointer
 from ..dialects.conv_nhwc import TO_NCHW, TWINS
 from .conv_layout import NHWC, ConvCall, layout as choose_layout
 from .memrefs import (buffer_root, contiguous_memref, erase_buffer, erase_init, overwrites,
-                      static_memref, touching_before, untouched_between, zero_fill_of,
-                      zero_init)
+                      static_memref, touching_before, untouched_between, zero_fill,
+                      zero_fill_of, zero_init)
 from .outline import outline_ops
 from .registry import register_pass
 from .torch_calls import DTYPE as _DTYPE, add_helpers
@@ -337,12 +337,7 @@ def _callable_conv(op: ir.Operation) -> ir.Operation | None:
     # a view (_stage): the zero fill of exactly that view, last before the conv
     earlier = touching_before(buffer_root(out), op)
     fill = earlier[0] if earlier else None
-    if fill is None or fill.name != "linalg.fill" or fill.operands[1] != out:
-        return None
-    value = fill.operands[0].owner
-    zero = not isinstance(value, ir.Block) and value.operation.name == "arith.constant" and \
-        ir.FloatAttr(value.operation.attributes["value"]).value == 0.0
-    return fill if zero else None
+    return fill if fill is not None and zero_fill(fill) and fill.operands[1] == out else None
 
 
 def _stage(out: ir.Value) -> ir.Value:

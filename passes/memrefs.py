@@ -141,12 +141,19 @@ def keeps_rows(v: ir.Value) -> bool:
 
 def zero_fill_of(op: ir.Operation, root: ir.Value) -> bool:
     """Is `op` a linalg.fill of zeros over all of buffer `root`?"""
+    if not zero_fill(op):
+        return False
+    out = op.operands[1]
+    return buffer_root(out) == root and math.prod(out.type.shape) == math.prod(root.type.shape)
+
+
+def zero_fill(op: ir.Operation) -> bool:
+    """Is `op` a linalg.fill of zeros (into whatever view it fills)?"""
     if op.name != "linalg.fill":
         return False
-    value, out = op.operands[0].owner, op.operands[1]
+    value = op.operands[0].owner
     return not isinstance(value, ir.Block) and value.operation.name == "arith.constant" and \
-        ir.FloatAttr(value.operation.attributes["value"]).value == 0.0 and \
-        buffer_root(out) == root and math.prod(out.type.shape) == math.prod(root.type.shape)
+        ir.FloatAttr(value.operation.attributes["value"]).value == 0.0
 
 
 def reads_only(op: ir.Operation, root: ir.Value) -> bool:
