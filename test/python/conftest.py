@@ -1,9 +1,32 @@
 """Shared pytest hooks for the Python test suite."""
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, each worker gets its share of the cores for PyTorch's (and so
+    the compiled kernels') thread team: two workers with two threads each on two cores
+    made OpenMP teams wait on each other (single tests took 45 s instead of 2 s).
+    Tests of threaded code ask for their threads with `torch_threads`."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
+@pytest.fixture
+def torch_threads(request):
+    """PyTorch's thread team (which runs compiled kernels) at `request.param` threads for
+    one test, then as it was."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True, scope="session")

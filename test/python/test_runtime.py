@@ -113,6 +113,31 @@ def test_argument_errors_name_function_and_argument(cm):
         cm.function("nope")
 
 
+@pytest.mark.parametrize("torch_threads", [1, 2, 3], indirect=True)
+def test_threaded_kernels_split_rows_among_the_team(torch_threads):
+    """Kernels above PARALLEL_MIN_WORK run on PyTorch's team, each thread a contiguous
+    chunk of rows: an odd row count over 2 and 3 threads leaves no row out or twice."""
+    import fusegrad
+    rows, width = 515, 256  # 131840 elements per kernel, 515 = 3 * 171 + 2
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.LayerNorm(width),
+                                torch.nn.GELU(), torch.nn.Linear(width, 10))
+    x, y = torch.randn(rows, width), torch.randint(0, 10, (rows,))
+
+    def step(m):
+        loss = torch.nn.functional.cross_entropy(m(x).softmax(-1) * 3, y)
+        loss.backward()
+        return loss, [p.grad for p in m.parameters()]
+
+    torch._dynamo.reset()
+    compiled = fusegrad.compile(step)
+    got_loss, got = compiled(model)
+    model.zero_grad()
+    want_loss, want = step(model)
+    torch.testing.assert_close(got_loss, want_loss)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+
+
 def test_threads_share_one_function(cm):
     fn = cm.function("affine")
     errors = []
