@@ -317,7 +317,7 @@ class Program:
         `missing`, from the module the forward was compiled from, when this process
         made it."""
         start = time.perf_counter()
-        without = f"-without{'_'.join(map(str, missing))}" if missing else ""
+        without = "-" + _key(missing, "without") if missing else ""
 
         def derive() -> tuple[ir.Module, dict]:
             text = None if missing else self._optimized_training.pop(wrt, None)
@@ -353,7 +353,7 @@ class Program:
         from .passes.autodiff_common import get_reached_by
 
         wrt = tuple(wrt)
-        key = _key(wrt) + (f"-without{'_'.join(map(str, without))}" if without else "")
+        key = _key(wrt) + ("-" + _key(without, "without") if without else "")
         module = self._copy()
         self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}", f"autodiff-{key}")
         names = self.training_names[1:] if without else self.training_names
