@@ -47,6 +47,10 @@ PARALLEL_SUFFIX = "__parallel"
 NOALIAS_ATTR = "dg.noalias_pointers"
 # loop iterations (summed over a kernel's ops) from which a kernel is threaded
 PARALLEL_MIN_WORK = 1 << 16
+# most loop ops in one kernel: LLVM's loop passes take superlinear time in a function's
+# size (GoogLeNet's backward joined 150 loops over its batch of 2 rows into one kernel,
+# half of the 70 s of `opt` and `llc` on that module); transformer kernels hold <= 9
+ROW_GROUP_MAX_LOOPS = 16
 # largest row temporary kept on a kernel's stack
 ROW_TEMP_MAX_BYTES = 64 * 1024
 # side of the square tiles a transposing copy runs in (`LoopOp.transposed`), and the
@@ -761,9 +765,11 @@ def _companion(group: list[LoopOp], lop: LoopOp) -> bool:
     return all(_independent(member, lop) for member in group)
 
 
-def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[LoopOp]]:
+def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK,
+               max_loops: int = ROW_GROUP_MAX_LOOPS) -> list[list[LoopOp]]:
     """Maximal runs of row-parallel LoopOps over equal rows, separated only by pure ops,
-    with the reductions over the same rows that follow them (`row_partial`); and other
+    with the reductions over the same rows that follow them (`row_partial`), at most
+    `max_loops` ops a run; and other
     large reductions over rows, split by column blocks, each with the independent
     all-parallel ops over the same loops that follow it (its companions). An op that
     transposes along its rows (`_row_tiles`) is a group of its own."""
@@ -780,7 +786,8 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[
     for op in block.operations:
         op = op.operation
         lop = parse(op) if op.name in _LOOP_OPS else None
-        if lop is not None and current and not split and \
+        full = len(current) >= max_loops
+        if lop is not None and current and not split and not full and \
                 lop.row_partial(current[0].sizes[0]) and not row_conflict(current, lop):
             current.append(lop)  # per-block partial results in the row kernel
             continue
@@ -790,7 +797,7 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[
             split = True
             continue
         if split:
-            if lop is not None and _companion(current, lop):
+            if lop is not None and not full and _companion(current, lop):
                 current.append(lop)
                 continue
             if lop is None and op.name in _PURE:
@@ -801,8 +808,8 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK) -> list[list[
             if op.name not in _PURE:
                 close()
             continue
-        if current and (current[0].sizes[0] != lop.sizes[0] or row_conflict(current, lop) or
-                        _row_tiles(current) or _row_tiles([lop])):
+        if current and (full or current[0].sizes[0] != lop.sizes[0] or
+                        row_conflict(current, lop) or _row_tiles(current) or _row_tiles([lop])):
             close()
         current.append(lop)
     close()
@@ -1178,13 +1185,14 @@ def _functions(module: ir.Operation) -> list[ir.Operation]:
 @register_pass("dg-cpu-kernels",
                "linalg on static memrefs -> row-fused loop kernels (reductions in registers, "
                "row temporaries on the stack, large kernels threaded through libgomp)",
-               parallel_min_work=PARALLEL_MIN_WORK)
-def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK) -> None:
+               parallel_min_work=PARALLEL_MIN_WORK, row_group_max_loops=ROW_GROUP_MAX_LOOPS)
+def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK,
+                row_group_max_loops: int = ROW_GROUP_MAX_LOOPS) -> None:
     outliner = Outliner(module, parallel_min_work)
     for fn in _functions(module):
         body = fn.regions[0].blocks[0]
         join_row_runs(body)
-        for group in row_groups(body, parallel_min_work):
+        for group in row_groups(body, parallel_min_work, row_group_max_loops):
             outliner.outline(fn, group)
         # what remains (reductions over rows, rank-0 fills) runs inline; copies that
         # joined no row loop stay memref.copy (memcpy)
