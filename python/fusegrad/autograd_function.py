@@ -48,9 +48,10 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
     if torch.is_grad_enabled():
         wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
         if wrt:
-            again = (functools.partial(_joint_grads, program, wrt)
+            constant = constant_outputs(mutated, recorded)
+            again = (functools.partial(_joint_grads, program, wrt, constant)
                      if program.options.double_backward else None)
-            return list(CompiledFunction.apply(program.training(wrt), tuple(mutated),
+            return list(CompiledFunction.apply(program.training(wrt, constant), tuple(mutated),
                                                tuple(recorded), again, program.label, *inputs))
     # No input requires grad here, so nothing the executable does (allocating outputs,
     # making inputs contiguous) is recorded by autograd, with or without grad mode.
@@ -62,12 +63,19 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
     return unaliased(outputs, inputs)
 
 
-def _joint_grads(program: Program, wrt: tuple[int, ...], inputs: Sequence[torch.Tensor],
+def constant_outputs(mutated: Sequence[int], recorded: Sequence[int]) -> tuple[int, ...]:
+    """The outputs autograd treats as constants (`CompiledFunction`): the new values of
+    mutated inputs whose copy it does not record. No gradient ever reaches them."""
+    return tuple(j for j in range(len(mutated)) if j not in recorded)
+
+
+def _joint_grads(program: Program, wrt: tuple[int, ...], constant: tuple[int, ...],
+                 inputs: Sequence[torch.Tensor],
                  cts: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
     """Gradients via the joint `@f_vjp`, recorded by autograd (create_graph=True). Outputs
     without a cotangent take none: eager builds no backward terms for them, so the
     gradients depend on no input through them (a second derivative gets None there)."""
-    outputs = program.training(wrt).ct_outputs
+    outputs = program.training(wrt, constant).ct_outputs
     given = [ct for ct in cts if ct is not None]
     joint = program.joint(wrt, None if len(given) == len(cts) else
                           [o for o, ct in zip(outputs, cts) if ct is not None])

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils import _pytree as pytree
 
-from .autograd_function import run_program
+from .autograd_function import constant_outputs, run_program
 from .capture import Captured, capture
 from .devices import DeviceError, select_target
 from .graph_split import (CONTROL_FLOW, USER_BACKWARD, EagerPart, complex_ops,
@@ -172,7 +172,7 @@ def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
                        "import": time.perf_counter() - captured_at, **program.seconds}
     wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
     if torch.is_grad_enabled() and wrt:
-        program.training(wrt)
+        program.training(wrt, constant_outputs(captured.mutated, captured.recorded(inputs)))
     else:
         program.forward()
     total = time.perf_counter() - start

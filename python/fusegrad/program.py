@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Hashable, Protocol, Sequence
+from typing import Callable, Hashable, Iterable, Protocol, Sequence
 
 import torch
 from mlir import ir
@@ -130,9 +130,10 @@ class Program:
         self.seed_input: int | None = (ir.IntegerAttr(fn.attributes["dg.seed_input"]).value
                                        if "dg.seed_input" in fn.attributes else None)
         self._forward: Executable | None = None
-        self._training: dict[tuple[int, ...], Training] = {}
-        # training(wrt)'s optimized module (text), until its full backward is compiled
-        self._optimized_training: dict[tuple[int, ...], str] = {}
+        # by (wrt, constant outputs)
+        self._training: dict[tuple[tuple[int, ...], tuple[int, ...]], Training] = {}
+        # each training variant's optimized module (text), until its full backward is compiled
+        self._optimized_training: dict[tuple[tuple[int, ...], tuple[int, ...]], str] = {}
         self._joint: dict[tuple[tuple[int, ...], tuple[int, ...] | None], Program] = {}
         self._jvp: dict[tuple[int, ...], Program] = {}
         self.seconds: dict[str, float] = {}  # compile time per stage, summed over variants
@@ -281,61 +282,77 @@ class Program:
         self._keep_only(module, [self.name])
         return module, {}
 
-    def training(self, wrt: Sequence[int]) -> Training:
-        """The compiled fwd/bwd pair differentiating the inputs `wrt` (non-empty): a graph
-        of PAIRED_BACKWARD_MAX_OPS ops or fewer compiles both now, a larger one its
-        forward now and each backward at its first use (`Training.backward_for`)."""
-        wrt = tuple(wrt)
+    def training(self, wrt: Sequence[int], constant: Sequence[int] = ()) -> Training:
+        """The compiled fwd/bwd pair differentiating the inputs `wrt` (non-empty), whose
+        outputs `constant` never take a gradient (autograd's constants: a BatchNorm's
+        running statistics written back to its buffers). A graph of
+        PAIRED_BACKWARD_MAX_OPS ops or fewer compiles both now, a larger one its forward
+        now and each backward at its first use (`Training.backward_for`)."""
+        floats = self._float_outputs()
+        constant = tuple(i for i in floats if i in set(constant))
+        if len(constant) == len(floats):  # nothing to differentiate: as if all were taken
+            constant = ()
+        variant = (tuple(wrt), constant)
+        wrt = variant[0]
         if not wrt:
             raise ValueError(f"fusegrad: {self.label}: training needs at least one wrt input")
-        if wrt in self._training:
-            return self._training[wrt]
+        if variant in self._training:
+            return self._training[variant]
         bwd = None
+        derivation, key = _training_names(wrt, constant)
         if self._num_ops() <= PAIRED_BACKWARD_MAX_OPS:
-            (fwd, bwd), meta = self._load(f"training {_wrt(wrt)}",
-                                          lambda: self.training_module(wrt),
-                                          self.training_names, f"lowered-{_key(wrt)}")
+            (fwd, bwd), meta = self._load(derivation,
+                                          lambda: self.training_module(wrt, constant=constant),
+                                          self.training_names, f"lowered-{key}")
         else:
             def derive() -> tuple[ir.Module, dict]:
-                module, meta = self.training_module(wrt)
-                self._optimized_training[wrt] = _asm(module)
+                module, meta = self.training_module(wrt, constant=constant)
+                self._optimized_training[variant] = _asm(module)
                 self._keep_only(module, self.training_names[:1])
                 return module, meta
 
-            (fwd,), meta = self._load(f"training {_wrt(wrt)} forward", derive,
-                                      self.training_names[:1], f"lowered-{_key(wrt)}-fwd")
-        self._training[wrt] = Training.from_metadata(
-            fwd, meta, bwd, compile_backward=lambda missing: self._backward(wrt, missing))
-        return self._training[wrt]
+            (fwd,), meta = self._load(f"{derivation} forward", derive,
+                                      self.training_names[:1], f"lowered-{key}-fwd")
+        self._training[variant] = Training.from_metadata(
+            fwd, meta, bwd, compile_backward=lambda missing: self._backward(variant, missing))
+        return self._training[variant]
+
+    def _float_outputs(self) -> list[int]:
+        from .passes.autodiff_common import float_indices
+
+        return float_indices(
+            ir.FunctionType(ir.TypeAttr(self.function.attributes["function_type"]).value).results)
 
     def _num_ops(self) -> int:
         return sum(1 for _ in self.function.regions[0].blocks[0].operations)
 
-    def _backward(self, wrt: tuple[int, ...], missing: tuple[int, ...]) -> Executable:
-        """`@name_bwd` of `training(wrt)` for zero cotangents of the outputs `missing`,
-        taking the other cotangents (`drop_cotangents`); same saved values. Without
-        `missing`, from the module the forward was compiled from, when this process
-        made it."""
+    def _backward(self, variant: tuple[tuple[int, ...], tuple[int, ...]],
+                  missing: tuple[int, ...]) -> Executable:
+        """`@name_bwd` of `training(*variant)` for zero cotangents of the outputs
+        `missing`, taking the other cotangents (`drop_cotangents`); same saved values.
+        Without `missing`, from the module the forward was compiled from, when this
+        process made it."""
         start = time.perf_counter()
+        wrt, constant = variant
+        derivation, key = _training_names(wrt, constant)
         without = "-" + _key(missing, "without") if missing else ""
 
         def derive() -> tuple[ir.Module, dict]:
-            text = None if missing else self._optimized_training.pop(wrt, None)
+            text = None if missing else self._optimized_training.pop(variant, None)
             if text is None:
-                module, meta = self.training_module(wrt, missing)
+                module, meta = self.training_module(wrt, missing, constant)
             else:
                 module, meta = ir.Module.parse(text, self.module.context), {}
             self._keep_only(module, self.training_names[1:])
             return module, meta
 
-        derivation = f"training {_wrt(wrt)} backward" + (f" without {list(missing)}"
-                                                         if missing else "")
-        (bwd,), _ = self._load(derivation, derive, self.training_names[1:],
-                               f"lowered-{_key(wrt)}-bwd{without}")
+        (bwd,), _ = self._load(f"{derivation} backward" + (f" without {list(missing)}"
+                                                           if missing else ""),
+                               derive, self.training_names[1:], f"lowered-{key}-bwd{without}")
         took = time.perf_counter() - start
         log.log(logging.INFO if missing or took >= SLOW_COMPILE_SECONDS else logging.DEBUG,
                 "%s: backward%s ready in %.2f s", self.label,
-                f" for outputs {list(missing)} without gradient" if missing else "", took)
+                f" for {_outputs(missing)} without gradient" if missing else "", took)
         return bwd
 
     @property
@@ -343,19 +360,24 @@ class Program:
         """The public functions of `training_module`: `@name_fwd` and `@name_bwd`."""
         return [f"{self.name}_fwd", f"{self.name}_bwd"]
 
-    def training_module(self, wrt: Sequence[int],
-                        without: Sequence[int] = ()) -> tuple[ir.Module, dict]:
+    def training_module(self, wrt: Sequence[int], without: Sequence[int] = (),
+                        constant: Sequence[int] = ()) -> tuple[ir.Module, dict]:
         """A copy of the module holding only `@name_fwd`/`@name_bwd` for the inputs `wrt`,
-        optimized, and their metadata: num_outputs, wrt, ct_outputs (JSON data). With
-        `without` (outputs), only `@name_bwd`, for zero cotangents of those outputs
-        (dropped after dg-remat, so the forward and its saved values stay the same)."""
+        optimized, and their metadata: num_outputs, wrt, ct_outputs (JSON data). The
+        outputs `constant` take no cotangent at all. With `without` (outputs), only
+        `@name_bwd`, for zero cotangents of those outputs (dropped after dg-remat, so
+        the forward and its saved values stay the same)."""
         from .passes.autodiff import drop_cotangents
         from .passes.autodiff_common import get_reached_by
 
         wrt = tuple(wrt)
-        key = _key(wrt) + ("-" + _key(without, "without") if without else "")
+        _, key = _training_names(wrt, constant)
+        key += "-" + _key(without, "without") if without else ""
+        options = f"wrt={_csv(wrt)}"
+        if constant:
+            options += f" ct_outputs={_csv(i for i in self._float_outputs() if i not in constant)}"
         module = self._copy()
-        self._run(module, f"dg-autodiff{{wrt={','.join(map(str, wrt))}}}", f"autodiff-{key}")
+        self._run(module, f"dg-autodiff{{{options}}}", f"autodiff-{key}")
         # the plain function would be optimized for nothing (GoogLeNet: 0.7 s of dg-fuse)
         self._keep_only(module, self.training_names)
         names = self.training_names[1:] if without else self.training_names
@@ -445,7 +467,22 @@ def _asm(module: ir.Module) -> str:
     return module.operation.get_asm(enable_debug_info=True)
 
 
-def _csv(indices: Sequence[int]) -> str:
+def _training_names(wrt: Sequence[int], constant: Sequence[int]) -> tuple[str, str]:
+    """The cache derivation and the stage key of `training(wrt, constant)`."""
+    if not constant:
+        return f"training {_wrt(wrt)}", _key(wrt)
+    return (f"training {_wrt(wrt)} {_wrt(constant, 'constant')}",
+            f"{_key(wrt)}-{_key(constant, 'constant')}")
+
+
+def _outputs(indices: Sequence[int]) -> str:
+    """'outputs [1, 2]', or the count and the first few where there are many."""
+    if len(indices) <= 8:
+        return f"outputs {list(indices)}"
+    return f"{len(indices)} outputs ({', '.join(map(str, indices[:6]))}, ...)"
+
+
+def _csv(indices: Iterable[int]) -> str:
     return ",".join(map(str, indices))
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import os
 import re
 import subprocess
@@ -231,6 +232,33 @@ def test_large_graph_compiles_its_backward_at_the_first_backward(tmp_path, monke
     x0 = x.detach().clone().requires_grad_()
     f_pointwise(x0, y).sum().backward()
     torch.testing.assert_close(x.grad, x0.grad)
+
+
+def test_batch_norm_statistics_take_no_cotangent_and_need_no_second_backward(
+        monkeypatch, caplog):
+    """Running statistics written back to buffers are autograd constants: the training
+    graph's backward is built without their cotangents, so its first backward is the
+    one already optimized, not a second derivation for outputs without gradient."""
+    from fusegrad import program
+
+    monkeypatch.setattr(program, "PAIRED_BACKWARD_MAX_OPS", 0)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8),
+                                torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 36, 4))
+    twin = copy.deepcopy(model)
+    x = torch.randn(4, 3, 8, 8)
+    compiled_model = fusegrad.compile(model, **OPTIONS)
+    with caplog.at_level(logging.DEBUG, logger="fusegrad.program"):
+        for _ in range(2):
+            compiled_model(x).square().mean().backward()
+            twin(x).square().mean().backward()
+    messages = [r.getMessage() for r in caplog.records if "backward" in r.getMessage()]
+    assert len(messages) == 1 and "without gradient" not in messages[0], messages
+    for got, want in zip([*model.parameters(), *model.buffers()],
+                         [*twin.parameters(), *twin.buffers()]):
+        torch.testing.assert_close(got, want)
+        if got.grad is not None or want.grad is not None:
+            torch.testing.assert_close(got.grad, want.grad, atol=1e-5, rtol=1e-4)
 
 
 def test_dump_names_stay_short_for_many_differentiated_inputs(tmp_path):
