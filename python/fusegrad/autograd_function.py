@@ -77,7 +77,7 @@ def _joint_grads(program: Program, wrt: tuple[int, ...], constant: tuple[int, ..
     gradients depend on no input through them (a second derivative gets None there)."""
     outputs = program.training(wrt, constant).ct_outputs
     given = [ct for ct in cts if ct is not None]
-    joint = program.joint(wrt, None if len(given) == len(cts) else
+    joint = program.joint(wrt, None if len(given) == len(cts) and not constant else
                           [o for o, ct in zip(outputs, cts) if ct is not None])
     results = run_program(joint, [*inputs, *given])
     return results[program.num_results:]

@@ -261,6 +261,26 @@ def test_batch_norm_statistics_take_no_cotangent_and_need_no_second_backward(
             torch.testing.assert_close(got.grad, want.grad, atol=1e-5, rtol=1e-4)
 
 
+def test_gradient_penalty_through_batch_norm_in_training_mode():
+    """A second derivative through a graph with constant outputs (running statistics):
+    the joint function takes the cotangents of the other outputs only."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8),
+                                torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    twin = copy.deepcopy(model)
+    x = torch.randn(5, 6, requires_grad=True)
+
+    def penalty(m):
+        (g,) = torch.autograd.grad(m(x).sum(), x, create_graph=True)
+        return g.square().sum()
+    got = torch.autograd.grad(penalty(fusegrad.compile(model, **OPTIONS)),
+                              list(model.parameters())[:4])
+    want = torch.autograd.grad(penalty(twin), list(twin.parameters())[:4])
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(model[1].running_mean, twin[1].running_mean)
+
+
 def test_dump_names_stay_short_for_many_differentiated_inputs(tmp_path):
     """A model with hundreds of parameters, some frozen, and a hundred outputs without a
     gradient (a backward of its own): the stage names (file names) fit in a file
