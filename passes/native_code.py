@@ -105,13 +105,18 @@ def _capi() -> ctypes.CDLL:
 
 @functools.lru_cache(maxsize=1)
 def use_llvm_options_in_process() -> None:
-    """Give this process's LLVM (the ExecutionEngine's) LLVM_OPTIONS, once."""
-    lib = ctypes.CDLL(os.path.join(os.path.dirname(_capi()._name), "..", "..", "llvm", "lib",
-                                   "libLLVM.so"))
+    """Give this process's LLVM (the ExecutionEngine's) LLVM_OPTIONS, once: LLVM's C API,
+    found through the MLIR library that links it."""
+    try:
+        parse = _capi().LLVMParseCommandLineOptions
+    except AttributeError:
+        log.warning("LLVM's C API is not reachable from MLIR's library: the ExecutionEngine "
+                    "compiles without %s (longer compiles of large kernels)", " ".join(LLVM_OPTIONS))
+        return
     argv = (ctypes.c_char_p * (len(LLVM_OPTIONS) + 1))(b"fusegrad",
                                                        *(o.encode() for o in LLVM_OPTIONS))
-    lib.LLVMParseCommandLineOptions.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p]
-    lib.LLVMParseCommandLineOptions(len(argv), argv, None)
+    parse.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p]
+    parse(len(argv), argv, None)
 
 
 def _pointer(capsule: object, name: bytes) -> int:
