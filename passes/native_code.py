@@ -40,11 +40,14 @@ PART_MIN_BYTES = 1 << 15
 PARTS_PER_CORE = 2
 
 
-# LLVM options for `opt` and the in-process ExecutionEngine alike. Unroll threshold 50
-# (O2's is 300): at 300 LLVM fully unrolled a vectorized 832-channel loop (26 trips) and
-# the 2 x 2 spatial loops around it, 7x the IR: GoogLeNet's backward at 64 px took 45 s
-# of `opt` + `llc` CPU (Loop Strength Reduction on the straight-line rows), 21 s at 50,
-# half the code. Interleaving (the vectorizer's own unroll) is unchanged.
+# LLVM options for `opt`. Unroll threshold 50 (O2's default is 150, boosted up to 4x for
+# a full unroll that simplifies): by default LLVM fully unrolled a vectorized 832-channel
+# loop (26 trips) and the 2 x 2 spatial loops around it, 7x the IR: GoogLeNet's backward
+# at 64 px took 45 s of `opt` + `llc` CPU (Loop Strength Reduction on the straight-line
+# rows), 21 s at 50, half the code. Interleaving (the vectorizer's own unroll) is
+# unchanged. The in-process ExecutionEngine (modules too small to split) keeps LLVM's
+# defaults: options there are global to the process and would also change the PTX the
+# CUDA target generates in process, depending on what the process compiled before.
 LLVM_OPTIONS = ("-unroll-threshold=50",)
 
 
@@ -101,22 +104,6 @@ def _capi() -> ctypes.CDLL:
     lib.mlirTranslateModuleToLLVMIRToString.argtypes = [ctypes.c_void_p]
     lib.mlirTranslateModuleToLLVMIRToString.restype = ctypes.c_void_p
     return lib
-
-
-@functools.lru_cache(maxsize=1)
-def use_llvm_options_in_process() -> None:
-    """Give this process's LLVM (the ExecutionEngine's) LLVM_OPTIONS, once: LLVM's C API,
-    found through the MLIR library that links it."""
-    try:
-        parse = _capi().LLVMParseCommandLineOptions
-    except AttributeError:
-        log.warning("LLVM's C API is not reachable from MLIR's library: the ExecutionEngine "
-                    "compiles without %s (longer compiles of large kernels)", " ".join(LLVM_OPTIONS))
-        return
-    argv = (ctypes.c_char_p * (len(LLVM_OPTIONS) + 1))(b"fusegrad",
-                                                       *(o.encode() for o in LLVM_OPTIONS))
-    parse.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p]
-    parse(len(argv), argv, None)
 
 
 def _pointer(capsule: object, name: bytes) -> int:

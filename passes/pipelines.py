@@ -241,7 +241,6 @@ def compile_cpu(module: ir.Module, library: str | None = None,
             cm = cpu_library.load(target, entries, forwarded, *module_facts(module))
             how = f"LLVM tools, {parts} parts"
         else:
-            native_code.use_llvm_options_in_process()
             cm = jit_module(module, entries, forwarded=forwarded, library=library)
             how = "ExecutionEngine"
     log.debug("compile_cpu: %d entries, MLIR %.1f ms, LLVM %.1f ms (%s)", len(entries),

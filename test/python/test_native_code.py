@@ -112,21 +112,13 @@ def test_training_graph_in_parts_matches_eager(small_parts):
         torch.testing.assert_close(got, p.grad)
 
 
-def test_llvm_options_reach_the_tools_and_the_engine(small_parts, monkeypatch):
+def test_llvm_options_reach_every_opt_process(small_parts, monkeypatch):
     """LLVM_OPTIONS (the unroll threshold that keeps a CNN's kernels from growing 7x) go
-    to every `opt` process and to the ExecutionEngine's LLVM."""
-    commands, engine_options = [], []
+    to every `opt` process."""
+    commands = []
     run = native_code._run
     monkeypatch.setattr(native_code, "_run", lambda cmd: (commands.append(cmd), run(cmd))[1])
     with make_context(), ir.Location.unknown():
         _check(compile_cpu(_module()))
     opts = [cmd for cmd in commands if cmd[0].endswith("opt")]
     assert len(opts) == 4 and all(set(native_code.LLVM_OPTIONS) <= set(cmd) for cmd in opts)
-
-    monkeypatch.setattr(native_code, "use_llvm_options_in_process",
-                        lambda: engine_options.append(native_code.LLVM_OPTIONS))
-    monkeypatch.setenv("FUSEGRAD_CPU_CODEGEN", "engine")
-    with make_context(), ir.Location.unknown():
-        compiled = compile_cpu(_module())
-    assert type(compiled.owner).__name__ == "ExecutionEngine" and engine_options
-    _check(compiled)
