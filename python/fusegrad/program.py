@@ -24,6 +24,7 @@ from typing import Callable, Hashable, Iterable, Protocol, Sequence
 import torch
 from mlir import ir
 
+from .dialects.types import TensorSpec, is_float
 from .runtime import autograd
 from .runtime.autograd import Training
 
@@ -127,6 +128,9 @@ class Program:
         ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         self.num_inputs = len(ftype.inputs)
         self.num_results = len(ftype.results)
+        # the outputs a backward may take a cotangent for (training's `constant` are among them)
+        self.float_outputs = tuple(i for i, t in enumerate(ftype.results)
+                                   if is_float(TensorSpec.from_mlir(t).dtype))
         self.seed_input: int | None = (ir.IntegerAttr(fn.attributes["dg.seed_input"]).value
                                        if "dg.seed_input" in fn.attributes else None)
         self._forward: Executable | None = None
@@ -288,12 +292,10 @@ class Program:
         running statistics written back to its buffers). A graph of
         PAIRED_BACKWARD_MAX_OPS ops or fewer compiles both now, a larger one its forward
         now and each backward at its first use (`Training.backward_for`)."""
-        floats = self._float_outputs()
-        constant = tuple(i for i in floats if i in set(constant))
-        if len(constant) == len(floats):  # nothing to differentiate: as if all were taken
+        wrt, constant = tuple(wrt), tuple(i for i in self.float_outputs if i in constant)
+        if len(constant) == len(self.float_outputs):  # nothing to differentiate: take all
             constant = ()
-        variant = (tuple(wrt), constant)
-        wrt = variant[0]
+        variant = (wrt, constant)
         if not wrt:
             raise ValueError(f"fusegrad: {self.label}: training needs at least one wrt input")
         if variant in self._training:
@@ -316,12 +318,6 @@ class Program:
         self._training[variant] = Training.from_metadata(
             fwd, meta, bwd, compile_backward=lambda missing: self._backward(variant, missing))
         return self._training[variant]
-
-    def _float_outputs(self) -> list[int]:
-        from .passes.autodiff_common import float_indices
-
-        return float_indices(
-            ir.FunctionType(ir.TypeAttr(self.function.attributes["function_type"]).value).results)
 
     def _num_ops(self) -> int:
         return sum(1 for _ in self.function.regions[0].blocks[0].operations)
@@ -375,7 +371,7 @@ class Program:
         key += "-" + _key(without, "without") if without else ""
         options = f"wrt={_csv(wrt)}"
         if constant:
-            options += f" ct_outputs={_csv(i for i in self._float_outputs() if i not in constant)}"
+            options += f" ct_outputs={_csv(i for i in self.float_outputs if i not in constant)}"
         module = self._copy()
         self._run(module, f"dg-autodiff{{{options}}}", f"autodiff-{key}")
         # the plain function would be optimized for nothing (GoogLeNet: 0.7 s of dg-fuse)
