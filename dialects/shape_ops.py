@@ -232,6 +232,41 @@ def _pad_lower(op, operands, *, op_name, attrs, out):
     return [lb.insert_slice(operands[0], filled, attrs["low"], [i + 1 for i in attrs["interior"]])]
 
 
+def concatenated_parts(x, dim: int) -> list:
+    """The parts `x` was concatenated from along `dim`, if it is a concatenation's lowering
+    (insert_slices into a tensor.empty that tile it along `dim`), else [x].
+
+    dg.concatenate is binary and n-ary concatenations arrive as trees of them: lowered one
+    by one, each level copied its operands into a buffer of its own, and in a recurrent
+    graph (a GRU's 64 time steps stacked, their gradients split and joined) the thousands
+    of insert_slices into shared buffers made bufferization's analysis quadratic."""
+    from mlir import ir
+    shape = ir.RankedTensorType(x.type).shape
+    def producer(value) -> str:
+        return "" if isinstance(value.owner, ir.Block) else value.owner.operation.name
+
+    parts, value = [], x
+    while producer(value) == "tensor.insert_slice":
+        insert = value.owner.operation.opview
+        if list(insert.offsets) or list(insert.sizes) or list(insert.strides):
+            return [x]  # dynamic
+        offsets, sizes = list(insert.static_offsets), list(insert.static_sizes)
+        if any(s != 1 for s in insert.static_strides) or \
+                any(offsets[d] != 0 or sizes[d] != shape[d] for d in range(len(shape)) if d != dim):
+            return [x]
+        parts.append((offsets[dim], sizes[dim], insert.source))
+        value = insert.dest
+    if not parts or producer(value) != "tensor.empty":
+        return [x]
+    parts.sort(key=lambda p: p[0])
+    end = 0
+    for start, size, _ in parts:
+        if start != end:
+            return [x]  # overlapping or leaving a gap: not a concatenation
+        end += size
+    return [source for *_, source in parts] if end == shape[dim] else [x]
+
+
 @lowering("concatenate")
 def _concat_lower(op, operands, *, op_name, attrs, out):
     from mlir import ir
@@ -239,7 +274,7 @@ def _concat_lower(op, operands, *, op_name, attrs, out):
     o, dim = out[0], attrs["dim"]
     result = lb.empty(o.shape, o.dtype)
     offset = 0
-    for x in operands:
+    for x in [part for operand in operands for part in concatenated_parts(operand, dim)]:
         offsets = [offset if d == dim else 0 for d in range(o.rank)]
         result = lb.insert_slice(x, result, offsets)
         offset += ir.RankedTensorType(x.type).shape[dim]

@@ -44,6 +44,7 @@ LINALG_PIPELINE = ",".join([
 BUFFERIZE_PIPELINE = ",".join([
     "dg-readonly-arguments",
     "dg-split-shared-fills",
+    "dg-split-shared-empties",
     "eliminate-empty-tensors",
     "one-shot-bufferize{bufferize-function-boundaries=1 "
     "function-boundary-type-conversion=identity-layout-map}",

@@ -10,12 +10,21 @@ its own output in place (and a zero fill feeding a GPU matmul is dropped).
 Convolutions' zero paddings (a fill, then the input inserted into its interior)
 split the same way: a copied padding is not one dg-conv-to-torch can leave to
 the library.
+
+dg-split-shared-empties: `cse` also merges the `tensor.empty`s that ops of one
+shape write into, and one-shot bufferization analyses every pair of ops writing
+into one buffer: on a GRU unrolled over 64 time steps (1800 ops writing into
+shared empties) bufferizing the backward took 26 s, growing with the square of
+the graph's length. Each empty now serves at most `uses-per-empty` consecutive
+users, clones serving the rest: a few neighbours still share (an op written in
+place over the input it consumes: no extra temporary), and the analysis stays
+linear (the GRU's backward: under 1 s).
 """
 from __future__ import annotations
 
 from mlir import ir
 
-from .registry import register_pass
+from .registry import PassError, register_pass
 
 
 def _inits(op: ir.Operation) -> list[ir.Value]:
@@ -74,3 +83,41 @@ def split_shared_fills(module: ir.Operation) -> None:
     module.walk(visit)
     for fill in fills:
         split_fill(fill)
+
+
+USES_PER_EMPTY = 8
+
+
+def split_empties(func_op: ir.Operation, uses_per_empty: int) -> int:
+    """Clones of each tensor.empty in `func_op` so that each serves at most
+    `uses_per_empty` users, consecutive in program order; the clones sit next to the
+    original (dominating every use). Returns how many were made."""
+    users: dict[ir.Operation, list[tuple[ir.Operation, int]]] = {}
+
+    def visit(op: ir.Operation) -> ir.WalkResult:  # pre-order: users in program order
+        for number, operand in enumerate(op.operands):
+            owner = operand.owner
+            if not isinstance(owner, ir.Block) and owner.operation.name == "tensor.empty":
+                users.setdefault(owner.operation, []).append((op, number))
+        return ir.WalkResult.ADVANCE
+
+    func_op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    made = 0
+    for empty, uses in users.items():
+        for start in range(uses_per_empty, len(uses), uses_per_empty):
+            with ir.InsertionPoint(empty):
+                clone = empty.clone()
+            for user, number in uses[start:start + uses_per_empty]:
+                user.operands[number] = clone.results[0]
+            made += 1
+    return made
+
+
+@register_pass("dg-split-shared-empties",
+               "give each tensor.empty at most `uses-per-empty` users (clones for the rest: "
+               "bufferization's analysis is quadratic in the writers of one buffer)",
+               uses_per_empty=USES_PER_EMPTY)
+def split_shared_empties(module: ir.Operation, uses_per_empty: int = USES_PER_EMPTY) -> None:
+    if uses_per_empty < 1:
+        raise PassError(f"uses-per-empty must be at least 1, not {uses_per_empty}")
+    split_empties(module, uses_per_empty)

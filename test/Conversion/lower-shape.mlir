@@ -49,3 +49,22 @@ func.func @concat(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>) -> tensor<2x4xf32> {
   %0 = "dg.concatenate"(%a, %b) {dim = 1} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// A tree of binary concatenations (how n-ary ones are built) is one buffer: the parts of
+// an inner concatenation along the same dim go straight into the outer one; a
+// concatenation along another dim stays a part of its own.
+// CHECK-LABEL: func.func @concat_tree
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: %[[A:.*]] = tensor.insert_slice %arg0 into %[[E]][0, 0] [1, 4] [1, 1]
+// CHECK-NEXT: %[[B:.*]] = tensor.insert_slice %arg1 into %[[A]][1, 0] [1, 4] [1, 1]
+// CHECK-NEXT: %[[C:.*]] = tensor.insert_slice %arg2 into %[[B]][2, 0] [1, 4] [1, 1]
+// CHECK-NEXT: %[[D:.*]] = tensor.insert_slice %[[ACROSS:.*]] into %[[C]][3, 0] [1, 4] [1, 1]
+// CHECK-NEXT: return %[[D]]
+func.func @concat_tree(%a: tensor<1x4xf32>, %b: tensor<1x4xf32>, %c: tensor<1x4xf32>,
+                       %d: tensor<1x2xf32>) -> tensor<4x4xf32> {
+  %ab = "dg.concatenate"(%a, %b) {dim = 0} : (tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<2x4xf32>
+  %dd = "dg.concatenate"(%d, %d) {dim = 1} : (tensor<1x2xf32>, tensor<1x2xf32>) -> tensor<1x4xf32>
+  %cd = "dg.concatenate"(%c, %dd) {dim = 0} : (tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<2x4xf32>
+  %0 = "dg.concatenate"(%ab, %cd) {dim = 0} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
