@@ -38,8 +38,8 @@ from typing import Callable, Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf, vector
 
-from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, row_conflict, row_local,
-                      static_memref)
+from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, dynamic_offset, row_conflict,
+                      row_local, static_memref)
 from .registry import PassError, register_pass
 
 PARALLEL_SUFFIX = "__parallel"
@@ -980,7 +980,8 @@ class Outliner:
                     args.append(v)
         fname = ir.StringAttr(fn.attributes["sym_name"]).value
         name = self._fresh(fname)
-        ftype = ir.FunctionType.get([index, index] + [v.type for v in args], [])
+        params = [dynamic_offset(v.type) for v in args]
+        ftype = ir.FunctionType.get([index, index] + params, [])
         with ir.InsertionPoint(fn), loc:
             kernel = func.FuncOp(name, ftype, visibility="private")
         mark_kernel(kernel, args, 2)
@@ -1017,9 +1018,10 @@ class Outliner:
         rows = n_blocks if reducers else -(-group[0].sizes[dim] // block)
         work = sum(m.work for m in group)
         with ir.InsertionPoint(last), loc:
+            args = [v if p == v.type else memref.CastOp(p, v).result for v, p in zip(args, params)]
             if work >= self.parallel_min_work and rows >= 2 and self.parallel_min_work > 0:
                 launcher = name + PARALLEL_SUFFIX
-                ltype = ir.FunctionType.get([index] + [v.type for v in args], [])
+                ltype = ir.FunctionType.get([index] + params, [])
                 with ir.InsertionPoint(fn):
                     func.FuncOp(launcher, ltype, visibility="private")
                 func.CallOp([], ir.FlatSymbolRefAttr.get(launcher),

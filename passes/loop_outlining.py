@@ -14,9 +14,10 @@ from __future__ import annotations
 import collections
 
 from mlir import ir
-from mlir.dialects import func
+from mlir.dialects import func, memref
 
 from .cpu_kernels import mark_kernel
+from .memrefs import dynamic_offset
 from .function_boundary import functions, is_public
 from .registry import register_pass
 
@@ -41,6 +42,20 @@ def _operands_from_above(op: ir.Operation) -> list:
     return [v for v in used if v not in inside]
 
 
+def _only_loaded_or_stored(loop: ir.Operation, values: list) -> set:
+    """Those of `values` that `loop` (and what it nests) only loads from and stores to."""
+    others: set = set()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name not in ("memref.load", "memref.store"):
+            others.update(op.operands)
+        elif op.name == "memref.store":
+            others.add(op.operands[0])  # the stored value
+        return ir.WalkResult.ADVANCE
+    loop.walk(visit)
+    return {v for v in values if isinstance(v.type, ir.MemRefType) and v not in others}
+
+
 def _outline(fn: ir.Operation, loop: ir.Operation, name: str) -> None:
     """Move `loop` into a new private function `name`, called where the loop was."""
     outer = _operands_from_above(loop)
@@ -48,16 +63,20 @@ def _outline(fn: ir.Operation, loop: ir.Operation, name: str) -> None:
                  and v.owner.operation.name == "arith.constant"]
     args = [v for v in outer if v not in constants]
     results = [r.type for r in loop.results]  # a loop carrying a reduction returns it
+    # slices only loaded and stored are taken at any offset (dynamic_offset): the same
+    # loop over other slices is then the same function
+    loaded = _only_loaded_or_stored(loop, args)
+    params = [dynamic_offset(v.type) if v in loaded else v.type for v in args]
     with ir.InsertionPoint(fn), loop.location:
-        callee = func.FuncOp(name, ir.FunctionType.get([v.type for v in args], results),
-                             visibility="private")
+        callee = func.FuncOp(name, ir.FunctionType.get(params, results), visibility="private")
     # as a kernel: LLVM vectorizes it without runtime alias checks (and their second
     # copy of every loop)
     mark_kernel(callee.operation, args, 0)
     with loop.location:
         block = callee.add_entry_block()
     with ir.InsertionPoint(loop), loop.location:
-        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), args)
+        passed = [v if p == v.type else memref.CastOp(p, v).result for v, p in zip(args, params)]
+        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), passed)
     for old, new in zip(loop.results, call.results):
         old.replace_all_uses_with(new)
     with ir.InsertionPoint(block), loop.location:

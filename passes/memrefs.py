@@ -60,6 +60,21 @@ def touching_ops(buf: ir.Value, block: ir.Block
     return ops, deallocs
 
 
+def dynamic_offset(t: ir.Type) -> ir.Type:
+    """`t` with its offset dynamic when it is a strided memref: the type an outlined
+    function takes it as, so that the same code over slices at different offsets (the
+    time steps of an unrolled RNN) is one function."""
+    if not isinstance(t, ir.MemRefType) or not isinstance(t.layout, ir.StridedLayoutAttr):
+        return t
+    layout = ir.StridedLayoutAttr(t.layout)
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    if layout.offset == dynamic:
+        return t
+    return ir.MemRefType.get(list(t.shape), t.element_type,
+                             ir.StridedLayoutAttr.get(dynamic, list(layout.strides)),
+                             t.memory_space)
+
+
 def static_memref(t: ir.Type) -> bool:
     return isinstance(t, ir.MemRefType) and t.has_static_shape
 

@@ -25,7 +25,6 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .memrefs import static_layout
 from .registry import register_pass
 
 CACHE_LINE = 64
@@ -112,10 +111,16 @@ def _index(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IndexType.get(), value).result
 
 
-def _layout(t: ir.MemRefType) -> Optional[tuple[list[int], int]]:
-    """`static_layout` of a memref whose last dim is unit-stride, else None."""
-    layout = static_layout(t) if t.rank else None
-    return layout if layout is not None and layout[0][-1] == 1 else None
+def _layout(t: ir.MemRefType) -> Optional[tuple[list[int], Optional[int]]]:
+    """(strides, offset) of a statically shaped and strided memref whose last dim is
+    unit-stride, the offset None where it is dynamic (a kernel's slice parameter, see
+    `memrefs.dynamic_offset`); else None."""
+    if not t.rank or not t.has_static_shape:
+        return None
+    strides, offset = t.get_strides_and_offset()
+    if any(t.is_dynamic_stride_or_offset(s) for s in strides) or strides[-1] != 1:
+        return None
+    return list(strides), None if t.is_dynamic_stride_or_offset(offset) else offset
 
 
 def _prefetch_lines(buf: ir.Value, leading: list[ir.Value], start: ir.Value, nbytes: int) -> None:
@@ -124,17 +129,28 @@ def _prefetch_lines(buf: ir.Value, leading: list[ir.Value], start: ir.Value, nby
     t = ir.MemRefType(buf.type)
     elt = _element_bytes(t)
     strides, offset = _layout(t)
-    extent = offset + 1 + sum((size - 1) * stride for size, stride in zip(t.shape, strides))
-    # the underlying buffer, from its start, as one dim (the view's offset is in `linear`)
-    flat = memref.reinterpret_cast(ir.MemRefType.get([extent], t.element_type), buf, [], [], [],
-                                   [0], [extent], [1])
-    linear = arith.addi(start, _index(offset)) if offset else start
-    for i, stride in zip(leading, strides):
-        linear = arith.addi(linear, arith.muli(i, _index(stride)))
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, strides))
     per_line = max(1, CACHE_LINE // elt)
     lines = max(1, -(-nbytes // CACHE_LINE))
-    last_start = max(0, extent - 1 - (lines - 1) * per_line)
-    first = arith.minui(arith.addi(linear, _index(PREFETCH_BYTES // elt)), _index(last_start))
+    # the underlying buffer, from its start, as one dim (the view's offset is in `linear`)
+    if offset is None:
+        dynamic = ir.ShapedType.get_dynamic_size()
+        offset_value = memref.ExtractStridedMetadataOp(buf).results[1]
+        extent = arith.addi(offset_value, _index(span))
+        flat = memref.reinterpret_cast(ir.MemRefType.get([dynamic], t.element_type), buf, [],
+                                       [extent], [], [0], [dynamic], [1])
+        linear = arith.addi(start, offset_value)
+        last_start = arith.maxsi(arith.subi(extent, _index(1 + (lines - 1) * per_line)),
+                                 _index(0))
+    else:
+        extent = offset + span
+        flat = memref.reinterpret_cast(ir.MemRefType.get([extent], t.element_type), buf, [],
+                                       [], [], [0], [extent], [1])
+        linear = arith.addi(start, _index(offset)) if offset else start
+        last_start = _index(max(0, extent - 1 - (lines - 1) * per_line))
+    for i, stride in zip(leading, strides):
+        linear = arith.addi(linear, arith.muli(i, _index(stride)))
+    first = arith.minui(arith.addi(linear, _index(PREFETCH_BYTES // elt)), last_start)
     for k in range(lines):
         at = first if k == 0 else arith.addi(first, _index(k * per_line))
         memref.prefetch(flat, [at], is_write=False, locality_hint=3, is_data_cache=True)

@@ -104,13 +104,25 @@ def split_empties(func_op: ir.Operation, uses_per_empty: int) -> int:
     func_op.walk(visit, ir.WalkOrder.PRE_ORDER)
     made = 0
     for empty, uses in users.items():
-        for start in range(uses_per_empty, len(uses), uses_per_empty):
+        for group in _groups(uses, uses_per_empty)[1:]:
             with ir.InsertionPoint(empty):
                 clone = empty.clone()
-            for user, number in uses[start:start + uses_per_empty]:
+            for user, number in group:
                 user.operands[number] = clone.results[0]
             made += 1
     return made
+
+
+def _groups(uses: list, size: int) -> list[list]:
+    """`uses` in runs of `size`; a run goes on past that while each user reads the previous
+    one's result (which may then be written in place: a chain of ops over one buffer)."""
+    groups: list[list] = [[]]
+    for user, number in uses:
+        last = groups[-1]
+        if len(last) >= size and not any(v in list(last[-1][0].results) for v in user.operands):
+            groups.append([])
+        groups[-1].append((user, number))
+    return groups
 
 
 @register_pass("dg-split-shared-empties",

@@ -131,3 +131,38 @@ func.func @strided_view(%x: memref<4x1024xf32, strided<[2048, 1], offset: 8>>, %
   }
   return
 }
+
+// A slice taken at any offset (a kernel's parameter, `memrefs.dynamic_offset`): the offset
+// is read from the descriptor, and so is the clamp (offset + the slice's span - 1 - 7 * 16).
+// CHECK-LABEL: func.func @slice_rows(
+// CHECK-SAME: %[[LO:.*]]: index, %[[HI:.*]]: index, %[[X:.*]]: memref<64x1024xf32, strided<[2048, 1], offset: ?>>
+// CHECK: scf.for %[[I:.*]] = %[[LO]] to %[[HI]]
+// CHECK: scf.for %[[JJ:.*]] = %c0 to %c1024 step %c128 {
+// CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:2, %{{.*}}:2 = memref.extract_strided_metadata %[[X]]
+// CHECK: %[[EXTENT:.*]] = arith.addi %[[OFF]], %c130048
+// CHECK: %[[FLAT:.*]] = memref.reinterpret_cast %[[X]] to offset: [0], sizes: [%[[EXTENT]]], strides: [1] : {{.*}} to memref<?xf32>
+// CHECK: %[[AT:.*]] = arith.addi %[[JJ]], %[[OFF]]
+// CHECK: %[[LAST:.*]] = arith.subi %[[EXTENT]], %c113
+// CHECK: %[[CLAMP:.*]] = arith.maxsi %[[LAST]], %c0
+// CHECK: %[[ROW:.*]] = arith.muli %[[I]], %c2048
+// CHECK: %[[AT2:.*]] = arith.addi %[[AT]], %[[ROW]]
+// CHECK: %[[AHEAD:.*]] = arith.addi %[[AT2]], %c512
+// CHECK: %[[P0:.*]] = arith.minui %[[AHEAD]], %[[CLAMP]]
+// CHECK: memref.prefetch %[[FLAT]][%[[P0]]], read, locality<3>, data
+// CHECK-COUNT-7: memref.prefetch %[[FLAT]]
+// CHECK-NOT: memref.prefetch
+func.func @slice_rows(%lo: index, %hi: index,
+                      %x: memref<64x1024xf32, strided<[2048, 1], offset: ?>>,
+                      %y: memref<64x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c1024 = arith.constant 1024 : index
+  scf.for %i = %lo to %hi step %c1 {
+    scf.for %j = %c0 to %c1024 step %c1 {
+      %a = memref.load %x[%i, %j] : memref<64x1024xf32, strided<[2048, 1], offset: ?>>
+      %s = arith.mulf %a, %a : f32
+      memref.store %s, %y[%i, %j] : memref<64x1024xf32>
+    }
+  }
+  return
+}
