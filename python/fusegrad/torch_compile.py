@@ -63,8 +63,9 @@ def trace_or_warn_rnns(model: torch.nn.Module, compiled: torch.nn.Module) -> Non
     compiled around it (a 2-layer LSTM over 32 steps: first call 1.8 s), so the calls of
     a model whose recurrent modules are all LSTMs run with `allow_rnn` on (that model's
     only: a config patch per call, a few us). nn.GRU and nn.RNN trace to their time steps
-    unrolled (2 layers, 32 steps: first call 32 s, then 2.8x faster than eager): they stay
-    eager, with a warning saying how to trace them."""
+    unrolled, compile time growing with layers x steps (a GRU, 2 layers of 32 over 32
+    steps: first call 16.5 s, then 1.1 ms a step against eager's 9.2 ms; 64 steps: 33.5 s):
+    they stay eager, with a warning saying how to trace them."""
     if torch._dynamo.config.allow_rnn:
         return
     rnns = [(name or "the model", m) for name, m in model.named_modules()
@@ -86,8 +87,8 @@ def trace_or_warn_rnns(model: torch.nn.Module, compiled: torch.nn.Module) -> Non
     message = (f"fusegrad does not compile {names}: Dynamo does not trace recurrent modules "
                "and then runs the whole model eagerly. Set "
                "torch._dynamo.config.allow_rnn = True before the first call to trace them: "
-               "each time step of a GRU or RNN is then compiled into the graph (2 layers over "
-               "32 steps: a 32 s first call, then 2.8x faster than eager)")
+               "each time step of a GRU or RNN is then compiled into the graph (a GRU of 2 "
+               "layers over 32 steps: a 16 s first call, then about 8x faster than eager)")
     log.warning("%s", message)
     warnings.warn(message, FusegradEagerOpWarning, stacklevel=3)
 
