@@ -401,6 +401,16 @@ def _clip(em: Emit, x: ir.Value, lo: ir.Value | None, hi: ir.Value | None,
     return y
 
 
+def _nan_without_gradient(em: Emit, x: ir.Value, y: ir.Value) -> ir.Value:
+    """`y`, but NaN with no gradient where `x` is NaN: eager's clamp and hardsigmoid pass
+    a NaN input no gradient (their range tests are false), where the selects of `_clip`
+    keep a NaN and pass it all (as relu's and hardswish's do; hardtanh's scalar loop does
+    and its vector loop does not, so eager's depends on the element's position)."""
+    if not is_float(spec(x).dtype):
+        return y
+    return em.b.select(em.b.compare(x, x, direction="ne"), full_as(em, y, math.nan), y)
+
+
 @handles(aten.relu.default)
 def _relu(em: Emit, x: ir.Value) -> ir.Value:
     if spec(x).dtype == "i1":
@@ -423,7 +433,8 @@ def _hard_sigmoid(em: Emit, x: ir.Value) -> ir.Value:
 @handles(aten.hardsigmoid.default)
 def _hardsigmoid(em: Emit, x: ir.Value) -> ir.Value:
     out = em.out0
-    return cast(em, _hard_sigmoid(em, coerce(em, x, _opmath(out.dtype), out.shape)), out.dtype)
+    y = coerce(em, x, _opmath(out.dtype), out.shape)
+    return cast(em, _nan_without_gradient(em, y, _hard_sigmoid(em, y)), out.dtype)
 
 
 @handles(aten.hardswish.default)
@@ -714,7 +725,7 @@ def _clamp(em: Emit, x: ir.Value, min: Any = None, max: Any = None) -> ir.Value:
     ct = _opmath(out.dtype)
     y = coerce(em, x, ct, out.shape)
     bounds = [None if b is None else coerce(em, b, ct, out.shape) for b in (min, max)]
-    y = _clip(em, y, *bounds, at_bounds=True)
+    y = _nan_without_gradient(em, y, _clip(em, y, *bounds, at_bounds=True))
     for given, b in zip((min, max), bounds):
         if isinstance(given, ir.Value) or (given is not None and math.isnan(given)):
             # a NaN bound gives NaN, as torch.clamp's max/min do

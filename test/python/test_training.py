@@ -278,6 +278,29 @@ def test_clipping_gradients_at_the_bounds_match_eager(name, fn):
 
 
 @pytest.mark.parametrize("name,fn", [
+    ("relu", torch.relu),
+    ("clamp", lambda x: x.clamp(-1.0, 3.0)),
+    ("clamp_min", lambda x: x.clamp(min=0.0)),
+    ("clamp_max", lambda x: x.clamp(max=3.0)),
+    ("clamp_tensors", lambda x: x.clamp(torch.zeros(9), torch.full((9,), 2.0))),
+    ("hardsigmoid", torch.nn.functional.hardsigmoid),
+])
+def test_clipping_gradients_at_nan_match_eager(name, fn):
+    """A NaN input stays NaN; clamp and hardsigmoid pass it no gradient (their range
+    tests are false), relu passes it all (`x <= 0` is false too). (Eager's hardtanh and
+    hardswish gradients at NaN differ between their scalar and vector loops.)"""
+    x = torch.tensor([-4.0, float("nan"), -1.0, -0.5, 0.0, 0.5, 3.0, float("nan"), 7.0])
+    got_x, want_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    weight = torch.arange(1.0, 1.0 + x.numel())
+    got = fusegrad.compile(lambda x: fn(x) * weight, **OPTIONS)(got_x)
+    want = fn(want_x) * weight
+    got.sum().backward()
+    want.sum().backward()
+    torch.testing.assert_close(got, want, equal_nan=True)
+    torch.testing.assert_close(got_x.grad, want_x.grad)
+
+
+@pytest.mark.parametrize("name,fn", [
     ("max_dim", lambda x: x.max(dim=1).values),
     ("min_dim", lambda x: x.min(dim=1).values),
     ("norm", lambda x: torch.linalg.vector_norm(x, dim=1)),
