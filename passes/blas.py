@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
-from .memrefs import (buffer_root, contiguous_memref, erase_buffer, erase_init, overwrites,
-                      row_major_offset, touching_ops, untouched_between, zero_init)
+from .memrefs import (buffer_root, contiguous_memref, erase_buffer, erase_init, first_in_block,
+                      last_in_block, overwrites, row_major_offset, touching_ops,
+                      untouched_between, zero_init)
 from .registry import register_pass
 from .torch_calls import DTYPE, add_helpers
 
@@ -277,7 +278,7 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
                and u.owner.operation.is_before_in_block(matmul)]
     if not writers:
         return None
-    writer = max(writers, key=lambda w: sum(o.is_before_in_block(w) for o in writers))
+    writer = last_in_block(writers)
     if not _swaps_last_two(writer):
         return None
     source = writer.operands[0]
@@ -289,10 +290,10 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
     touching = touching_ops(buf, matmul.block)
     if touching is None:
         return None
-    late = sorted({op for op in touching[0] if op not in (writer, matmul)
-                   and not op.is_before_in_block(writer)},
-                  key=lambda op: sum(o.is_before_in_block(op) for o in touching[0]))
-    if late and (late[0].is_before_in_block(matmul) or not overwrites(late[0], buf)):
+    late = [op for op in touching[0] if op not in (writer, matmul)
+            and not op.is_before_in_block(writer)]
+    if late and (first_in_block(late).is_before_in_block(matmul) or
+                 not overwrites(first_in_block(late), buf)):
         return None
     return writer if late or not out_param else None
 

@@ -24,7 +24,7 @@ from mlir import ir
 from mlir.dialects import memref
 
 from .function_boundary import functions
-from .memrefs import buffer_root, static_layout, touching_ops
+from .memrefs import buffer_root, first_in_block, static_layout, touching_ops
 from .registry import register_pass
 
 _RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
@@ -224,10 +224,7 @@ def _elide(copy: ir.Operation, touching_of: _TouchingOps) -> bool:
     ops = [o for o in touching[0] if o != copy and o.name not in _VIEWS]
     if any(not o.is_before_in_block(copy) for o in ops) or not ops:
         return False
-    first = ops[0]
-    for o in ops[1:]:
-        if o.is_before_in_block(first):
-            first = o
+    first = first_in_block(ops)
     # nothing touches the copy's destination from the part's first writer to the copy
     result_touching = touching_of(result)
     if result_touching is None:

@@ -60,6 +60,24 @@ def touching_ops(buf: ir.Value, block: ir.Block
     return ops, deallocs
 
 
+def last_in_block(ops: list[ir.Operation]) -> ir.Operation:
+    """The one of `ops` (non-empty, all in one block) that comes last."""
+    last = ops[0]
+    for op in ops[1:]:
+        if last.is_before_in_block(op):
+            last = op
+    return last
+
+
+def first_in_block(ops: list[ir.Operation]) -> ir.Operation:
+    """The one of `ops` (non-empty, all in one block) that comes first."""
+    first = ops[0]
+    for op in ops[1:]:
+        if op.is_before_in_block(first):
+            first = op
+    return first
+
+
 def dynamic_offset(t: ir.Type) -> ir.Type:
     """`t` with its offset dynamic when it is a strided memref: the type an outlined
     function takes it as, so that the same code over slices at different offsets (the
