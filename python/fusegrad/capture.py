@@ -7,7 +7,8 @@ that and reports which inputs the program mutated; their new values become
 extra graph outputs that the caller copies back after every call, so input
 mutations (BatchNorm running stats, in-place ops on inputs) are never lost.
 The user's output structure (nesting, None and other non-tensor leaves) is
-remembered here and rebuilt around the flat tensor outputs.
+remembered here and rebuilt around the flat tensor outputs, and so are the outputs
+eager returns as views of an input or of another output (`OutputView`).
 """
 from __future__ import annotations
 
@@ -42,6 +43,69 @@ class _TensorLeaf:
 TENSOR_LEAF = _TensorLeaf()
 
 
+@dataclass(frozen=True)
+class OutputView:
+    """A user tensor output that eager returns as a view: of user input `base`
+    (`of_input`) or of the earlier user output `base`. The program computes a copy;
+    the caller gets the view, so that writing into it reaches the base as in eager (a
+    returned slice of a cache buffer, `x.view(-1)`), as AOTAutograd's views do."""
+
+    output: int
+    base: int
+    of_input: bool
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int  # storage offset from the base's
+
+    def of(self, base: torch.Tensor) -> torch.Tensor:
+        return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset)
+
+
+def _output_views(fn: Any) -> tuple[OutputView, ...]:
+    """The outputs of Dynamo graph `fn` that are views, read off its example values (fake
+    tensors sharing a storage): of a placeholder, or of an earlier output that owns a
+    fresh contiguous storage (what the compiled program returns for it)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    if not isinstance(fn, torch.fx.GraphModule):
+        return ()
+    nodes = list(fn.graph.nodes)
+    placeholders = [n.meta.get("example_value") for n in nodes if n.op == "placeholder"]
+    (out,) = [n for n in nodes if n.op == "output"]
+    results = [a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a
+               for a in pytree.tree_leaves(out.args)]
+    if not all(isinstance(t, torch.Tensor) for t in results):
+        return ()
+
+    def storage(t: Any) -> Any:
+        return StorageWeakRef(t.untyped_storage()) if isinstance(t, torch.Tensor) else None
+
+    def static(t: torch.Tensor) -> bool:  # (a dynamic graph's sizes change per call)
+        return not any(isinstance(n, torch.SymInt)
+                       for n in (*t.shape, *t.stride(), t.storage_offset()))
+
+    inputs = [storage(t) for t in placeholders]
+    views, fresh = [], {}  # storage -> the output owning it
+    for k, t in enumerate(results):
+        if not static(t):
+            continue
+        key = storage(t)
+        if key in inputs:
+            i = inputs.index(key)
+            if not static(placeholders[i]):
+                continue
+            base, of_input, offset = i, True, t.storage_offset() - placeholders[i].storage_offset()
+        elif key in fresh:
+            base, of_input, offset = fresh[key], False, t.storage_offset()
+        else:
+            if t.storage_offset() == 0 and t.is_contiguous() and \
+                    t.untyped_storage().nbytes() == t.numel() * t.element_size():
+                fresh[key] = k
+            continue
+        views.append(OutputView(k, base, of_input, tuple(t.shape), tuple(t.stride()), offset))
+    return tuple(views)
+
+
 @dataclass
 class Captured:
     """A functional graph plus what is needed to call it like the original.
@@ -64,6 +128,7 @@ class Captured:
     # mutations eager records even of an input that does not require grad (`buf.add_(y)`,
     # `buf[i] = y` with y requiring grad): the input then carries y's history
     grad_mutations: frozenset[int] = frozenset()
+    output_views: tuple[OutputView, ...] = ()
 
     def __post_init__(self) -> None:
         # a tuple of tensors (what Dynamo graphs return) needs no pytree work per call
@@ -91,7 +156,14 @@ class Captured:
             outputs = outputs[:len(outputs) - len(self.checks)]
         n = self.num_mutations
         self.write_back(inputs, outputs[:n])
-        return self.rebuild(outputs[n:])
+        outputs = outputs[n:]
+        if self.output_views:
+            outputs = list(outputs)
+            users = inputs[len(self.lifted):]
+            for view in self.output_views:
+                outputs[view.output] = view.of(users[view.base] if view.of_input
+                                               else outputs[view.base])
+        return self.rebuild(outputs)
 
     def rebuild(self, tensors: Sequence[torch.Tensor]) -> Any:
         """The user's output structure around the user tensor outputs."""
@@ -213,7 +285,7 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs, %d checks",
               len(lifted), len(example_inputs), len(mutated), len(checks))
     return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks,
-                    unrecorded, grad_mutations)
+                    unrecorded, grad_mutations, _output_views(fn))
 
 
 def _grad_mutations(source: Any, mutated: Sequence[int], lifted: Sequence[str]) -> frozenset[int]:
