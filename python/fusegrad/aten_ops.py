@@ -1832,12 +1832,22 @@ def _stop_gradient(em: Emit, x: ir.Value) -> ir.Value:
     return em.b.stop_gradient(x) if is_float(spec(x).dtype) else x
 
 
+def _dense_gradient_only(sparse: bool) -> None:
+    """An embedding with `sparse=True` gives its weight a sparse COO gradient, which a
+    sparse optimizer (SparseAdam) requires; dg's gradients are dense: the lookup runs
+    eagerly instead (it is one gather)."""
+    if sparse:
+        raise Unsupported("sparse=True (its weight's gradient is a sparse tensor; fusegrad "
+                          "computes dense ones)")
+
+
 @handles(aten.embedding.default)
 def _embedding(em: Emit, weight: ir.Value, indices: ir.Value, padding_idx: int = -1,
                scale_grad_by_freq: bool = False, sparse: bool = False) -> ir.Value:
     # scale_grad_by_freq changes only the gradient, which dg derives from the forward
     if scale_grad_by_freq:
         raise Unsupported("scale_grad_by_freq=True")
+    _dense_gradient_only(sparse)
     rows = em.b.index_select(weight, indices, dim=0)
     if padding_idx is None or padding_idx < 0:
         return rows
@@ -1865,6 +1875,7 @@ def _embedding_bag(em: Emit, weight: ir.Value, indices: ir.Value, offsets: ir.Va
     less one; padding_idx rows count in no bag; empty bags are 0, as eager's."""
     if scale_grad_by_freq:
         raise Unsupported("scale_grad_by_freq=True")
+    _dense_gradient_only(sparse)
     b = em.b
     out = em.out0
     acc = _opmath(out.dtype)  # 16-bit floats sum in f32, as eager's

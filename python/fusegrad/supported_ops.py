@@ -118,6 +118,8 @@ def _embedding_options(sample: Any) -> str | None:
         return "max_norm renormalises the weight in place"
     if sample.kwargs.get("scale_grad_by_freq"):
         return "scale_grad_by_freq"
+    if sample.kwargs.get("sparse"):
+        return "sparse=True (a sparse weight gradient)"
     return None
 
 
@@ -207,7 +209,7 @@ CLAIMS: list[Claim] = (
         Claim("index_copy", note="a scatter over the indexed dim"),
         Claim("index_fill", unsupported=_uint8, note="a scatter over the indexed dim"),
         Claim("nn.functional.embedding", unsupported=_embedding_options,
-              note="no max_norm or scale_grad_by_freq"),
+              note="no max_norm, scale_grad_by_freq or sparse"),
         Claim("nn.functional.embedding_bag", unsupported=_embedding_options,
               note="sum and mean by a scatter_add, max by a bags x indices comparison"),
         Claim("narrow", unsupported=_tensor_start, note="int start only"),

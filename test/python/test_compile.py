@@ -534,6 +534,27 @@ def test_embedding_padding_idx_row_gets_no_gradient():
     torch.testing.assert_close(emb.weight.grad, want)
 
 
+@pytest.mark.parametrize("bag", [False, True])
+def test_sparse_embeddings_give_sparse_gradients(bag):
+    """sparse=True: eager's weight gradient is a sparse tensor (SparseAdam takes only
+    those); dg's are dense, so the lookup runs eagerly, said in a warning, and the rest
+    compiles."""
+    from fusegrad.backend import FusegradEagerOpWarning
+    torch.manual_seed(0)
+    emb = torch.nn.EmbeddingBag(10, 4, sparse=True) if bag else torch.nn.Embedding(10, 4, sparse=True)
+    head = torch.nn.Linear(4, 1)
+    ids = torch.tensor([[1, 2, 2], [5, 9, 1]])
+
+    def loss(ids):
+        return head(torch.tanh(emb(ids))).sum()
+    with pytest.warns(FusegradEagerOpWarning, match="sparse=True"):
+        compiled(loss)(ids).backward()
+    got, emb.weight.grad = emb.weight.grad, None
+    loss(ids).backward()
+    assert got.layout == torch.sparse_coo
+    torch.testing.assert_close(got.to_dense(), emb.weight.grad.to_dense())
+
+
 def test_detach_and_no_grad_blocks_stop_gradients_like_eager():
     """x.detach() and torch.no_grad() inside a compiled function stop gradients there
     (dg.stop_gradient), as in eager; nothing falls back."""
