@@ -1185,14 +1185,13 @@ def _reshape(em: Emit, x: ir.Value, *args: Any) -> ir.Value:
 AS_STRIDED_TABLE_MAX = 1 << 20
 
 
-@handles(aten.as_strided.default, aten.as_strided_copy.default)
-def _as_strided(em: Emit, x: ir.Value, size: Sequence[int], stride: Sequence[int],
-                storage_offset: int | None = None) -> ir.Value:
-    """A view of `x`'s storage (diagonal, trace and einsum's repeated indices decompose
-    to this): a reshape where it is the whole operand in order; else a gather of `x`'s
-    elements at the view's storage positions. For a contiguous `x` the positions are
-    `offset + sum_i index_i * stride_i` computed from iotas; for a strided view
-    (x.t(), x[1:]) a constant table maps them back to `x`'s elements."""
+def _storage_positions(em: Emit, x: ir.Value, size: Sequence[int], stride: Sequence[int],
+                       storage_offset: int | None) -> ir.Value | None:
+    """The row-major index in `x` of each element of `as_strided(x, size, stride,
+    storage_offset)` (shape `size`), or None where the view is all of `x` in order. For a
+    contiguous `x` the indices are `offset + sum_i index_i * stride_i` computed from
+    iotas; for a strided view (x.t(), x[1:]) a constant table maps them back to `x`'s
+    elements."""
     val = em.node.args[0].meta.get("val")
     base = val.storage_offset() if isinstance(val, torch.Tensor) else 0
     offset = (base if storage_offset is None else storage_offset) - base
@@ -1201,24 +1200,52 @@ def _as_strided(em: Emit, x: ir.Value, size: Sequence[int], stride: Sequence[int
     dense = not isinstance(val, torch.Tensor) or val.is_contiguous()
     if dense and offset == 0 and math.prod(size) == numel and all(
             st == c for n, st, c in zip(size, stride, contiguous) if n != 1):
-        return reshape(em, x, em.out0.shape)
+        return None
     count = math.prod(size)
-    if dense:
-        last = offset + sum((n - 1) * st for n, st in zip(size, stride)) if count else offset
-        if offset < 0 or any(st < 0 for st in stride) or (count and last >= numel):
-            raise Unsupported(f"as_strided reading outside its operand (offset {offset}, "
-                              f"strides {list(stride)}, {numel} elements)")
-        shape = tuple(size)
-        index = em.b.full(shape=shape, dtype="i64", value=float(offset))
-        for d, st in enumerate(stride):
-            if size[d] != 1 and st != 0:
-                step = em.b.full(shape=shape, dtype="i64", value=float(st))
-                index = em.b.add(index, em.b.mul(em.b.iota(shape=shape, dtype="i64", dim=d),
-                                                 step))
-    else:
-        index = em.b.constant(_view_positions(val, size, stride, base + offset))
-    flat = em.b.index_select(reshape(em, x, (numel,)), reshape(em, index, (count,)), dim=0)
+    if not dense:
+        return em.b.constant(_view_positions(val, size, stride, base + offset))
+    last = offset + sum((n - 1) * st for n, st in zip(size, stride)) if count else offset
+    if offset < 0 or any(st < 0 for st in stride) or (count and last >= numel):
+        raise Unsupported(f"as_strided outside its operand (offset {offset}, "
+                          f"strides {list(stride)}, {numel} elements)")
+    shape = tuple(size)
+    index = em.b.full(shape=shape, dtype="i64", value=float(offset))
+    for d, st in enumerate(stride):
+        if size[d] != 1 and st != 0:
+            step = em.b.full(shape=shape, dtype="i64", value=float(st))
+            index = em.b.add(index, em.b.mul(em.b.iota(shape=shape, dtype="i64", dim=d), step))
+    return index
+
+
+@handles(aten.as_strided.default, aten.as_strided_copy.default)
+def _as_strided(em: Emit, x: ir.Value, size: Sequence[int], stride: Sequence[int],
+                storage_offset: int | None = None) -> ir.Value:
+    """A view of `x`'s storage (diagonal, trace and einsum's repeated indices decompose
+    to this): a reshape where it is the whole operand in order; else a gather of `x`'s
+    elements at the view's storage positions."""
+    index = _storage_positions(em, x, size, stride, storage_offset)
+    if index is None:
+        return reshape(em, x, em.out0.shape)
+    flat = em.b.index_select(reshape(em, x, (spec(x).numel,)),
+                             reshape(em, index, (math.prod(size),)), dim=0)
     return reshape(em, flat, em.out0.shape)
+
+
+@handles(aten.as_strided_scatter.default)
+def _as_strided_scatter(em: Emit, x: ir.Value, src: ir.Value, size: Sequence[int],
+                        stride: Sequence[int], storage_offset: int | None = None) -> ir.Value:
+    """`x` with `src` written into its view `as_strided(size, stride, storage_offset)`
+    (functionalization's form of an in-place op on such a view: torch.func's jacrev of a
+    linear layer on a 1-D input): a scatter of `src` at the view's positions."""
+    out = em.out0
+    index = _storage_positions(em, x, size, stride, storage_offset)
+    src = coerce(em, src, out.dtype, tuple(size))
+    if index is None:
+        return reshape(em, src, out.shape)
+    count = math.prod(size)
+    flat = em.b.scatter(reshape(em, x, (spec(x).numel,)), reshape(em, index, (count,)),
+                        reshape(em, src, (count,)), dim=0)
+    return reshape(em, flat, out.shape)
 
 
 def _view_positions(val: torch.Tensor, size: Sequence[int], stride: Sequence[int],
@@ -2091,7 +2118,7 @@ def _broadcast_mask_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None
          aten.ones_like.default, aten.empty_like.default, aten.empty.memory_format,
          aten.empty_permuted.default, aten.empty_strided.default, aten.scalar_tensor.default,
          aten.zeros.default, aten.ones.default, aten.new_full.default, aten.new_zeros.default,
-         aten.new_ones.default, aten.new_empty.default)
+         aten.new_ones.default, aten.new_empty.default, aten.new_empty_strided.default)
 def _full(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
     target = em.node.target
     value = 0.0

@@ -30,6 +30,10 @@ TRANSFORMS = {
     "grad_of_grad": lambda x: grad(lambda y: grad(scalar)(y).pow(2).sum())(x),
     "vjp": lambda x: vjp(torch.tanh, x)[1](torch.ones_like(x))[0],
     "jacrev": lambda x: jacrev(lambda y: (W @ y).tanh())(x),
+    # a linear layer with a bias on an unbatched input: the transform writes the bias's
+    # contribution through an as_strided view (as_strided_scatter on new_empty_strided)
+    "jacrev_linear_1d": lambda x: jacrev(lambda y: torch.nn.functional.linear(
+        y, W[:3], W[3, :3]).tanh())(x),
     "jacfwd": lambda x: jacfwd(lambda y: (W @ y).tanh())(x),
     "jvp": lambda x: jvp(torch.sin, (x,), (torch.ones_like(x),))[1],
     "hessian": lambda x: hessian(scalar)(x),
