@@ -2465,6 +2465,15 @@ def _transposed_conv(em: Emit, x: ir.Value, w: ir.Value, out_shape: Sequence[int
     return y
 
 
+# ops without a mapping by design, and why (the importer's message)
+KEPT_EAGER: dict[Any, str] = {
+    # an nn.LSTM layer traces to it; it runs inside the compiled graph, its backward too
+    # (torch_compile.trace_or_warn_rnns)
+    aten.mkldnn_rnn_layer.default: "PyTorch's LSTM kernel (oneDNN), kept as it is by "
+                                   "design; the ops around it compile",
+}
+
+
 # ------------------------------------------------------------------ sampling
 @handles(aten.grid_sampler_2d.default)
 def _grid_sampler_2d(em: Emit, x: ir.Value, grid: ir.Value, interpolation_mode: int,

@@ -43,6 +43,18 @@ log = logging.getLogger(__name__)
 SEED_ATTR = "dg.seed_input"
 
 
+def _no_mapping(target: Any) -> str:
+    """Why an op without a handler is not compiled: a library's own operator is opaque
+    (its kernel runs as it is); an ATen op waits for a mapping."""
+    if target in aten_ops.KEPT_EAGER:
+        return aten_ops.KEPT_EAGER[target]
+    namespace = getattr(target, "namespace", "aten")
+    if namespace not in ("aten", "prims"):
+        return (f"a custom operator of the '{namespace}' library, whose kernel fusegrad "
+                "cannot see into")
+    return "no dg mapping for this op; add one to fusegrad/aten_ops.py"
+
+
 class UnsupportedOp(Exception):
     """An FX node fusegrad cannot import; it runs eagerly (`graph_split`).
 
@@ -259,8 +271,7 @@ class _GraphImporter:
                 return
             handler = aten_ops.HANDLERS.get(node.target)
             if handler is None:
-                raise self.unsupported(node, "no dg mapping for this op; add one to "
-                                       "fusegrad/aten_ops.py")
+                raise self.unsupported(node, _no_mapping(node.target))
             specs = meta_specs(node)
             if any(s is None for s in specs) and not isinstance(node.meta.get("val"), (tuple, list)):
                 raise self.unsupported(node, "it produces a non-tensor (data-dependent) value")

@@ -303,3 +303,36 @@ def test_an_input_updated_in_place_and_returned_is_the_input():
     torch.testing.assert_close(a, torch.full((3,), 2.5))
     (grad,) = torch.autograd.grad(out.pow(2).sum(), y)
     torch.testing.assert_close(grad, torch.full((3,), 5.0))
+
+
+@torch.library.custom_op("fusegrad_test::scaled_cube", mutates_args=())
+def _scaled_cube(x: torch.Tensor, scale: float) -> torch.Tensor:
+    return x.pow(3) * scale
+
+
+@_scaled_cube.register_fake
+def _(x, scale):
+    return torch.empty_like(x)
+
+
+_scaled_cube.register_autograd(
+    lambda ctx, g: (3 * ctx.scale * ctx.saved_tensors[0].pow(2) * g, None),
+    setup_context=lambda ctx, inputs, output: (ctx.save_for_backward(inputs[0]),
+                                               setattr(ctx, "scale", inputs[1])))
+
+
+def test_a_library_operator_runs_as_it_is_and_says_so():
+    """A custom operator (a library's own kernel, HF's grouped_mm fallback) is opaque: it
+    runs eagerly with its own autograd, the warning naming it as such, and the rest
+    compiles and trains like eager."""
+    def f(x):
+        return torch.ops.fusegrad_test.scaled_cube(x.sin(), 2.0).sum()
+    torch._dynamo.reset()
+    x = torch.randn(6, requires_grad=True)
+    with pytest.warns(FusegradEagerOpWarning,
+                      match="a custom operator of the 'fusegrad_test' library"):
+        got = fusegrad.compile(f, **OPTIONS)(x)
+    (got_grad,) = torch.autograd.grad(got, x)
+    want = f(x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_grad, torch.autograd.grad(want, x)[0])
