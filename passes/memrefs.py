@@ -60,22 +60,18 @@ def touching_ops(buf: ir.Value, block: ir.Block
     return ops, deallocs
 
 
+def first_in_block(ops: list[ir.Operation], last: bool = False) -> ir.Operation:
+    """The one of `ops` (non-empty, all in one block) that comes first (`last`: last), in
+    one scan."""
+    found = ops[0]
+    for op in ops[1:]:
+        if found.is_before_in_block(op) if last else op.is_before_in_block(found):
+            found = op
+    return found
+
+
 def last_in_block(ops: list[ir.Operation]) -> ir.Operation:
-    """The one of `ops` (non-empty, all in one block) that comes last."""
-    last = ops[0]
-    for op in ops[1:]:
-        if last.is_before_in_block(op):
-            last = op
-    return last
-
-
-def first_in_block(ops: list[ir.Operation]) -> ir.Operation:
-    """The one of `ops` (non-empty, all in one block) that comes first."""
-    first = ops[0]
-    for op in ops[1:]:
-        if op.is_before_in_block(first):
-            first = op
-    return first
+    return first_in_block(ops, last=True)
 
 
 def dynamic_offset(t: ir.Type) -> ir.Type:
