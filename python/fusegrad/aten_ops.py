@@ -1206,7 +1206,7 @@ def _storage_positions(em: Emit, x: ir.Value, size: Sequence[int], stride: Seque
         return em.b.constant(_view_positions(val, size, stride, base + offset))
     last = offset + sum((n - 1) * st for n, st in zip(size, stride)) if count else offset
     if offset < 0 or any(st < 0 for st in stride) or (count and last >= numel):
-        raise Unsupported(f"as_strided outside its operand (offset {offset}, "
+        raise Unsupported(f"as_strided view outside its operand (offset {offset}, "
                           f"strides {list(stride)}, {numel} elements)")
     shape = tuple(size)
     index = em.b.full(shape=shape, dtype="i64", value=float(offset))
