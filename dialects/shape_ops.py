@@ -242,6 +242,7 @@ def concatenated_parts(x, dim: int) -> list:
     of insert_slices into shared buffers made bufferization's analysis quadratic."""
     from mlir import ir
     shape = ir.RankedTensorType(x.type).shape
+
     def producer(value) -> str:
         return "" if isinstance(value.owner, ir.Block) else value.owner.operation.name
 

@@ -38,8 +38,8 @@ from typing import Callable, Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf, vector
 
-from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, dynamic_offset, row_conflict,
-                      row_local, static_memref)
+from .memrefs import (VIEWS, Access, buffer_root, contiguous_memref, dynamic_offset, passed_as,
+                      row_conflict, row_local, static_memref)
 from .registry import PassError, register_pass
 
 PARALLEL_SUFFIX = "__parallel"
@@ -1018,7 +1018,7 @@ class Outliner:
         rows = n_blocks if reducers else -(-group[0].sizes[dim] // block)
         work = sum(m.work for m in group)
         with ir.InsertionPoint(last), loc:
-            args = [v if p == v.type else memref.CastOp(p, v).result for v, p in zip(args, params)]
+            args = passed_as(args, params)
             if work >= self.parallel_min_work and rows >= 2 and self.parallel_min_work > 0:
                 launcher = name + PARALLEL_SUFFIX
                 ltype = ir.FunctionType.get([index] + params, [])

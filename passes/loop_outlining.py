@@ -14,10 +14,10 @@ from __future__ import annotations
 import collections
 
 from mlir import ir
-from mlir.dialects import func, memref
+from mlir.dialects import func
 
 from .cpu_kernels import mark_kernel
-from .memrefs import dynamic_offset
+from .memrefs import dynamic_offset, passed_as
 from .function_boundary import functions, is_public
 from .registry import register_pass
 
@@ -75,8 +75,7 @@ def _outline(fn: ir.Operation, loop: ir.Operation, name: str) -> None:
     with loop.location:
         block = callee.add_entry_block()
     with ir.InsertionPoint(loop), loop.location:
-        passed = [v if p == v.type else memref.CastOp(p, v).result for v, p in zip(args, params)]
-        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), passed)
+        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), passed_as(args, params))
     for old, new in zip(loop.results, call.results):
         old.replace_all_uses_with(new)
     with ir.InsertionPoint(block), loop.location:

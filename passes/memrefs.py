@@ -8,6 +8,7 @@ import math
 from typing import Optional
 
 from mlir import ir
+from mlir.dialects import memref
 
 VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
          "memref.reinterpret_cast")
@@ -87,6 +88,12 @@ def dynamic_offset(t: ir.Type) -> ir.Type:
     return ir.MemRefType.get(list(t.shape), t.element_type,
                              ir.StridedLayoutAttr.get(dynamic, list(layout.strides)),
                              t.memory_space)
+
+
+def passed_as(values: list[ir.Value], types: list[ir.Type]) -> list[ir.Value]:
+    """`values` as arguments of parameters of `types` (at the current insertion point):
+    `memref.cast` where a type differs (a slice's offset made dynamic)."""
+    return [v if t == v.type else memref.CastOp(t, v).result for v, t in zip(values, types)]
 
 
 def static_memref(t: ir.Type) -> bool:

@@ -1859,10 +1859,12 @@ def _stop_gradient(em: Emit, x: ir.Value) -> ir.Value:
     return em.b.stop_gradient(x) if is_float(spec(x).dtype) else x
 
 
-def _dense_gradient_only(sparse: bool) -> None:
-    """An embedding with `sparse=True` gives its weight a sparse COO gradient, which a
-    sparse optimizer (SparseAdam) requires; dg's gradients are dense: the lookup runs
-    eagerly instead (it is one gather)."""
+def _plain_weight_gradient(scale_grad_by_freq: bool, sparse: bool) -> None:
+    """An embedding's options that change only its weight's gradient, which dg derives
+    from the forward: scaled by frequency, or a sparse COO tensor (which SparseAdam
+    requires; dg's gradients are dense). Such a lookup runs eagerly (it is one gather)."""
+    if scale_grad_by_freq:
+        raise Unsupported("scale_grad_by_freq=True")
     if sparse:
         raise Unsupported("sparse=True (its weight's gradient is a sparse tensor; fusegrad "
                           "computes dense ones)")
@@ -1871,10 +1873,7 @@ def _dense_gradient_only(sparse: bool) -> None:
 @handles(aten.embedding.default)
 def _embedding(em: Emit, weight: ir.Value, indices: ir.Value, padding_idx: int = -1,
                scale_grad_by_freq: bool = False, sparse: bool = False) -> ir.Value:
-    # scale_grad_by_freq changes only the gradient, which dg derives from the forward
-    if scale_grad_by_freq:
-        raise Unsupported("scale_grad_by_freq=True")
-    _dense_gradient_only(sparse)
+    _plain_weight_gradient(scale_grad_by_freq, sparse)
     rows = em.b.index_select(weight, indices, dim=0)
     if padding_idx is None or padding_idx < 0:
         return rows
@@ -1900,9 +1899,7 @@ def _embedding_bag(em: Emit, weight: ir.Value, indices: ir.Value, offsets: ir.Va
     by each bag's count), or, for max, each bag's rows selected from all rows (bags x
     indices x features work). A row's bag is the number of offsets at or before it,
     less one; padding_idx rows count in no bag; empty bags are 0, as eager's."""
-    if scale_grad_by_freq:
-        raise Unsupported("scale_grad_by_freq=True")
-    _dense_gradient_only(sparse)
+    _plain_weight_gradient(scale_grad_by_freq, sparse)
     b = em.b
     out = em.out0
     acc = _opmath(out.dtype)  # 16-bit floats sum in f32, as eager's

@@ -24,7 +24,6 @@ from typing import Callable, Hashable, Iterable, Protocol, Sequence
 import torch
 from mlir import ir
 
-from .dialects.types import TensorSpec, is_float
 from .runtime import autograd
 from .runtime.autograd import Training
 
@@ -129,8 +128,8 @@ class Program:
         self.num_inputs = len(ftype.inputs)
         self.num_results = len(ftype.results)
         # the outputs a backward may take a cotangent for (training's `constant` are among them)
-        self.float_outputs = tuple(i for i, t in enumerate(ftype.results)
-                                   if is_float(TensorSpec.from_mlir(t).dtype))
+        from .passes.autodiff_common import float_indices
+        self.float_outputs = tuple(float_indices(ftype.results))
         self.seed_input: int | None = (ir.IntegerAttr(fn.attributes["dg.seed_input"]).value
                                        if "dg.seed_input" in fn.attributes else None)
         self._forward: Executable | None = None
