@@ -22,7 +22,7 @@ import torch
 import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
 
-from .decompositions import decompositions
+from .decompositions import corrected_kernels, decompositions
 from .graph_split import returns_self, runs_transforms
 from .stop_gradient import GRAD_DISABLED, mark_stop_gradients
 
@@ -255,7 +255,8 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
         # a hessian of an input requiring grad). fusegrad differentiates what it traces.
         traced_inputs = [x.detach() for x in traced_inputs]
     try:
-        with torch.no_grad(), fx_traceback.preserve_node_meta(), _decomposable_forms(example_inputs):
+        with torch.no_grad(), fx_traceback.preserve_node_meta(), \
+                _decomposable_forms(example_inputs), corrected_kernels():
             gm, sig = aot_export_module(wrapper, traced_inputs, trace_joint=False,
                                         decompositions=decompositions())
     except Exception as e:  # tracing failures come in many types; report them as one

@@ -23,6 +23,11 @@ Added (decomposed before import):
   addbmm (ours)                   one mm over the batch folded into the contraction
   _trilinear (ours: bilinear)     einsum, so two matmuls
 
+Corrected (PyTorch registers these decompositions as the op's Python autograd kernel,
+which runs while tracing before any table is consulted; `corrected_kernels` swaps ours
+in for the trace):
+  multilabel_margin_loss_forward  PyTorch's, with the slots after a -1 masked
+
 Kept where exact (mapped to dg.attention by `aten_ops`):
   _scaled_dot_product_flash_attention_for_cpu
                        f32/f64 without dropout, from 256 keys on: PyTorch's flash
@@ -54,8 +59,9 @@ Kept (removed from the core table, mapped directly by `aten_ops`):
 """
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
@@ -248,6 +254,52 @@ def _new_zeros_with_same_feature_meta(x: torch.Tensor, other: torch.Tensor,
     torch.func.jvp and jacfwd)."""
     return torch.zeros((*x.shape[:self_num_batch_dims], *other.shape), dtype=x.dtype,
                        device=x.device)
+
+
+def _multilabel_margin_loss_forward(input: torch.Tensor, target: torch.Tensor,
+                                    reduction: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """PyTorch's decomposition with the terms of the target slots after the first -1
+    masked out: torch 2.13's counts each such slot as a target of class 0 (a row
+    [0, -1, 1, 1, 1] of 5 classes came out 5 times eager's loss; Inductor's too)."""
+    shape = input.shape
+    input, target = torch.atleast_2d(input), torch.atleast_2d(target)
+    classes = input.shape[1]
+    idx = torch.arange(classes, device=target.device)
+    end = torch.amin(torch.where(target == -1, idx, classes), dim=-1, keepdim=True)
+    in_list = idx < end  # [batch, slot]: the slot holds a target
+    u = torch.gather(input, -1, torch.where(in_list, target, 0))
+    is_target = torch.any(idx == torch.where(in_list, target, -1).unsqueeze(-1), dim=1)
+    z = (1.0 - u.T.unsqueeze(-1) + input).clamp_min(0) / classes  # [slot, batch, class]
+    z = torch.where(is_target | ~in_list.T.unsqueeze(-1), 0, z)
+    if reduction == 1:  # Reduction::Mean
+        z = z.sum(dim=(0, -1)).mean()
+    elif reduction == 2:  # Reduction::Sum
+        z = z.sum()
+    else:
+        z = z.sum(dim=(0, -1)).reshape(shape[:-1])
+    return z, is_target.to(input.dtype).reshape(shape)
+
+
+_CORRECTED = {aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward}
+
+
+@contextlib.contextmanager
+def corrected_kernels() -> Iterator[None]:
+    """Trace with the `_CORRECTED` decompositions as the ops' Python autograd kernels."""
+    from torch._C import DispatchKey
+    saved = {op: op.py_kernels.get(DispatchKey.Autograd) for op in _CORRECTED}
+    try:
+        for op, fn in _CORRECTED.items():
+            op.py_kernels[DispatchKey.Autograd] = fn
+            op._dispatch_cache.clear()  # keyed by AutogradCPU etc., as py_impl clears it
+        yield
+    finally:
+        for op, fn in saved.items():
+            if fn is None:
+                op.py_kernels.pop(DispatchKey.Autograd, None)
+            else:
+                op.py_kernels[DispatchKey.Autograd] = fn
+            op._dispatch_cache.clear()
 
 
 def _fma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:

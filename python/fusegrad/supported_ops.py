@@ -151,7 +151,7 @@ tril triu outer
 nn.functional.interpolate.nearest nn.functional.upsample_nearest
 nn.functional.glu nn.functional.selu nn.functional.celu nn.functional.softsign nn.functional.hardshrink nn.functional.softshrink
 nn.functional.threshold nn.functional.kl_div nn.functional.binary_cross_entropy nn.functional.margin_ranking_loss nn.functional.soft_margin_loss nn.functional.hinge_embedding_loss
-nn.functional.cosine_embedding_loss nn.functional.triplet_margin_loss nn.functional.pairwise_distance nn.functional.poisson_nll_loss nn.functional.multilabel_soft_margin_loss nn.functional.rms_norm
+nn.functional.cosine_embedding_loss nn.functional.triplet_margin_loss nn.functional.pairwise_distance nn.functional.poisson_nll_loss nn.functional.multilabel_soft_margin_loss nn.functional.multilabel_margin_loss nn.functional.rms_norm
 nn.functional.instance_norm nn.functional.pixel_shuffle nn.functional.pixel_unshuffle nn.functional.channel_shuffle nn.functional.unfold nn.functional.interpolate.bilinear
 nn.functional.interpolate.bicubic nn.functional.interpolate.linear nn.functional.prelu nn.functional.max_pool1d nn.functional.avg_pool1d nn.functional.pad.reflect
 nn.functional.pad.replicate nn.functional.pad.circular tensordot kron logit nan_to_num

@@ -323,6 +323,28 @@ def test_gradients_at_ties_and_zero_norms_match_eager(name, fn):
     torch.testing.assert_close(got_x.grad, want_x.grad)
 
 
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("batched", [True, False], ids=["batch", "vector"])
+def test_multilabel_margin_loss_stops_at_the_first_minus_one(reduction, batched):
+    """The target lists a row's classes up to the first -1; PyTorch's decomposition (what
+    Inductor runs too) counted every slot after it as class 0."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, dtype=torch.float64)
+    target = torch.tensor([[3, 0, -1, 1, 2], [1, 2, 3, 4, -1], [0, -1, 1, 1, 1],
+                           [4, 3, 2, 1, 0]])
+    if not batched:
+        x, target = x[2], target[2]
+    loss = lambda x: torch.nn.functional.multilabel_margin_loss(x, target, reduction=reduction)
+    compiled = fusegrad.compile(loss, **OPTIONS)
+    got_x, want_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got, want = compiled(got_x), loss(want_x)
+    torch.testing.assert_close(got, want)
+    got.sum().backward()
+    want.sum().backward()
+    torch.testing.assert_close(got_x.grad, want_x.grad)
+    assert torch.autograd.gradcheck(compiled, (x.clone().requires_grad_(),))
+
+
 @pytest.mark.parametrize("name, fn", [
     ("index_add dim 1", lambda x, v: x.index_add(1, torch.tensor([2, 0, 2]), v[:, :3])),
     ("two indices", lambda x, v: torch.index_put(x, (torch.tensor([1, 1, 3]),
