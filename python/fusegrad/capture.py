@@ -61,49 +61,83 @@ class OutputView:
         return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset)
 
 
-def _output_views(fn: Any) -> tuple[OutputView, ...]:
+def _output_views(fn: Any, example_inputs: Sequence[torch.Tensor]) -> tuple[OutputView, ...]:
     """The outputs of Dynamo graph `fn` that are views, read off its example values (fake
     tensors sharing a storage): of a placeholder, or of an earlier output that owns a
-    fresh contiguous storage (what the compiled program returns for it)."""
+    fresh contiguous storage (what the compiled program returns for it). A dynamic
+    graph's views have symbolic geometry: it is evaluated at this signature's sizes (the
+    symbols bound by the placeholders' sizes, strides and integer values); a view whose
+    geometry does not come out as integers stays a copy."""
     from torch.multiprocessing.reductions import StorageWeakRef
 
-    if not isinstance(fn, torch.fx.GraphModule):
+    graph, where = fn, None
+    if isinstance(getattr(fn, "gm", None), torch.fx.GraphModule):  # numbers baked in
+        graph, where = fn.gm, fn.where
+    if not isinstance(graph, torch.fx.GraphModule):
         return ()
-    nodes = list(fn.graph.nodes)
+    nodes = list(graph.graph.nodes)
     placeholders = [n.meta.get("example_value") for n in nodes if n.op == "placeholder"]
     (out,) = [n for n in nodes if n.op == "output"]
     results = [a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a
                for a in pytree.tree_leaves(out.args)]
     if not all(isinstance(t, torch.Tensor) for t in results):
         return ()
+    args: list[Any] = list(example_inputs) if where is None else list(fn.numbers)
+    for i, x in zip(where or (), example_inputs):
+        args[i] = x
+    concrete = _concrete_sizes(placeholders, args)
+    user_position = {i: k for k, i in enumerate(where if where is not None else range(len(args)))}
 
-    def storage(t: Any) -> Any:
-        return StorageWeakRef(t.untyped_storage()) if isinstance(t, torch.Tensor) else None
+    def storage(t: torch.Tensor) -> Any:
+        return StorageWeakRef(t.untyped_storage())
 
-    def static(t: torch.Tensor) -> bool:  # (a dynamic graph's sizes change per call)
-        return not any(isinstance(n, torch.SymInt)
-                       for n in (*t.shape, *t.stride(), t.storage_offset()))
-
-    inputs = [storage(t) for t in placeholders]
+    inputs = {}  # storage -> the placeholder owning it
+    for i, t in reversed(list(enumerate(placeholders))):
+        if isinstance(t, torch.Tensor):
+            inputs[storage(t)] = i
     views, fresh = [], {}  # storage -> the output owning it
     for k, t in enumerate(results):
-        if not static(t):
-            continue
         key = storage(t)
         if key in inputs:
-            i = inputs.index(key)
-            if not static(placeholders[i]):
-                continue
-            base, of_input, offset = i, True, t.storage_offset() - placeholders[i].storage_offset()
+            i = inputs[key]
+            base, of_input = user_position[i], True
+            offset = concrete(t.storage_offset() - placeholders[i].storage_offset())
         elif key in fresh:
-            base, of_input, offset = fresh[key], False, t.storage_offset()
+            base, of_input, offset = fresh[key], False, concrete(t.storage_offset())
         else:
             if t.storage_offset() == 0 and t.is_contiguous() and \
                     t.untyped_storage().nbytes() == t.numel() * t.element_size():
                 fresh[key] = k
             continue
-        views.append(OutputView(k, base, of_input, tuple(t.shape), tuple(t.stride()), offset))
+        size, stride = [concrete(n) for n in t.shape], [concrete(n) for n in t.stride()]
+        if None not in (offset, *size, *stride):
+            views.append(OutputView(k, base, of_input, tuple(size), tuple(stride), offset))
     return tuple(views)
+
+
+def _concrete_sizes(placeholders: Sequence[Any], args: Sequence[Any]) -> Callable[[Any], int | None]:
+    """Evaluates a size of a dynamic graph's example values at `args`: each placeholder
+    dim, stride and integer that is a plain symbol binds it to the argument's value."""
+    import sympy
+    bindings = {}
+
+    def bind(symbolic: Any, value: Any) -> None:
+        if isinstance(symbolic, torch.SymInt) and isinstance(symbolic.node.expr, sympy.Symbol):
+            bindings[symbolic.node.expr] = sympy.Integer(int(value))
+    for example, arg in zip(placeholders, args):
+        if isinstance(example, torch.Tensor) and isinstance(arg, torch.Tensor):
+            for symbolic, value in zip((*example.shape, *example.stride(), example.storage_offset()),
+                                       (*arg.shape, *arg.stride(), arg.storage_offset())):
+                bind(symbolic, value)
+        elif isinstance(arg, int):
+            bind(example, arg)
+
+    def concrete(n: Any) -> int | None:
+        if not isinstance(n, torch.SymInt):
+            return int(n)
+        value = n.node.expr.xreplace(bindings)
+        return int(value) if value.is_Integer else None
+    return concrete
 
 
 @dataclass
@@ -286,7 +320,7 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs, %d checks",
               len(lifted), len(example_inputs), len(mutated), len(checks))
     return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks,
-                    unrecorded, grad_mutations, _output_views(fn))
+                    unrecorded, grad_mutations, _output_views(fn, example_inputs))
 
 
 def _grad_mutations(source: Any, mutated: Sequence[int], lifted: Sequence[str]) -> frozenset[int]:

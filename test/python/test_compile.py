@@ -156,6 +156,23 @@ def test_outputs_that_eager_returns_as_views_are_views(grad):
     torch.testing.assert_close(cache, cache_eager)
 
 
+def test_views_returned_by_a_dynamic_graph_are_views_at_each_size():
+    """A graph Dynamo made dynamic (after a new length, or dynamic=True) returns views
+    whose geometry follows the call's sizes: a decoding step's slice of its cache."""
+    def step(x, cache, k, pos: int):
+        cache[:, pos] = k
+        return x.view(-1), cache[:, :pos + 1]
+    for dynamic in (None, True):
+        f = compiled(step, dynamic=dynamic)
+        for n in (3, 5, 6):
+            x, cache, k = torch.randn(n, 2), torch.zeros(2, 8, 3), torch.ones(2, 3)
+            flat, seen = f(x, cache, k, n - 1)
+            assert flat.shape == (2 * n,) and seen.shape == (2, n, 3)
+            flat[0] = 99.0
+            seen[0, 0, 0] = -5.0
+            assert x[0, 0] == 99.0 and cache[0, 0, 0] == -5.0 and cache[0, n - 1, 0] == 1.0
+
+
 def test_input_mutation_is_written_back():
     def f(x, buf):
         buf.mul_(0.5).add_(x)
