@@ -288,6 +288,12 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
         # require grad made AOTAutograd's export trace a joint graph too (and assert:
         # a hessian of an input requiring grad). fusegrad differentiates what it traces.
         traced_inputs = [x.detach() for x in traced_inputs]
+    elif not isinstance(fn, torch.fx.GraphModule):
+        # a function (or module) may read tensors it closes over: they trace as constants,
+        # which `_lift_closed_over` makes inputs (Dynamo graphs have them as inputs already)
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        traced_inputs = [mode.from_tensor(x) for x in traced_inputs]
     try:
         with torch.no_grad(), fx_traceback.preserve_node_meta(), \
                 _decomposable_forms(example_inputs), corrected_kernels():
@@ -298,11 +304,13 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     if sig.input_tokens or sig.output_tokens:
         raise CaptureError("the program has side-effecting ops (effect tokens); fusegrad "
                            "compiles pure tensor programs")
-    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     state = dict(wrapper.named_parameters(remove_duplicate=False))
     state.update(wrapper.named_buffers(remove_duplicate=False))
     lifted_names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
-    lifted = tuple(state[lifted_names[p]] for p in placeholders[:len(lifted_names)])
+    closed_over = _lift_closed_over(gm, len(lifted_names)) \
+        if not isinstance(fn, torch.fx.GraphModule) else ()
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    lifted = (*(state[lifted_names[p]] for p in placeholders[:len(lifted_names)]), *closed_over)
     by_fqn = {fqn: placeholders.index(p) for p, fqn in lifted_names.items()}
     mutations = {**sig.buffers_to_mutate, **sig.parameters_to_mutate}
     mutated = []
@@ -321,6 +329,37 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
               len(lifted), len(example_inputs), len(mutated), len(checks))
     return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks,
                     unrecorded, grad_mutations, _output_views(fn, example_inputs))
+
+
+def _lift_closed_over(gm: torch.fx.GraphModule, position: int) -> tuple[torch.Tensor, ...]:
+    """The tensors the traced function read from outside (closed over, globals, a
+    submodule's weights), which tracing recorded as constants, made placeholders at
+    `position` (after the lifted parameters): each call passes them, so the program
+    sees them updated in place (an optimizer's step) as eager does, and they stay out of
+    the IR. Literals the function creates (`torch.tensor([...])`, read through
+    `lift_fresh_copy`) stay constants."""
+    constants = [n for n in gm.graph.nodes if n.op == "get_attr"
+                 and isinstance(getattr(gm, n.target), torch.Tensor)
+                 and not all(u.target is torch.ops.aten.lift_fresh_copy.default for u in n.users)]
+    if not constants:
+        return ()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    tensors = []
+    for node in constants:
+        anchor = placeholders[position] if position < len(placeholders) else None
+        with (gm.graph.inserting_before(anchor) if anchor is not None
+              else gm.graph.inserting_after(placeholders[-1]) if placeholders
+              else gm.graph.inserting_before(next(iter(gm.graph.nodes)))):
+            placeholder = gm.graph.placeholder(f"closed_over_{len(tensors)}")
+        placeholder.meta.update(node.meta)
+        node.replace_all_uses_with(placeholder)
+        tensors.append(getattr(gm, node.target))
+        gm.graph.erase_node(node)
+        delattr(gm, node.target)
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        position += 1
+    gm.recompile()
+    return tuple(tensors)
 
 
 def _grad_mutations(source: Any, mutated: Sequence[int], lifted: Sequence[str]) -> frozenset[int]:

@@ -38,6 +38,15 @@ class _Traced:
         self.program = Program.from_graph(self.captured.gm, options,
                                           label=getattr(fn, "__name__", "fn").strip("<>"))
 
+    def inputs(self, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The program's inputs for `args`: the tensors `fn` closes over (`lifted`) first,
+        a fresh seed last where the program takes one."""
+        return with_seed(self.program, [*self.captured.lifted, *args])
+
+    def positions(self, argnums: Sequence[int]) -> tuple[int, ...]:
+        """The program input positions of arguments `argnums`."""
+        return tuple(len(self.captured.lifted) + i for i in argnums)
+
 
 def _traced(fn: Callable[..., Any], args: Sequence[torch.Tensor],
             options: CompileOptions | None) -> _Traced:
@@ -91,9 +100,8 @@ def value_and_grad(fn: Callable[..., torch.Tensor], argnums: Argnums = 0, *,
     def run(*args: torch.Tensor) -> tuple[torch.Tensor, Any]:
         t = _traced(fn, args, options)
         _scalar_output(t, "grad")
-        wrt = _argnums(argnums, len(args))
-        joint = t.program.joint(wrt)
-        value, *grads = run_program(joint, [*with_seed(t.program, args), _ones_like_output(t)])
+        joint = t.program.joint(t.positions(_argnums(argnums, len(args))))
+        value, *grads = run_program(joint, [*t.inputs(args), _ones_like_output(t)])
         return value, _pick(argnums, grads)
     return run
 
@@ -114,9 +122,9 @@ def vjp(fn: Callable[..., Any], *primals: torch.Tensor,
     """
     t = _traced(fn, primals, options)
     wrt = tuple(i for i, p in enumerate(primals) if p.is_floating_point())
-    training = t.program.training(wrt)
+    training = t.program.training(t.positions(wrt))
     with torch.no_grad():
-        results = training.fwd(*with_seed(t.program, primals))
+        results = training.fwd(*t.inputs(primals))
     outputs = unaliased(results[:training.num_outputs], primals)
     saved = results[training.num_outputs:]
 
@@ -128,7 +136,7 @@ def vjp(fn: Callable[..., Any], *primals: torch.Tensor,
         with torch.no_grad():
             grads = training.bwd(*saved, *(c.contiguous() for c in cts))
         full: list[torch.Tensor | None] = [None] * len(primals)
-        for i, g in zip(training.wrt, grads):
+        for i, g in zip(wrt, grads):
             full[i] = g
         return tuple(full)
     return t.captured.rebuild(outputs), vjp_fn
@@ -145,9 +153,8 @@ def jvp(fn: Callable[..., Any], primals: Sequence[torch.Tensor], tangents: Seque
         raise ValueError(f"fusegrad.jvp: {len(primals)} primals but {len(tangents)} tangents")
     t = _traced(fn, primals, options)
     wrt = tuple(i for i, p in enumerate(primals) if p.is_floating_point())
-    program = t.program.jvp(wrt)
-    results = run_program(program, [*with_seed(t.program, primals),
-                                    *(tangents[i].contiguous() for i in wrt)])
+    program = t.program.jvp(t.positions(wrt))
+    results = run_program(program, [*t.inputs(primals), *(tangents[i].contiguous() for i in wrt)])
     n = t.program.num_results
     outputs, out_tangents = results[:n], iter(results[n:])
     full = [next(out_tangents) if o.is_floating_point() else torch.zeros_like(o) for o in outputs]
@@ -165,8 +172,8 @@ def hvp(fn: Callable[..., torch.Tensor], primals: Sequence[torch.Tensor],
     t = _traced(fn, primals, options)
     _scalar_output(t, "hvp")
     wrt = tuple(i for i, p in enumerate(primals) if p.is_floating_point())
-    fwd_over_rev = t.program.joint(wrt).jvp(wrt)
-    results = run_program(fwd_over_rev, [*with_seed(t.program, primals), _ones_like_output(t),
+    fwd_over_rev = t.program.joint(t.positions(wrt)).jvp(t.positions(wrt))
+    results = run_program(fwd_over_rev, [*t.inputs(primals), _ones_like_output(t),
                                          *(tangents[i].contiguous() for i in wrt)])
     # results: value, grads..., then the tangents of (value, grads...)
     hvps = dict(zip(wrt, results[-len(wrt):]))

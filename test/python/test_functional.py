@@ -74,3 +74,28 @@ def test_compiled_once_per_signature(xw):
 def test_grad_needs_scalar_output(xw):
     with pytest.raises(ValueError, match="one floating-point scalar"):
         fusegrad.grad(g, options=O)(*xw)
+
+
+def test_functions_closing_over_tensors_and_modules(xw):
+    """A model's loss as a function of its input reads the model's weights and other
+    tensors from outside: each call passes them, so in-place updates are seen."""
+    x, w = xw
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(4, 3, dtype=torch.float64)
+    mask = torch.tensor([1.0, 0.0, 1.0], dtype=torch.float64)
+
+    def loss(x):
+        return (torch.tanh(lin(x)) * mask).sum() + f(x, w)
+    v = torch.randn_like(x)
+    for step in range(2):
+        torch.testing.assert_close(fusegrad.grad(loss, options=O)(x), torch.func.grad(loss)(x))
+        torch.testing.assert_close(fusegrad.jvp(loss, (x,), (v,), options=O)[1],
+                                   torch.func.jvp(loss, (x,), (v,))[1])
+        torch.testing.assert_close(fusegrad.hvp(loss, (x,), (v,), options=O)[1][0],
+                                   torch.autograd.functional.hvp(loss, x, v)[1])
+        out, vjp_fn = fusegrad.vjp(lambda x: lin(x) * mask, x, options=O)
+        torch.testing.assert_close(vjp_fn(torch.ones_like(out))[0],
+                                   (lin.weight * mask[:, None]).sum(0).expand_as(x))
+        with torch.no_grad():  # what an optimizer step does between calls
+            lin.weight.mul_(-2)
+            w.add_(0.5)
