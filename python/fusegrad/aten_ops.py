@@ -2115,7 +2115,8 @@ def _broadcast_mask_put(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None
          aten.ones_like.default, aten.empty_like.default, aten.empty.memory_format,
          aten.empty_permuted.default, aten.empty_strided.default, aten.scalar_tensor.default,
          aten.zeros.default, aten.ones.default, aten.new_full.default, aten.new_zeros.default,
-         aten.new_ones.default, aten.new_empty.default, aten.new_empty_strided.default)
+         aten.new_ones.default, aten.new_empty.default, aten.new_empty_strided.default,
+         aten._efficientzerotensor.default)
 def _full(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
     target = em.node.target
     value = 0.0

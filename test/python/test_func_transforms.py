@@ -37,6 +37,9 @@ TRANSFORMS = {
     "jacfwd": lambda x: jacfwd(lambda y: (W @ y).tanh())(x),
     "jvp": lambda x: jvp(torch.sin, (x,), (torch.ones_like(x),))[1],
     "hessian": lambda x: hessian(scalar)(x),
+    # the transform's zero tangents of W are `_efficientzerotensor`s
+    "hessian_through_a_matmul": lambda x: hessian(
+        lambda y: (torch.tanh(y @ W) @ y).sin() + y.pow(3).sum())(x),
     "vmap_of_grad": lambda x: vmap(grad(scalar))(torch.stack([x, 2 * x, -x])),
     "detach_inside_grad": lambda x: grad(lambda y: (y * y.detach().exp()).sum())(x),
     "grad_then_ops": lambda x: grad(scalar)(x).exp() * x,
