@@ -58,11 +58,27 @@ def _traced(fn: Callable[..., Any], args: Sequence[torch.Tensor],
     options = options or CompileOptions()
     options = options.with_(target=select_target(
         options.target, [(f"argument {i}", a) for i, a in enumerate(args)]))
-    key = (options, tuple((tuple(a.shape), a.dtype) for a in args))
+    key = (options, tuple((tuple(a.shape), a.dtype) for a in args), _outside_tensors(fn))
     per_fn = _CACHE.setdefault(fn, {})
     if key not in per_fn:
         per_fn[key] = _Traced(fn, args, options)
     return per_fn[key]
+
+
+def _outside_tensors(fn: Callable[..., Any]) -> tuple[int, ...]:
+    """The identities of the tensors and modules `fn` names from outside (its closure
+    cells, the globals its code reads): part of the trace's key, so that rebinding such a
+    name traces anew (`_lift_closed_over` passes the traced objects themselves)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ()
+    values = [fn.__globals__.get(n) for n in code.co_names]
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # not assigned yet
+            pass
+    return tuple(id(v) for v in values if isinstance(v, (torch.Tensor, torch.nn.Module)))
 
 
 def _argnums(argnums: Argnums, nargs: int) -> tuple[int, ...]:

@@ -99,3 +99,4 @@ def test_functions_closing_over_tensors_and_modules(xw):
         with torch.no_grad():  # what an optimizer step does between calls
             lin.weight.mul_(-2)
             w.add_(0.5)
+        mask = torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)  # rebound: traced anew
