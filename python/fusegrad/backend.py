@@ -115,6 +115,8 @@ class CompiledGraph:
         if self.failed:
             return self.eager(*args)
         inputs = [*self.captured.lifted, *args]
+        if self.captured.statistics and torch.is_grad_enabled():
+            inputs = self._statistics_by_value(inputs)
         recorded = self.captured.recorded(inputs)
         updated = [inputs[self.captured.mutated[j]] for j in recorded]
         if any(x.is_leaf and x.requires_grad for x in updated) or any(
@@ -152,6 +154,14 @@ class CompiledGraph:
             return
         call = getattr(forward, "call", forward)
         self._inference = functools.partial(call, *captured.lifted) if captured.lifted else call
+
+    def _statistics_by_value(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Running statistics a normalization only reads here (eval mode) are copies: the
+        backward may save them, and a train-mode call before it updates them in place
+        (eager's backward then reads the updated ones; ours, the values it used)."""
+        mutated = set(self.captured.mutated)
+        return [x.clone() if i in self.captured.statistics and i not in mutated else x
+                for i, x in enumerate(inputs)]
 
     def _fail(self, error: BaseException, args: Sequence[torch.Tensor]) -> Any:
         fallback_warning(self.program.label, error)

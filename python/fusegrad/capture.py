@@ -163,6 +163,8 @@ class Captured:
     # `buf[i] = y` with y requiring grad): the input then carries y's history
     grad_mutations: frozenset[int] = frozenset()
     output_views: tuple[OutputView, ...] = ()
+    # positions (lifted + user) of normalizations' running statistics (`_running_statistics`)
+    statistics: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         # a tuple of tensors (what Dynamo graphs return) needs no pytree work per call
@@ -224,7 +226,8 @@ class Captured:
         recorded = self.recorded(inputs)
         for j, (index, value) in enumerate(zip(self.mutated, new_values)):
             with torch.set_grad_enabled(j in recorded):
-                inputs[index].copy_(value)
+                # a normalization's kernel bumps no version of its running statistics
+                (inputs[index].data if index in self.statistics else inputs[index]).copy_(value)
 
 
 class _FlatOutputs(torch.nn.Module):
@@ -322,13 +325,14 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     if isinstance(fn, torch.fx.GraphModule):
         _inherit_stack_traces(gm, fn)
     unrecorded = _unrecorded(gm, fn, len(mutated))
-    grad_mutations = _grad_mutations(fn, mutated, [lifted_names[p] for p in placeholders[
-        :len(lifted_names)]])
+    lifted_fqns = [lifted_names[p] for p in placeholders[:len(lifted_names)]]
+    grad_mutations = _grad_mutations(fn, mutated, lifted_fqns)
+    statistics = _running_statistics(fn, len(lifted) + len(example_inputs), lifted_fqns)
     checks = _checks_as_outputs(gm) if checks_as_outputs else ()
     log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs, %d checks",
               len(lifted), len(example_inputs), len(mutated), len(checks))
     return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks,
-                    unrecorded, grad_mutations, _output_views(fn, example_inputs))
+                    unrecorded, grad_mutations, _output_views(fn, example_inputs), statistics)
 
 
 def _lift_closed_over(gm: torch.fx.GraphModule, position: int) -> tuple[torch.Tensor, ...]:
@@ -362,22 +366,45 @@ def _lift_closed_over(gm: torch.fx.GraphModule, position: int) -> tuple[torch.Te
     return tuple(tensors)
 
 
+class _DynamoInputs:
+    """The Dynamo graph `source`'s nodes for positions in the captured graph's inputs
+    (lifted parameters, then user inputs)."""
+
+    def __init__(self, source: Any, lifted: Sequence[str]) -> None:
+        self.graph, self.where, self.lifted = source, None, list(lifted)
+        if isinstance(getattr(source, "gm", None), torch.fx.GraphModule):  # numbers baked in
+            self.graph, self.where = source.gm, source.where
+            self.lifted = [n.removeprefix("gm.") for n in lifted]
+        if isinstance(self.graph, torch.fx.GraphModule):
+            nodes = self.graph.graph.nodes
+            self.placeholders = [n for n in nodes if n.op == "placeholder"]
+            self.attributes = {n.target: n for n in nodes if n.op == "get_attr"}
+
+    @property
+    def found(self) -> bool:
+        return isinstance(self.graph, torch.fx.GraphModule)
+
+    def node_of(self, position: int) -> torch.fx.Node | None:
+        if position < len(self.lifted):
+            return self.attributes.get(self.lifted[position])
+        user = position - len(self.lifted)
+        return self.placeholders[self.where[user] if self.where is not None else user]
+
+
 def _grad_mutations(source: Any, mutated: Sequence[int], lifted: Sequence[str]) -> frozenset[int]:
     """The mutations (indices into `mutated`, positions in lifted + user inputs) that the
     Dynamo graph `source` makes with an in-place op whose result requires grad in
     Dynamo's example values: eager records those whether or not the input required grad.
     (BatchNorm's running statistics, updated inside its op, are not among them.)"""
-    graph, where = source, None
-    if isinstance(getattr(source, "gm", None), torch.fx.GraphModule):  # numbers baked in
-        graph, where, lifted = source.gm, source.where, [n.removeprefix("gm.") for n in lifted]
-    if not isinstance(graph, torch.fx.GraphModule):
+    inputs = _DynamoInputs(source, lifted)
+    if not inputs.found:
         return frozenset()
 
     def requires_grad(node: Any) -> bool:
         value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
         return isinstance(value, torch.Tensor) and value.requires_grad
     recording = set()
-    for node in graph.graph.nodes:
+    for node in inputs.graph.graph.nodes:
         if node.op == "call_function" and node.target is operator.setitem:
             if requires_grad(node.args[2]):
                 recording.add(node.args[0])
@@ -385,15 +412,26 @@ def _grad_mutations(source: Any, mutated: Sequence[int], lifted: Sequence[str]) 
             recording.add(node.args[0])
     if not recording:
         return frozenset()
-    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
-    attributes = {n.target: n for n in graph.graph.nodes if n.op == "get_attr"}
+    return frozenset(j for j, position in enumerate(mutated)
+                     if inputs.node_of(position) in recording)
 
-    def node_of(position: int) -> torch.fx.Node | None:
-        if position < len(lifted):
-            return attributes.get(lifted[position])
-        user = position - len(lifted)
-        return placeholders[where[user] if where is not None else user]
-    return frozenset(j for j, position in enumerate(mutated) if node_of(position) in recording)
+
+# normalizations that take running statistics, which their kernels update in place in
+# training without their schemas saying so: eager bumps no version counter for those writes
+_RUNNING_STATISTICS_READERS = (torch.nn.functional.batch_norm, torch.batch_norm,
+                               torch.nn.functional.instance_norm, torch.instance_norm)
+
+
+def _running_statistics(source: Any, count: int, lifted: Sequence[str]) -> frozenset[int]:
+    """The positions (of `count` lifted + user inputs) of tensors the Dynamo graph
+    `source` passes to a normalization as running statistics."""
+    inputs = _DynamoInputs(source, lifted)
+    if not inputs.found:
+        return frozenset()
+    read = {a for node in inputs.graph.graph.nodes if node.op == "call_function"
+            and node.target in _RUNNING_STATISTICS_READERS
+            for a in (*node.args[1:], *node.kwargs.values()) if isinstance(a, torch.fx.Node)}
+    return frozenset(i for i in range(count) if inputs.node_of(i) in read)
 
 
 def _unrecorded(gm: torch.fx.GraphModule, source: Any, count: int) -> frozenset[int]:

@@ -1,6 +1,7 @@
 """Training through compiled functions: .grad, retain_graph, double backward, gradcheck."""
 from __future__ import annotations
 
+import copy
 import warnings
 
 import pytest
@@ -402,6 +403,32 @@ def test_batch_norm_running_statistics_stay_out_of_autograd():
     bn = model[1]
     assert bn.running_mean.grad_fn is None and not bn.running_mean.requires_grad
     assert bn.running_var.grad_fn is None and bn.num_batches_tracked.item() == 1
+
+
+def test_an_eval_mode_forward_then_a_training_one_then_one_backward():
+    """The eval-mode call's backward reads the running statistics it used, though the
+    training-mode call updated them in place before it (eager raises nothing either:
+    its kernel bumps no version, and its backward reads the updated ones)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16),
+                                torch.nn.Linear(16, 4))
+    reference = copy.deepcopy(model)
+    x = torch.randn(6, 8)
+    compiled = fusegrad.compile(model, **OPTIONS)
+    compiled.eval()
+    loss = compiled(x).pow(2).mean()
+    compiled.train()
+    (loss + compiled(x + 1).pow(2).mean()).backward()
+
+    bn = reference[1]
+    snapshot = bn.running_mean.clone(), bn.running_var.clone()
+    evaluated = torch.nn.functional.batch_norm(reference[0](x), *snapshot, bn.weight, bn.bias,
+                                               False, 0.0, bn.eps)
+    loss = reference[2](evaluated).pow(2).mean()
+    (loss + reference(x + 1).pow(2).mean()).backward()
+    for got, want in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got.grad, want.grad)
+    torch.testing.assert_close(model[1].running_var, bn.running_var)
 
 
 def test_a_backward_that_fails_to_compile_for_missing_outputs_falls_back_to_the_full_one():
