@@ -8,8 +8,8 @@ from typing import Any, Callable
 
 import torch
 
-from .backend import FusegradEagerOpWarning, fusegrad_backend, warn_at_recompile_limit
-from .program import CompileOptions
+from .backend import (FusegradEagerOpWarning, backend_options, fusegrad_backend,
+                      warn_at_recompile_limit)
 
 log = logging.getLogger(__name__)
 
@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool = True,
             executor: str = "cpu", dynamic: bool | None = None, fullgraph: bool = False,
             dump_dir: str | None = None, double_backward: bool = True,
-            target: str | None = None, cuda_graphs: bool | str = "auto",
-            channels_last: bool = True) -> Callable[..., Any]:
+            target: str | None = None, cuda_graphs: bool | str | None = None,
+            channels_last: bool = True, mode: str | None = None) -> Callable[..., Any]:
     """Compile an nn.Module or function of tensors with fusegrad.
 
     Works like `torch.compile(model_or_fn, backend="fusegrad")`: Dynamo captures
@@ -33,7 +33,9 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     On CUDA, a compiled function replays from a CUDA graph after its first call when
     it is small (`cuda_graphs="auto"`: at most `runtime.cuda.AUTO_GRAPH_MAX_BYTES` of
     temporaries and outputs, where launching kernels from Python costs more than running
-    them); `cuda_graphs=True` replays every function, False none.
+    them); `cuda_graphs=True` replays every function, False none. `mode` is
+    torch.compile's (`backend.TORCH_COMPILE_MODES`: "reduce-overhead" and "max-autotune"
+    replay every function unless `cuda_graphs` says otherwise; an unknown mode raises).
     `channels_last=False` keeps convolutions NCHW on the CPU (by default they run, with
     the ops between them, on channels-last activations: dg-channels-last).
     `dynamic` goes to Dynamo as in torch.compile: a graph Dynamo makes
@@ -43,10 +45,11 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     shape instead, and costs about 4 us per call (Dynamo patches its config
     around every call of such a function).
     """
-    options = CompileOptions(fusion=fusion, remat=remat, executor=executor,
-                             double_backward=double_backward, target=target,
-                             cuda_graphs=cuda_graphs, channels_last=channels_last,
-                             **({"dump_dir": dump_dir} if dump_dir is not None else {}))
+    options = backend_options(None, mode, fusion=fusion, remat=remat, executor=executor,
+                              double_backward=double_backward, target=target,
+                              channels_last=channels_last,
+                              **({"cuda_graphs": cuda_graphs} if cuda_graphs is not None else {}),
+                              **({"dump_dir": dump_dir} if dump_dir is not None else {}))
     backend = functools.partial(fusegrad_backend, **vars(options))
     warn_at_recompile_limit()
     compiled = torch.compile(model_or_fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)

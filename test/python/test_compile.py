@@ -699,7 +699,10 @@ def test_torch_compile_modes_compile_with_fusegrad(mode, cuda_graphs):
     with warnings.catch_warnings():
         warnings.simplefilter("error", FusegradFallbackWarning)
         out = torch.compile(f_pointwise, backend="fusegrad", mode=mode)(x, y)
+        torch._dynamo.reset()
+        same = fusegrad.compile(f_pointwise, mode=mode)(x, y)  # fusegrad.compile takes it too
     torch.testing.assert_close(out, f_pointwise(x, y))
+    torch.testing.assert_close(same, f_pointwise(x, y))
 
 
 def test_unknown_option_or_mode_is_an_error_not_a_silent_fallback():
@@ -713,6 +716,8 @@ def test_unknown_option_or_mode_is_an_error_not_a_silent_fallback():
     torch._dynamo.reset()
     with pytest.raises(BackendCompilerFailed, match="mode='fast' is not one of"):
         torch.compile(f_pointwise, backend="fusegrad", mode="fast")(x, y)
+    with pytest.raises(ValueError, match="mode='fast' is not one of"):
+        fusegrad.compile(f_pointwise, mode="fast")
 
 
 def _graphs_of_first_call(model: torch.nn.Module, x: torch.Tensor) -> int:
