@@ -165,6 +165,9 @@ class Captured:
     output_views: tuple[OutputView, ...] = ()
     # positions (lifted + user) of normalizations' running statistics (`_running_statistics`)
     statistics: frozenset[int] = frozenset()
+    # can a gradient flow through the program: does some output require grad (Dynamo's
+    # example values; True where unknown)
+    differentiable: bool = True
 
     def __post_init__(self) -> None:
         # a tuple of tensors (what Dynamo graphs return) needs no pytree work per call
@@ -214,8 +217,11 @@ class Captured:
         that requires grad, with grad enabled (indices into `mutated`)."""
         if not torch.is_grad_enabled():
             return []
+        # with no gradient flowing through the program, a mutation it made with grad
+        # disabled (a compiled EMA update of parameters) is written back as eager's was
         return [j for j, i in enumerate(self.mutated)
-                if inputs[i].requires_grad or j in self.grad_mutations]
+                if (inputs[i].requires_grad or j in self.grad_mutations)
+                and (self.differentiable or j not in self.unrecorded)]
 
     def write_back(self, inputs: Sequence[torch.Tensor], new_values: Sequence[torch.Tensor]) -> None:
         """Apply the program's input mutations: copy new values into the inputs. A
@@ -332,7 +338,8 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs, %d checks",
               len(lifted), len(example_inputs), len(mutated), len(checks))
     return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks,
-                    unrecorded, grad_mutations, _output_views(fn, example_inputs), statistics)
+                    unrecorded, grad_mutations, _output_views(fn, example_inputs), statistics,
+                    _differentiable(fn))
 
 
 def _lift_closed_over(gm: torch.fx.GraphModule, position: int) -> tuple[torch.Tensor, ...]:
@@ -432,6 +439,16 @@ def _running_statistics(source: Any, count: int, lifted: Sequence[str]) -> froze
             and node.target in _RUNNING_STATISTICS_READERS
             for a in (*node.args[1:], *node.kwargs.values()) if isinstance(a, torch.fx.Node)}
     return frozenset(i for i in range(count) if inputs.node_of(i) in read)
+
+
+def _differentiable(source: Any) -> bool:
+    """Does some output of the Dynamo graph `source` require grad (True where unknown)?"""
+    if not isinstance(source, torch.fx.GraphModule):
+        return True
+    (out,) = [n for n in source.graph.nodes if n.op == "output"]
+    values = [a.meta.get("example_value") for a in pytree.tree_leaves(out.args)
+              if isinstance(a, torch.fx.Node)]
+    return any(v is None or (isinstance(v, torch.Tensor) and v.requires_grad) for v in values)
 
 
 def _unrecorded(gm: torch.fx.GraphModule, source: Any, count: int) -> frozenset[int]:

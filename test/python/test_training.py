@@ -405,6 +405,32 @@ def test_batch_norm_running_statistics_stay_out_of_autograd():
     assert bn.running_var.grad_fn is None and bn.num_batches_tracked.item() == 1
 
 
+def test_a_compiled_ema_update_of_parameters_that_require_grad():
+    """An exponential moving average of a model's weights, updated in place under
+    no_grad (a teacher, a diffusion model's EMA): it compiles, and the averaged
+    parameters stay leaves that require grad, as in eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    ema, ema_eager = copy.deepcopy(model), copy.deepcopy(model)
+
+    @torch.no_grad()
+    def update(average, current, decay: float):
+        for a, p in zip(average.parameters(), current.parameters()):
+            a.lerp_(p, 1 - decay)
+        for a, b in zip(average.buffers(), current.buffers()):
+            a.copy_(b)
+    compiled = fusegrad.compile(update, **OPTIONS)
+    for _ in range(2):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p))
+        compiled(ema, model, 0.9)
+        update(ema_eager, model, 0.9)
+    for got, want in zip(ema.state_dict().values(), ema_eager.state_dict().values()):
+        torch.testing.assert_close(got, want)
+    assert all(p.is_leaf and p.requires_grad and p.grad_fn is None for p in ema.parameters())
+
+
 def test_an_eval_mode_forward_then_a_training_one_then_one_backward():
     """The eval-mode call's backward reads the running statistics it used, though the
     training-mode call updated them in place before it (eager raises nothing either:
