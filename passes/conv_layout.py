@@ -46,7 +46,7 @@ class ConvCall:
     padding: tuple[int, int]
     dilation: tuple[int, int]
     groups: int
-    dtype: str  # "f32" or "f64"
+    dtype: str  # "f32", "f64", "bf16" or "f16"
 
 
 def layout(call: ConvCall, policy: str = "auto") -> int:
@@ -85,7 +85,8 @@ def _runner(call: ConvCall, channels_last: bool) -> Callable[[], object]:
     activations converted to channels-last first when `channels_last`."""
     import torch
 
-    dtype = {"f32": torch.float32, "f64": torch.float64}[call.dtype]
+    from ..dialects.types import torch_dtype
+    dtype = torch_dtype(call.dtype)
     gen = torch.Generator().manual_seed(0)
     x, w, y = (torch.randn(s, generator=gen, dtype=dtype) for s in (call.x, call.w, call.y))
     args = (list(call.stride), list(call.padding), list(call.dilation), False, [0, 0],

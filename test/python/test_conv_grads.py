@@ -195,3 +195,25 @@ def test_convs_written_into_a_concatenation_train_like_eager(channels_last):
     torch.testing.assert_close(got, want)
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("groups", [2, 8])
+def test_grouped_bfloat16_convolutions_train_like_eager(groups):
+    """dg-conv-to-torch measures a grouped convolution in both layouts before choosing
+    one, on tensors of its dtype (bfloat16 ones failed that, and the graph ran eagerly)."""
+    import copy
+
+    import fusegrad
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1, groups=groups),
+                                torch.nn.ReLU()).bfloat16()
+    reference = copy.deepcopy(model)
+    x = torch.randn(2, 8, 6, 6, dtype=torch.bfloat16)
+    got = fusegrad.compile(model)(x)
+    got.float().square().mean().backward()
+    want = reference(x)
+    want.float().square().mean().backward()
+    torch.testing.assert_close(got, want, atol=0.02, rtol=0.02)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=0.05, rtol=0.02)
