@@ -311,8 +311,7 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     except Exception as e:  # tracing failures come in many types; report them as one
         raise CaptureError(f"tracing failed: {type(e).__name__}: {e}") from e
     if sig.input_tokens or sig.output_tokens:
-        raise CaptureError("the program has side-effecting ops (effect tokens); fusegrad "
-                           "compiles pure tensor programs")
+        raise _side_effect(gm)
     state = dict(wrapper.named_parameters(remove_duplicate=False))
     state.update(wrapper.named_buffers(remove_duplicate=False))
     lifted_names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
@@ -340,6 +339,21 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks,
                     unrecorded, grad_mutations, _output_views(fn, example_inputs), statistics,
                     _differentiable(fn))
+
+
+def _side_effect(gm: torch.fx.GraphModule) -> Exception:
+    """The error for a trace that threads effect tokens: `UnsupportedOp` at the first
+    effectful op (torch.linalg.inv/solve/cholesky check their results for singular
+    inputs that way), so that its user-level op runs eagerly (`graph_split`) and the
+    rest compiles; the whole graph ran eagerly before."""
+    from .importer import UnsupportedOp, describe_location
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.higher_order.with_effects:
+            return UnsupportedOp(str(node.args[1]), "a side effect (raising on a singular "
+                                 "or invalid input), which dg does not express",
+                                 describe_location(node), node)
+    return CaptureError("the program has side-effecting ops (effect tokens); fusegrad "
+                        "compiles pure tensor programs")
 
 
 def _lift_closed_over(gm: torch.fx.GraphModule, position: int) -> tuple[torch.Tensor, ...]:

@@ -336,3 +336,20 @@ def test_a_library_operator_runs_as_it_is_and_says_so():
     want = f(x)
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(got_grad, torch.autograd.grad(want, x)[0])
+
+
+def solve_and_invert(x, w):
+    a = w @ w.t() + 4 * torch.eye(4)
+    h = torch.tanh(x @ torch.linalg.solve(a, w)) @ torch.linalg.inv(a)
+    return (h * torch.linalg.cholesky(a)[0]).sum()
+
+
+def test_linalg_ops_that_check_their_input_run_eagerly_and_the_rest_compiles(compiled_parts):
+    """torch.linalg.solve, inv and cholesky raise on a singular input through an effectful
+    check: each runs eagerly (raising as eager does), the rest is compiled (the effect
+    made the whole graph eager)."""
+    messages = fallback_messages_matching_eager(solve_and_invert)
+    assert len(messages) == 3 and all("side effect" in m for m in messages), messages
+    assert compiled_parts
+    with pytest.raises(torch.linalg.LinAlgError):
+        fusegrad.compile(lambda a: torch.linalg.inv(a) * 2, **OPTIONS)(torch.zeros(3, 3))
