@@ -179,10 +179,13 @@ class CompiledFunction(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.output_specs = [(o.shape, o.dtype, o.device) for o in outputs]
         # as in eager, an output no input requiring grad reaches does not require grad
+        # (an empty one stays differentiable: its computation may have folded away, and
+        # eager's batch of 0 still ends in a loss that backward() takes)
         reached = t.reached_outputs
         ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs) if not o.is_floating_point()
                                       or (i < len(mutated) and i not in recorded)
-                                      or (reached is not None and i not in reached)))
+                                      or (reached is not None and i not in reached
+                                          and o.numel())))
         return tuple(outputs)
 
     @staticmethod

@@ -431,6 +431,25 @@ def test_a_compiled_ema_update_of_parameters_that_require_grad():
     assert all(p.is_leaf and p.requires_grad and p.grad_fn is None for p in ema.parameters())
 
 
+def test_an_empty_batch_still_ends_in_a_loss_backward_takes():
+    """A batch of 0 samples (the last of an epoch, a filtered one): the output requires
+    grad as eager's does, though nothing reaches it once the empty computation folds."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.GroupNorm(2, 4),
+                                torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    reference = copy.deepcopy(model)
+    compiled = fusegrad.compile(model, **OPTIONS)
+    for batch in (2, 0):
+        x = torch.randn(batch, 3, 8, 8)
+        got, want = compiled(x).sum(), reference(x).sum()
+        assert got.requires_grad
+        got.backward()
+        want.backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+
+
 def test_an_eval_mode_forward_then_a_training_one_then_one_backward():
     """The eval-mode call's backward reads the running statistics it used, though the
     training-mode call updated them in place before it (eager raises nothing either:
