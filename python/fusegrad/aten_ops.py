@@ -2376,6 +2376,37 @@ def _convolution(em: Emit, x: ir.Value, w: ir.Value, bias: ir.Value | None, stri
     return y
 
 
+@handles(aten.convolution_backward.default)
+def _convolution_backward(em: Emit, g: ir.Value, x: ir.Value, w: ir.Value, bias_sizes: Any,
+                          stride: Sequence[int], padding: Sequence[int],
+                          dilation: Sequence[int], transposed: bool,
+                          output_padding: Sequence[int], groups: int,
+                          output_mask: Sequence[bool]) -> list[ir.Value | None]:
+    """What torch.func transforms trace for a convolution's derivative (per-sample
+    gradients: vmap of grad): the input and weight gradients of a 1-d or 2-d convolution
+    as dg's ops for them, the bias gradient as a sum."""
+    rank = spec(x).rank
+    if transposed or rank not in (3, 4):
+        raise Unsupported(f"the derivative of a {'transposed ' if transposed else ''}"
+                          f"{rank - 2}-d convolution (fusegrad maps those of 1-d and 2-d ones)")
+    shapes = [spec(v).shape for v in (g, x, w)]
+    if rank == 3:  # a 2-d convolution over height-1 images
+        g, x, w = (reshape(em, v, (*sh[:2], 1, sh[2])) for v, sh in zip((g, x, w), shapes))
+        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
+    pairs = [list(v) * 2 if len(v) == 1 else list(v) for v in (stride, padding, dilation)]
+    attrs = dict(stride=pairs[0], padding=pairs[1], dilation=pairs[2], groups=groups)
+    results: list[ir.Value | None] = [None, None, None]
+    if output_mask[0]:
+        dx = em.b.conv2d_input_grad(g, w, input_shape=list(spec(x).shape), **attrs)
+        results[0] = reshape(em, dx, shapes[1])
+    if output_mask[1]:
+        dw = em.b.conv2d_weight_grad(x, g, weight_shape=list(spec(w).shape), **attrs)
+        results[1] = reshape(em, dw, shapes[2])
+    if output_mask[2]:
+        results[2] = em.b.reduce_sum(g, dims=[0, 2, 3])
+    return results
+
+
 def _conv3d(em: Emit, x: ir.Value, w: ir.Value, stride: Sequence[int], padding: Sequence[int],
             dilation: Sequence[int], groups: int) -> ir.Value:
     """A 3-d convolution as one 2-d convolution over N*Do images of KD*C channels: each

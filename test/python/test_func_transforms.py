@@ -86,6 +86,30 @@ def test_per_sample_gradients_and_a_maml_step():
                                torch.autograd.grad(want, list(params.values())))
 
 
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dims", [1, 2])
+def test_per_sample_gradients_of_a_convolutional_model(dims):
+    """vmap of grad over a CNN traces aten.convolution_backward (the functorch batching
+    rule), which maps to dg's convolution gradients; it ran the graph eagerly."""
+    conv = torch.nn.Conv1d if dims == 1 else torch.nn.Conv2d
+    model = torch.nn.Sequential(conv(2, 4, 3, padding=1), torch.nn.ReLU(),
+                                conv(4, 3, 3, stride=2, groups=1), torch.nn.Flatten(),
+                                torch.nn.LazyLinear(2))
+    x, t = torch.randn(5, 2, *(6,) * dims), torch.randint(0, 2, (5,))
+    model(x)
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+
+    def loss(p, x, t):
+        out = functional_call(model, p, (x.unsqueeze(0),))
+        return torch.nn.functional.cross_entropy(out, t.unsqueeze(0))
+
+    def per_sample(p, x, t):
+        return vmap(grad(loss), in_dims=(None, 0, 0))(p, x, t)
+    got, want = fusegrad.compile(per_sample, **OPTIONS)(params, x, t), per_sample(params, x, t)
+    for k in want:
+        torch.testing.assert_close(got[k], want[k], rtol=1e-4, atol=1e-5)
+
+
 def test_an_op_fusegrad_cannot_compile_inside_a_transform_runs_the_graph_eagerly():
     """A graph is not split inside a transform (the part after the cut would run outside
     the grad level): it runs eagerly, with one warning naming the op."""
