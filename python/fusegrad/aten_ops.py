@@ -1658,15 +1658,52 @@ def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
     # further from the exact sums)
     acc = _opmath(out.dtype)
     x = cast(em, x, acc)
+    finite = _finite(em, x)
+    z = em.b.select(finite, x, full_as(em, x, 0.0))
     if d == s.rank - 1:  # rows: no data moves
-        rows = reshape(em, x, (s.numel // max(n, 1), n))
-        return cast(em, reshape(em, _prefix_sums(em, rows, acc, axis=1), s.shape), out.dtype)
-    # the scanned dim first: the permute moves whole runs of the dims after it
-    perm = [d] + [k for k in range(s.rank) if k != d]
-    cols = reshape(em, _permute(em, x, perm), (n, s.numel // max(n, 1)))
-    sums = _prefix_sums(em, cols, acc, axis=0)
-    return cast(em, _unpermute(em, reshape(em, sums, [s.shape[k] for k in perm]), perm),
-                out.dtype)
+        rows = reshape(em, z, (s.numel // max(n, 1), n))
+        sums = reshape(em, _prefix_sums(em, rows, acc, axis=1), s.shape)
+    else:  # the scanned dim first: the permute moves whole runs of the dims after it
+        perm = [d] + [k for k in range(s.rank) if k != d]
+        cols = reshape(em, _permute(em, z, perm), (n, s.numel // max(n, 1)))
+        sums = _prefix_sums(em, cols, acc, axis=0)
+        sums = _unpermute(em, reshape(em, sums, [s.shape[k] for k in perm]), perm)
+    return cast(em, _with_nonfinite_prefixes(em, x, sums, d), out.dtype)
+
+
+def _finite(em: Emit, x: ir.Value) -> ir.Value:
+    b = em.b
+    return b.compare(b.abs(x), full_as(em, x, math.inf), direction="lt")  # NaN: false
+
+
+def _with_nonfinite_prefixes(em: Emit, x: ir.Value, sums: ir.Value, d: int) -> ir.Value:
+    """`sums`, the prefix sums along d of x's finite elements, made what eager's running
+    sums are from the first NaN or infinity on: NaN after a NaN or after infinities of
+    both signs, else that infinity. Taken from the first positions of each kind (row
+    reductions), not from the matmul, which multiplies every element by the triangle's
+    zeros too (0 * inf is NaN: every earlier sum of the row came out NaN). The fix-up is
+    a constant to autodiff: gradients flow as through the finite sums (an infinite
+    element's own gradient is 0; eager's, the sum of the later cotangents)."""
+    b = em.b
+    s = spec(x)
+    n = s.shape[d]
+    position = b.iota(shape=s.shape, dtype="i32", dim=d)  # AVX2 has no vector i64 min
+    kept = [k for k in range(s.rank) if k != d]
+
+    def reached(found: ir.Value) -> ir.Value:
+        """Whether the row has had a `found` element up to each position."""
+        first = b.reduce_min(b.select(found, position, full_as(em, position, float(n))), dims=[d])
+        return b.compare(position, b.broadcast_in_dim(first, shape=s.shape, dims=kept),
+                         direction="ge")
+    nan = reached(b.compare(x, x, direction="ne"))
+    plus = reached(b.compare(x, full_as(em, x, math.inf), direction="eq"))
+    minus = reached(b.compare(x, full_as(em, x, -math.inf), direction="eq"))
+    nan = b.create("or", [nan, b.create("and", [plus, minus])])
+    special = b.select(nan, full_as(em, x, math.nan),
+                       b.select(plus, full_as(em, x, math.inf), full_as(em, x, -math.inf)))
+    fix = b.select(b.create("or", [nan, b.create("or", [plus, minus])]), b.sub(special, sums),
+                   full_as(em, x, 0.0))
+    return b.add(sums, b.stop_gradient(fix))
 
 
 # prefix sums up to this long are one matmul with an n x n triangular matrix

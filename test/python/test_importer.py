@@ -1,6 +1,7 @@
 """Importer unit tests: locations, unsupported ops, type checks, random-op seeds."""
 from __future__ import annotations
 
+import math
 import operator
 
 import pytest
@@ -249,6 +250,26 @@ def test_products_differentiate_through_zeros(op):
         return t.prod(1) if op == "prod" else torch.cumprod(t, 1)
     torch.autograd.gradcheck(fusegrad.compile(f), (x.requires_grad_(),))
     torch.autograd.gradgradcheck(fusegrad.compile(f), (x,))
+
+
+@pytest.mark.parametrize("n", [6, 300], ids=["one-matmul", "blocked"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_cumsum_of_nan_and_infinities_spoils_only_the_later_sums(dim, n):
+    """Prefix sums are matmuls with a triangle of ones, whose zeros met every element:
+    a -inf (a masked log-probability) made every earlier sum of its row NaN."""
+    torch.manual_seed(0)
+    x = torch.randn(5, n) if dim else torch.randn(n, 5)
+    for row, (k, value) in enumerate([(3, -math.inf), (1, math.nan), (4, math.inf),
+                                      (0, math.inf), (2, -math.inf)]):
+        x[(row, k) if dim else (k, row)] = value
+    x[(3, 5) if dim else (5, 3)] = -math.inf  # +inf then -inf: NaN from there on
+    got_x, want_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got, want = fusegrad.compile(lambda t: torch.cumsum(t, dim))(got_x), torch.cumsum(want_x, dim)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    weight = torch.randn(x.shape)
+    (torch.where(got.isfinite(), got, 0) * weight).sum().backward()
+    (torch.where(want.isfinite(), want, 0) * weight).sum().backward()
+    torch.testing.assert_close(got_x.grad, want_x.grad)
 
 
 def test_random_ops_take_a_seed_input():
