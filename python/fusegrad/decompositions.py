@@ -22,6 +22,8 @@ Added (decomposed before import):
   tril_indices, triu_indices      constants
   addbmm (ours)                   one mm over the batch folded into the contraction
   _trilinear (ours: bilinear)     einsum, so two matmuls
+  elu, celu, softplus, mish (ours) PyTorch's, with the exponential of the branch `where`
+                                  drops clamped (its 0 * inf made large inputs' gradient NaN)
 
 Corrected (PyTorch registers these decompositions as the op's Python autograd kernel,
 which runs while tracing before any table is consulted; `corrected_kernels` swaps ours
@@ -256,6 +258,31 @@ def _new_zeros_with_same_feature_meta(x: torch.Tensor, other: torch.Tensor,
                        device=x.device)
 
 
+def _elu(x: torch.Tensor, alpha: float = 1.0, scale: float = 1.0,
+         input_scale: float = 1.0) -> torch.Tensor:
+    """PyTorch's, with the exponential taken of min(x, 0): the branch `where` drops still
+    gets a zero cotangent, and exp(x) overflowing past x = 88 made it 0 * inf = NaN, the
+    gradient of every large input (eager's is `scale`). celu and selu are elu."""
+    negative = torch.clamp_max(x, 0) * input_scale
+    return torch.where(x > 0, scale * x, (alpha * scale) * torch.expm1(negative))
+
+
+def _celu(x: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+    return _elu(x, alpha, 1.0, 1.0 / alpha)
+
+
+def _softplus(x: torch.Tensor, beta: float = 1.0, threshold: float = 20.0) -> torch.Tensor:
+    """PyTorch's, with the exponential clamped at the threshold past which `where` takes x
+    (as `_elu`: exp overflowing made the large inputs' gradient NaN; mish's too)."""
+    scaled = x * beta
+    soft = torch.log1p(torch.exp(torch.clamp_max(scaled, threshold))) / beta
+    return torch.where(scaled > threshold, x, soft)
+
+
+def _mish(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.tanh(_softplus(x))
+
+
 def _multilabel_margin_loss_forward(input: torch.Tensor, target: torch.Tensor,
                                     reduction: int) -> tuple[torch.Tensor, torch.Tensor]:
     """PyTorch's decomposition with the terms of the target slots after the first -1
@@ -317,6 +344,10 @@ def _build() -> dict[torch._ops.OpOverload, Callable]:
     table[aten._trilinear.default] = _trilinear
     table[aten.diagonal_scatter.default] = _diagonal_scatter
     table[aten._new_zeros_with_same_feature_meta.default] = _new_zeros_with_same_feature_meta
+    table[aten.elu.default] = _elu
+    table[aten.celu.default] = _celu
+    table[aten.softplus.default] = _softplus
+    table[aten.mish.default] = _mish
     flash = aten._scaled_dot_product_flash_attention_for_cpu.default
     table[flash] = _flash_attention_for_cpu(table[flash])
     for op in _REMOVED:

@@ -346,6 +346,18 @@ def test_multilabel_margin_loss_stops_at_the_first_minus_one(reduction, batched)
     assert torch.autograd.gradcheck(compiled, (x.clone().requires_grad_(),))
 
 
+@pytest.mark.parametrize("name", ["elu", "selu", "celu", "softplus", "mish"])
+def test_activation_gradients_of_large_inputs_are_finite(name):
+    """The branch `where` drops still takes a zero cotangent: an exponential of a large
+    input there overflowed, and 0 * inf made the gradient NaN past x = 88."""
+    fn = getattr(torch.nn.functional, name)
+    x = torch.tensor([-100.0, -3.0, 0.0, 10.0, 88.0, 89.0, 100.0, 1e4])
+    got_x, want_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    fusegrad.compile(lambda t: fn(t).sum(), **OPTIONS)(got_x).backward()
+    fn(want_x).sum().backward()
+    torch.testing.assert_close(got_x.grad, want_x.grad)
+
+
 @pytest.mark.parametrize("name, fn", [
     ("index_add dim 1", lambda x, v: x.index_add(1, torch.tensor([2, 0, 2]), v[:, :3])),
     ("two indices", lambda x, v: torch.index_put(x, (torch.tensor([1, 1, 3]),
