@@ -311,7 +311,7 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     except Exception as e:  # tracing failures come in many types; report them as one
         raise CaptureError(f"tracing failed: {type(e).__name__}: {e}") from e
     if sig.input_tokens or sig.output_tokens:
-        raise _side_effect(gm)
+        raise _side_effect_error(gm)
     state = dict(wrapper.named_parameters(remove_duplicate=False))
     state.update(wrapper.named_buffers(remove_duplicate=False))
     lifted_names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
@@ -341,7 +341,7 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
                     _differentiable(fn))
 
 
-def _side_effect(gm: torch.fx.GraphModule) -> Exception:
+def _side_effect_error(gm: torch.fx.GraphModule) -> Exception:
     """The error for a trace that threads effect tokens: `UnsupportedOp` at the first
     effectful op (torch.linalg.inv/solve/cholesky check their results for singular
     inputs that way), so that its user-level op runs eagerly (`graph_split`) and the
