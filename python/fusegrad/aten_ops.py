@@ -2386,27 +2386,22 @@ def _convolution(em: Emit, x: ir.Value, w: ir.Value, bias: ir.Value | None, stri
     same weight whose input has the transposed one's output shape (output_padding only
     sets that shape): dg.conv2d_input_grad, with its rules and library call."""
     xs = spec(x)
-    out_shape = em.out0.shape
-    if xs.rank == 3:  # conv1d: a 2-D convolution over a height-1 image
-        x = reshape(em, x, (xs.shape[0], xs.shape[1], 1, xs.shape[2]))
-        ws = spec(w).shape
-        w = reshape(em, w, (ws[0], ws[1], 1, ws[2]))
-        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
-        out_shape = (out_shape[0], out_shape[1], 1, out_shape[2])
-    elif xs.rank == 5:
+    if xs.rank == 5:
         stride, padding, dilation = ([*v] * 3 if len(v) == 1 else list(v)
                                      for v in (stride, padding, dilation))
         conv3d = _transposed_conv3d if transposed else _conv3d
         y = conv3d(em, x, w, stride, padding, dilation, groups)
-    elif xs.rank != 4:
-        raise Unsupported(f"{xs.rank - 2}-d convolution (fusegrad supports 1-d, 2-d and 3-d)")
-    if xs.rank != 5:
-        pairs = [list(v) * 2 if len(v) == 1 else list(v) for v in (stride, padding, dilation)]
-        attrs = dict(stride=pairs[0], padding=pairs[1], dilation=pairs[2], groups=groups)
+    elif xs.rank in (3, 4):
+        out_shape = em.out0.shape
+        if xs.rank == 3:
+            out_shape = (out_shape[0], out_shape[1], 1, out_shape[2])
+        (x, w), attrs = _as_conv2d(em, (x, w), stride, padding, dilation, groups)
         if transposed:
             y = _transposed_conv(em, x, w, out_shape, attrs)
         else:
             y = em.b.conv2d(x, w, **attrs)
+    else:
+        raise Unsupported(f"{xs.rank - 2}-d convolution (fusegrad supports 1-d, 2-d and 3-d)")
     y = reshape(em, y, em.out0.shape)
     if bias is not None:
         y = em.b.add(y, em.b.broadcast_in_dim(bias, shape=em.out0.shape, dims=[1]))
@@ -2427,11 +2422,7 @@ def _convolution_backward(em: Emit, g: ir.Value, x: ir.Value, w: ir.Value, bias_
         raise Unsupported(f"the derivative of a {'transposed ' if transposed else ''}"
                           f"{rank - 2}-d convolution (fusegrad maps those of 1-d and 2-d ones)")
     shapes = [spec(v).shape for v in (g, x, w)]
-    if rank == 3:  # a 2-d convolution over height-1 images
-        g, x, w = (reshape(em, v, (*sh[:2], 1, sh[2])) for v, sh in zip((g, x, w), shapes))
-        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
-    pairs = [list(v) * 2 if len(v) == 1 else list(v) for v in (stride, padding, dilation)]
-    attrs = dict(stride=pairs[0], padding=pairs[1], dilation=pairs[2], groups=groups)
+    (g, x, w), attrs = _as_conv2d(em, (g, x, w), stride, padding, dilation, groups)
     results: list[ir.Value | None] = [None, None, None]
     if output_mask[0]:
         dx = em.b.conv2d_input_grad(g, w, input_shape=list(spec(x).shape), **attrs)
@@ -2442,6 +2433,19 @@ def _convolution_backward(em: Emit, g: ir.Value, x: ir.Value, w: ir.Value, bias_
     if output_mask[2]:
         results[2] = em.b.reduce_sum(g, dims=[0, 2, 3])
     return results
+
+
+def _as_conv2d(em: Emit, values: Sequence[ir.Value], stride: Sequence[int],
+               padding: Sequence[int], dilation: Sequence[int],
+               groups: int) -> tuple[list[ir.Value], dict[str, Any]]:
+    """A 1-d or 2-d convolution's tensors (input, weight, output gradient: all NC...) and
+    dg.conv2d's attributes for it: a 1-d convolution is a 2-d one over height-1 images."""
+    if spec(values[0]).rank == 3:
+        values = [reshape(em, v, (*spec(v).shape[:2], 1, spec(v).shape[2])) for v in values]
+        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
+    pairs = [list(v) * 2 if len(v) == 1 else list(v) for v in (stride, padding, dilation)]
+    return list(values), dict(stride=pairs[0], padding=pairs[1], dilation=pairs[2],
+                              groups=groups)
 
 
 def _conv3d(em: Emit, x: ir.Value, w: ir.Value, stride: Sequence[int], padding: Sequence[int],
