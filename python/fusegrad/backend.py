@@ -105,6 +105,8 @@ class CompiledGraph:
         self.program = program
         self.eager = eager
         self.failed = False
+        # running statistics a normalization only reads here (eval mode)
+        self._read_statistics = captured.statistics - set(captured.mutated)
         # the compiled forward bound to the lifted inputs, once known to need no glue
         self._inference: Callable[..., list[torch.Tensor]] | None = None
 
@@ -115,7 +117,7 @@ class CompiledGraph:
         if self.failed:
             return self.eager(*args)
         inputs = [*self.captured.lifted, *args]
-        if self.captured.statistics and torch.is_grad_enabled():
+        if self._read_statistics and torch.is_grad_enabled():
             inputs = self._statistics_by_value(inputs)
         recorded = self.captured.recorded(inputs)
         updated = [inputs[self.captured.mutated[j]] for j in recorded]
@@ -156,12 +158,10 @@ class CompiledGraph:
         self._inference = functools.partial(call, *captured.lifted) if captured.lifted else call
 
     def _statistics_by_value(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Running statistics a normalization only reads here (eval mode) are copies: the
-        backward may save them, and a train-mode call before it updates them in place
-        (eager's backward then reads the updated ones; ours, the values it used)."""
-        mutated = set(self.captured.mutated)
-        return [x.clone() if i in self.captured.statistics and i not in mutated else x
-                for i, x in enumerate(inputs)]
+        """The read-only running statistics as copies: the backward may save them, and a
+        train-mode call before it updates them in place (eager's backward then reads the
+        updated ones; ours, the values it used)."""
+        return [x.clone() if i in self._read_statistics else x for i, x in enumerate(inputs)]
 
     def _fail(self, error: BaseException, args: Sequence[torch.Tensor]) -> Any:
         fallback_warning(self.program.label, error)

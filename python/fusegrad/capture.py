@@ -331,8 +331,9 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
         _inherit_stack_traces(gm, fn)
     unrecorded = _unrecorded(gm, fn, len(mutated))
     lifted_fqns = [lifted_names[p] for p in placeholders[:len(lifted_names)]]
-    grad_mutations = _grad_mutations(fn, mutated, lifted_fqns)
-    statistics = _running_statistics(fn, len(lifted) + len(example_inputs), lifted_fqns)
+    dynamo_inputs = _DynamoInputs(fn, lifted_fqns)
+    grad_mutations = _grad_mutations(dynamo_inputs, mutated)
+    statistics = _running_statistics(dynamo_inputs, len(lifted) + len(example_inputs))
     checks = _checks_as_outputs(gm) if checks_as_outputs else ()
     log.debug("captured graph: %d lifted, %d user inputs, %d mutated inputs, %d checks",
               len(lifted), len(example_inputs), len(mutated), len(checks))
@@ -412,12 +413,11 @@ class _DynamoInputs:
         return self.placeholders[self.where[user] if self.where is not None else user]
 
 
-def _grad_mutations(source: Any, mutated: Sequence[int], lifted: Sequence[str]) -> frozenset[int]:
+def _grad_mutations(inputs: _DynamoInputs, mutated: Sequence[int]) -> frozenset[int]:
     """The mutations (indices into `mutated`, positions in lifted + user inputs) that the
-    Dynamo graph `source` makes with an in-place op whose result requires grad in
+    Dynamo graph of `inputs` makes with an in-place op whose result requires grad in
     Dynamo's example values: eager records those whether or not the input required grad.
     (BatchNorm's running statistics, updated inside its op, are not among them.)"""
-    inputs = _DynamoInputs(source, lifted)
     if not inputs.found:
         return frozenset()
 
@@ -443,10 +443,9 @@ _RUNNING_STATISTICS_READERS = (torch.nn.functional.batch_norm, torch.batch_norm,
                                torch.nn.functional.instance_norm, torch.instance_norm)
 
 
-def _running_statistics(source: Any, count: int, lifted: Sequence[str]) -> frozenset[int]:
+def _running_statistics(inputs: _DynamoInputs, count: int) -> frozenset[int]:
     """The positions (of `count` lifted + user inputs) of tensors the Dynamo graph
-    `source` passes to a normalization as running statistics."""
-    inputs = _DynamoInputs(source, lifted)
+    of `inputs` passes to a normalization as running statistics."""
     if not inputs.found:
         return frozenset()
     read = {a for node in inputs.graph.graph.nodes if node.op == "call_function"
