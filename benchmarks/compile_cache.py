@@ -42,7 +42,8 @@ def worker(threads: int) -> dict[str, Any]:
     import transformers as tf
 
     import fusegrad
-    from fusegrad import backend, compile_cache
+    from fusegrad.frontend import backend
+    from fusegrad import compile_cache
     from fusegrad.program import Program
 
     torch.set_num_threads(threads)

@@ -263,8 +263,8 @@ def build(out: str, only: list[str]) -> None:
     from mlir import ir
 
     from fusegrad.context import make_context
-    from fusegrad.passes.gpu_launch_plan import compile_cuda
-    from fusegrad.passes.registry import run_pipeline
+    from fusegrad.codegen.cuda.compile import compile_cuda
+    from fusegrad.pass_manager import run_pipeline
 
     for name, (text, pre, opts, _) in CASES.items():
         if only and name not in only:
@@ -371,8 +371,7 @@ def _median_ms(fn: Callable[[], Any], warmup: int = 5, iters: int = 20) -> float
 def run(art: str, only: list[str], results: str | None) -> int:
     import torch
 
-    sys.path.insert(0, os.path.join(HERE, ".."))
-    from runtime.cuda import CudaProgram, device_chip
+    from fusegrad.runtime.cuda import CudaProgram, device_chip
 
     dev = torch.device("cuda")
     print(f"device: {torch.cuda.get_device_name(dev)} ({device_chip(dev)}), torch "

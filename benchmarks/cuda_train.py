@@ -42,8 +42,7 @@ LR = 0.01
 def _loss_module(name: str, quick: bool) -> tuple[Any, tuple, str]:
     """(module computing the scalar loss, its inputs, a description), from suite.py."""
     import torch
-    sys.path.insert(0, HERE)
-    import suite
+    import suite  # benchmarks/ is the script's folder, first on sys.path
 
     if name in ("gpt2", "bert", "llama"):
         build, ids, shape = suite._hf(name, quick)

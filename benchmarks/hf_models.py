@@ -120,7 +120,7 @@ def run(name: str, build: Callable, seconds: float) -> dict[str, Any]:
     import torch
 
     import fusegrad
-    from fusegrad.backend import FusegradFallbackWarning
+    from fusegrad.frontend.backend import FusegradFallbackWarning
 
     # every model's step runs the same `Loss.forward` code object: without a reset, Dynamo
     # stops compiling it after its recompile limit and runs the later models eagerly

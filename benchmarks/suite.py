@@ -552,7 +552,7 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     import fusegrad
-    from fusegrad.backend import FusegradFallbackWarning
+    from fusegrad.frontend.backend import FusegradFallbackWarning
 
     fallbacks: list[str] = []
     show = warnings.showwarning

@@ -48,13 +48,12 @@ setup() {
     xz -dc .gpu/mlir312.tar.xz | tar xf - -C "$site" || return 1
     python3 -m pip install -q --no-index --no-deps --target "$site" .gpu/expecttest-*.whl \
         || return 1
-    # the package as pyproject.toml maps it, plus the entry point torch.compile looks up
+    # the package, plus the entry point torch.compile looks up
     cp -r python/fusegrad/. "$pkg/fusegrad/"
-    for d in passes runtime dialects; do cp -r "$d" "$pkg/fusegrad/$d"; done
     mkdir -p "$pkg/fusegrad-0.1.0.dist-info"
     printf 'Metadata-Version: 2.1\nName: fusegrad\nVersion: 0.1.0\n' \
         > "$pkg/fusegrad-0.1.0.dist-info/METADATA"
-    printf '[torch_dynamo_backends]\nfusegrad = fusegrad.backend:fusegrad_backend\n' \
+    printf '[torch_dynamo_backends]\nfusegrad = fusegrad.frontend.backend:fusegrad_backend\n' \
         > "$pkg/fusegrad-0.1.0.dist-info/entry_points.txt"
     export PYTHONPATH="$pkg:$site"
     export PYTHONUNBUFFERED=1

@@ -41,9 +41,9 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "compile": "torch_compile",
     "CompileOptions": "program",
-    "fusegrad_backend": "backend",
-    "FusegradFallbackWarning": "backend",
-    "FusegradEagerOpWarning": "backend",
+    "fusegrad_backend": "frontend.backend",
+    "FusegradFallbackWarning": "frontend.backend",
+    "FusegradEagerOpWarning": "frontend.backend",
     "grad": "functional",
     "value_and_grad": "functional",
     "vjp": "functional",
@@ -79,7 +79,7 @@ def _register_backend() -> None:
         return
     from torch._dynamo import register_backend
 
-    register_backend(importlib.import_module(".backend", __name__).fusegrad_backend,
+    register_backend(importlib.import_module(".frontend.backend", __name__).fusegrad_backend,
                      name="fusegrad")
 
 

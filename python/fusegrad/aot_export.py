@@ -22,7 +22,7 @@ import torch
 import torch.utils._pytree as pytree
 from mlir import ir
 
-from .capture import TENSOR_LEAF, Captured, CaptureError, capture
+from .frontend.capture import TENSOR_LEAF, Captured, CaptureError, capture
 from .program import CompileOptions, Program
 from .runtime import exported
 
@@ -162,7 +162,7 @@ class _AsModule(torch.nn.Module):
 
 def _build_cpu(module: ir.Module, directory: str) -> None:
     """Compile `module` into a shared library and its metadata in `directory`."""
-    from .passes.pipelines import compile_cpu
+    from .codegen.cpu.compile import compile_cpu
     from .runtime import cpu_library
 
     os.makedirs(directory)
@@ -172,8 +172,8 @@ def _build_cpu(module: ir.Module, directory: str) -> None:
 
 
 def _cuda_builder(chips: Sequence[str] | None) -> Callable[[ir.Module, str], None]:
-    from .passes.gpu_launch_plan import compile_cuda
-    from .passes.gpu_pipeline import DEFAULT_CHIPS
+    from .codegen.cuda.compile import compile_cuda
+    from .pipelines import DEFAULT_CHIPS
 
     def build(module: ir.Module, directory: str) -> None:
         """Lower `module` to a launch plan with its kernel images, saved in `directory`."""

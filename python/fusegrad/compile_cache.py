@@ -42,9 +42,10 @@ from typing import Any, Callable
 
 import torch
 
+from .codegen.cpu.llvm import link
 from .runtime import cpu_library, cuda
 
-log = logging.getLogger("fusegrad.compile_cache")
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2  # of keys and entries; part of the key, so a change misses old entries
 # 2: the target is part of the key, CUDA plans are cached
@@ -314,7 +315,7 @@ def active(target: str = "cpu") -> CompileCache | None:
     (CPU code also needs a C compiler to link it)."""
     if os.environ.get("FUSEGRAD_CACHE", "1") == "0":
         return None
-    if target == "cpu" and cpu_library.find_linker() is None:
+    if target == "cpu" and link.find_linker() is None:
         _log_no_linker()
         return None
     directory = os.path.abspath(os.environ.get("FUSEGRAD_CACHE_DIR") or default_directory())

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import torch
 from mlir import ir
 
-from .graph_split import EagerPart
+from .frontend.graph_split import EagerPart
 
 
 @dataclass
@@ -68,7 +68,7 @@ class Report:
 
 
 def _funcs(module: ir.Module) -> dict[str, ir.Operation]:
-    from .passes.fuse import functions
+    from .passes import functions
     return {ir.StringAttr(f.attributes["sym_name"]).value: f for f in functions(module.operation)}
 
 
@@ -78,7 +78,7 @@ def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any)
     parts."""
     from torch._dynamo.utils import counters
 
-    from .backend import LazyGraph
+    from .frontend.backend import LazyGraph
     from .torch_compile import own_top_frame
 
     reports: list[GraphReport] = []
@@ -105,12 +105,13 @@ def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any)
 
 def _explain_graph(name: str, gm: Callable[..., Any], example_inputs: list) -> GraphReport:
     """One graph through capture, import, autodiff, remat and fusion (raises UnsupportedOp)."""
-    from .capture import capture
+    from .frontend.capture import capture
     from .context import make_context
-    from .importer import import_graph
-    from .passes import run_pipeline
-    from .passes.fuse import count_dg_ops, count_kernels, fuse_function
-    from .passes.remat import remat_module
+    from .frontend.importer import import_graph
+    from .pass_manager import run_pipeline
+    from .pipelines import fusion_pipeline
+    from .transforms.fusion.fuse import count_dg_ops, count_kernels
+    from .transforms.autodiff.remat import remat_module
 
     seconds: dict[str, float] = {}
     t = time.perf_counter()
@@ -139,8 +140,7 @@ def _explain_graph(name: str, gm: Callable[..., Any], example_inputs: list) -> G
         funcs = _funcs(module)
         dg_ops = {fn: count_dg_ops(funcs[fn]) for fn in keep}
         t = time.perf_counter()
-        for f in funcs.values():  # in-process, without re-verifying the whole module
-            fuse_function(f)
+        run_pipeline(module, fusion_pipeline())
         seconds["fuse"] = time.perf_counter() - t
         funcs = _funcs(module)
         kernels = {fn: count_kernels(funcs[fn]) for fn in keep}

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .autograd_function import run_program, with_seed
-from .capture import Captured, capture
+from .frontend.capture import Captured, capture
 from .devices import select_target
 from .program import CompileOptions, Program
 from .runtime.autograd import unaliased

@@ -19,10 +19,11 @@ from mlir import ir
 from .context import make_context
 from .dialects.irdl import dialect_irdl
 from .dialects.verify import VerifyError, verify
-from .passes import PASSES, PIPELINES, build_pass_manager
-from .passes.registry import split_pipeline
+from .pass_manager import build_pass_manager, split_pipeline
+from .passes import PASSES
+from .pipelines import PIPELINES
 
-log = logging.getLogger("fusegrad.opt")
+log = logging.getLogger(__name__)
 
 PROG = "fusegrad-opt"
 SPLIT_MARKER = "// -----"
@@ -267,6 +268,8 @@ def _arg_parser() -> argparse.ArgumentParser:
                    help="mlir-opt style pipeline, e.g. 'dg-verify,func.func(canonicalize)'")
     p.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
     p.add_argument("--list-passes", action="store_true", help="list the dg passes and exit")
+    p.add_argument("--list-pipelines", action="store_true",
+                   help="list the named pipelines, each with its passes, and exit")
     p.add_argument("--dump-dialect", action="store_true",
                    help="print the dg dialect's IRDL definition and exit")
     p.add_argument("--print-ir-after-all", action="store_true",
@@ -293,6 +296,16 @@ def list_passes() -> str:
         lines.append(f"  {name:<24} {description}")
     lines.append("Upstream passes: every pass that mlir-opt registers "
                  "(see `mlir-opt --help`), with the same names and options.")
+    return "\n".join(lines) + "\n"
+
+
+def list_pipelines() -> str:
+    """Each named pipeline, then its elements one per line (named pipelines inside it
+    are shown by name, as they are written)."""
+    lines = []
+    for name, (text, description) in PIPELINES.items():
+        lines.append(f"{name}: {description}")
+        lines.extend(f"    {element}" for element in split_pipeline(text))
     return "\n".join(lines) + "\n"
 
 
@@ -329,6 +342,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.list_passes:
         _write_output(args.output, list_passes())
+        return 0
+    if args.list_pipelines:
+        _write_output(args.output, list_pipelines())
         return 0
     text, input_name = _read_input(args.input)
     ctx = make_context()

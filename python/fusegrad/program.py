@@ -29,11 +29,13 @@ from .runtime.autograd import Training
 
 log = logging.getLogger(__name__)
 
+
 class Executable(autograd.Executable, Protocol):
     """A compiled function of tensors (`runtime.cpu.CpuFunction`, `runtime.cuda.CudaFunction`,
     `_Interpreted`) that says whether it hands arguments back."""
 
     returns_arguments: bool  # may some results be arguments handed back (others are fresh)?
+
 
 _EXECUTORS = ("cpu", "reference")
 _labels = itertools.count()
@@ -128,7 +130,7 @@ class Program:
         self.num_inputs = len(ftype.inputs)
         self.num_results = len(ftype.results)
         # the outputs a backward may take a cotangent for (training's `constant` are among them)
-        from .passes.autodiff_common import float_indices
+        from .transforms.autodiff.common import float_indices
         self.float_outputs = tuple(float_indices(ftype.results))
         self.seed_input: int | None = (ir.IntegerAttr(fn.attributes["dg.seed_input"]).value
                                        if "dg.seed_input" in fn.attributes else None)
@@ -147,7 +149,7 @@ class Program:
                    label: str | None = None) -> "Program":
         """Import a functional core-ATen graph (raises importer.UnsupportedOp)."""
         from .context import make_context
-        from .importer import import_graph
+        from .frontend.importer import import_graph
 
         label = label or f"graph{next(_labels)}"
         if options.dump_dir:
@@ -180,7 +182,7 @@ class Program:
         return now
 
     def _run(self, module: ir.Module, pipeline: str, stage: str) -> None:
-        from .passes import run_pipeline
+        from .pass_manager import run_pipeline
 
         start = time.perf_counter()
         with module.context, ir.Location.unknown():
@@ -189,24 +191,23 @@ class Program:
         self.dump(stage, module)
 
     def _optimize(self, module: ir.Module, suffix: str = "",
-                  before_fuse: Callable[[ir.Module], None] | None = None) -> None:
-        """dg-remat, dg-channels-last (CPU) and dg-fuse, as enabled by the options (dumps
-        named stage + suffix); on CUDA, attention is decomposed first
-        (dg-decompose-attention). `before_fuse` edits the module before dg-fuse."""
-        # CUDA kernels keep no row of a temporary on a stack: recompute what they would store
-        fuse = "dg-fuse{row-temps=0}" if self.options.target == "cuda" else "dg-fuse"
-        if self.options.target == "cuda":  # no flash kernel there: fuse the decomposition
-            self._run(module, "dg-decompose-attention", "attention-decomposed" + suffix)
-        cpu = self.options.target != "cuda"
-        for enabled, name, stage in ((self.options.remat, "dg-remat", "remat"),
-                                     (cpu and self.options.channels_last, "dg-channels-last",
-                                      "channels-last"),
-                                     (self.options.fusion, fuse, "fused")):
-            if name == fuse and before_fuse is not None:
-                with module.context, ir.Location.unknown():
-                    before_fuse(module)
-            if enabled:
-                self._run(module, name, stage + suffix)
+                  drop_cotangents: Sequence[int] = ()) -> None:
+        """`dg-optimize` for the target, stage by stage as the options enable them (each
+        dumped as its stage name + suffix; `pipelines.optimize_stages`). With
+        `drop_cotangents`, the backward is specialized to zero cotangents for those
+        outputs before fusion (dg-drop-cotangents)."""
+        from .pipelines import optimize_stages
+
+        stages = optimize_stages(self.options.target or "cpu", remat=self.options.remat,
+                                 channels_last=self.options.channels_last,
+                                 fusion=self.options.fusion)
+        if drop_cotangents:
+            at = next((k for k, (stage, _) in enumerate(stages) if stage == "fused"),
+                      len(stages))
+            stages.insert(at, ("cotangents-dropped",
+                               f"dg-drop-cotangents{{outputs={_csv(drop_cotangents)}}}"))
+        for stage, pipeline in stages:
+            self._run(module, pipeline, stage + suffix)
 
     def _keep_only(self, module: ir.Module, names: Sequence[str]) -> None:
         """Erase the public functions not in `names` (nothing calls them)."""
@@ -228,7 +229,7 @@ class Program:
         from .runtime.cpu_library import LIBRARY
 
         def build(directory: str | None) -> tuple[object, dict]:
-            from .passes.pipelines import compile_cpu  # not on a cache hit: 0.3 s
+            from .codegen.cpu.compile import compile_cpu  # not on a cache hit: 0.3 s
 
             module, meta = derive()
             since = [time.perf_counter()]
@@ -255,7 +256,7 @@ class Program:
         """`_load` for the CUDA target: a launch plan (from the compile cache when it has
         it) run on the current CUDA device."""
         from .compile_cache import compiled
-        from .passes.gpu_launch_plan import compile_cuda
+        from .codegen.cuda.compile import compile_cuda
         from .runtime.cuda import CudaProgram
 
         def build(directory: str | None) -> tuple[object, dict]:
@@ -362,8 +363,7 @@ class Program:
         outputs `constant` take no cotangent at all. With `without` (outputs), only
         `@name_bwd`, for zero cotangents of those outputs (dropped after dg-remat, so
         the forward and its saved values stay the same)."""
-        from .passes.autodiff import drop_cotangents
-        from .passes.autodiff_common import get_reached_by
+        from .transforms.autodiff.common import get_reached_by
 
         wrt = tuple(wrt)
         _, key = _training_names(wrt, constant)
@@ -376,10 +376,7 @@ class Program:
         # the plain function would be optimized for nothing (GoogLeNet: 0.7 s of dg-fuse)
         self._keep_only(module, self.training_names)
         names = self.training_names[1:] if without else self.training_names
-
-        def drop(m: ir.Module) -> None:
-            drop_cotangents(_public_functions(m)[names[0]], without)
-        self._optimize(module, f"-{key}", before_fuse=drop if without else None)
+        self._optimize(module, f"-{key}", drop_cotangents=without)
         fns = _public_functions(module)
         fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
         num_outputs = ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value

@@ -8,8 +8,8 @@ from typing import Any, Callable
 
 import torch
 
-from .backend import (FusegradEagerOpWarning, backend_options, fusegrad_backend,
-                      warn_at_recompile_limit)
+from .frontend.backend import (FusegradEagerOpWarning, backend_options, fusegrad_backend,
+                               warn_at_recompile_limit)
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 // expression of the loop indices (evaluated per thread), so a flip is a pointwise
 // kernel, and a flip fused into a reduction is read the same way there.
 // RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse --ptx sm_90 | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p dg-fuse --ptx sm_90 | filecheck %s
 
 // IR-LABEL: func.func @flip
 // IR: gpu.launch

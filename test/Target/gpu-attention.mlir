@@ -4,8 +4,8 @@
 // PyTorch for the math form). Lowered as they are, the softmax is unfused (first RUN);
 // the CUDA compile decomposes them before dg-fuse (Program._optimize, second RUN): the
 // forward is then 6 launches and 2 matmuls instead of 28 launches.
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s --ptx sm_80 | filecheck %s
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p 'dg-decompose-attention,dg-fuse{row-temps=0}' | filecheck %s --check-prefix=FUSED
+// RUN: %python -m fusegrad.codegen.cuda.compile %s --ptx sm_80 | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p 'dg-decompose-attention,dg-fuse{row-temps=0}' | filecheck %s --check-prefix=FUSED
 
 // FUSED-LABEL: func @forward
 // FUSED: matmul a=

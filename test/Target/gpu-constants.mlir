@@ -1,7 +1,7 @@
 // A dense constant the kernels read is a constant memref.global on the host side: the
 // launch plan carries its data (row-major bytes, saved as <name>.bin) and binds it with a
 // `constant` step; the runtime uploads it once per program.
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p dg-fuse | filecheck %s
 
 // CHECK-LABEL: func @scale
 // CHECK-NEXT: constant buf="[[C:t[0-9]+]]" name="[[NAME:__constant_[0-9a-z_]+]]"

@@ -2,7 +2,7 @@
 // (dg-outline-conv-grads), each is one `conv2d_grad` plan step, PyTorch's
 // convolution_backward (cuDNN) asked for the one gradient; the out-param buffer
 // stands in for the operand whose values it does not read. No kernel computes them.
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s | filecheck %s
 
 // CHECK-LABEL: func @input_grad (2x6x5x4 f32, 6x2x3x2 f32) -> (2x4x9x7 f32)
 // CHECK-NEXT: conv2d_grad grad="arg0" input=null weight="arg1" out="arg2" stride=[2,2] padding=[1,1] dilation=[1,1] groups=2

@@ -1,7 +1,7 @@
 // A result that is an argument (a forward saving its input or a parameter for the
 // backward) is not copied into an out-param: the plan forwards the input, as the CPU
 // runtime does. HF GPT-2's training forward copied its 28 parameters every step.
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s | filecheck %s
 
 // CHECK: func @f_fwd (4x8 f32, 8 f32) -> (4x8 f32, 8 f32, 4x8 f32)
 // CHECK-NEXT: result 1 is arg1

@@ -2,7 +2,7 @@
 // the zero fill feeding the matmul is dropped and the call overwrites its
 // output; the bias + tanh epilogue is a kernel. Transposes are kernels.
 // RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p dg-fuse | filecheck %s
 
 // IR-LABEL: func.func @mlp
 // IR-NOT: linalg.fill

@@ -9,7 +9,7 @@
 // are recomputed in each kernel that uses them. Integer abs (T5's position buckets)
 // is expanded for NVVM.
 // RUN: fusegrad-opt %s -p 'dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s --ptx sm_90 | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s --ptx sm_90 | filecheck %s
 
 // IR-NOT: func.func @__fusegrad_take_index_error
 // IR-LABEL: func.func @embed

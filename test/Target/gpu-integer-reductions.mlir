@@ -5,7 +5,7 @@
 // Booleans reach the warp shuffles widened to i32 (zero-extended: maxui), i64 sums as
 // two 32-bit shuffles.
 // RUN: fusegrad-opt %s -p 'dg-fuse{row-temps=0},dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p 'dg-fuse{row-temps=0}' --ptx sm_90 | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p 'dg-fuse{row-temps=0}' --ptx sm_90 | filecheck %s
 
 // IR-LABEL: func.func @loss
 // IR: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{[_0-9]*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c1024{{[_0-9]*}},

@@ -1,7 +1,7 @@
 // A transposed operand that only feeds a matmul (a linear layer's weight) is a
 // strided view for the library call (cuBLAS reads it transposed), not a kernel
 // copying it every call; a transpose something else also reads stays a kernel.
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p dg-fuse | filecheck %s
 
 // CHECK: func @linear (64x32 f32, 16x32 f32) -> (64x16 f32)
 // CHECK-NEXT: view buf="t0" base="arg1" offset=0 shape=[32,16] strides=[1,32]

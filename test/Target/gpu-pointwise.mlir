@@ -2,7 +2,7 @@
 // contiguous dim on threadIdx.x + blockIdx.x * 256, rows on blockIdx.y; the
 // PTX (bare-pointer ABI: one .u64 per buffer) carries the launch bound.
 // RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse --ptx sm_90 | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p dg-fuse --ptx sm_90 | filecheck %s
 
 // IR-LABEL: func.func @ew(%arg0: memref<256x1000xf32>, %arg1: memref<256x1000xf32>, %arg2: memref<256x1000xf32>, %arg3: memref<256x1000xf32>)
 // IR: gpu.launch blocks({{.*}}) in ({{.*}} = %c4, {{.*}} = %c256, {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c256

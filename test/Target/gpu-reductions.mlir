@@ -7,7 +7,7 @@
 // the fill's constant, with no fill kernel and no load of the output.
 // (Row kernels in their loop form, `row-cache=0`: gpu-row-cache.mlir has the default.)
 // RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels{row-cache=0}' | filecheck %s --check-prefix=IR
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse --row-cache 0 --ptx sm_90 | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p dg-fuse --row-cache 0 --ptx sm_90 | filecheck %s
 
 // IR-LABEL: func.func @rowsum
 // IR: gpu.launch blocks({{.*}}) in ({{.*}} = %c128{{[_0-9]*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c128{{[_0-9]*}},

@@ -7,7 +7,7 @@
 // together exceed the budget (@scaled_softmax_*: x, a scale and a shift, each 8 per
 // thread at 8192 wide (24 values, kept), 16 at 16384 (48, not kept)).
 // RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse --ptx sm_90 | filecheck %s --check-prefix=PTX
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p dg-fuse --ptx sm_90 | filecheck %s --check-prefix=PTX
 
 // CHECK-LABEL: func.func @softmax(%arg0: memref<64x1000xf32>, %arg1: memref<64x1000xf32>)
 // CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c64{{[_0-9]*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c128{{[_0-9]*}},

@@ -3,7 +3,7 @@
 // 1024 blocks, not 8 blocks each looping over 128 tokens. The input is read
 // transposed (tokens-first, as nn.MultiheadAttention leaves it): only what the
 // kernel writes must be indexed row by row.
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p dg-fuse | filecheck %s
 
 // CHECK: func @center (128x8x256 f32) -> (8x128x256 f32)
 // CHECK-NEXT: launch center_kernel::center_kernel grid=[1024, 1, 1] block=[32, 1, 1] smem=0 (arg0, arg1)

@@ -7,7 +7,7 @@
 // stored to earlier stays after that store (@scatter_twice_0d: the second add reads
 // what the first wrote).
 // RUN: fusegrad-opt %s -p 'dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels' | filecheck %s --check-prefix=IR
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s --ptx sm_90 | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s --ptx sm_90 | filecheck %s
 
 // IR-LABEL: func.func @scatter_scalar
 // IR: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{(_[0-9]+)?}}, {{.*}} = %c1{{(_[0-9]+)?}}, {{.*}} = %c1{{(_[0-9]+)?}}) threads({{.*}}) in ({{.*}} = %c1{{(_[0-9]+)?}}, {{.*}} = %c1{{(_[0-9]+)?}}, {{.*}} = %c1{{(_[0-9]+)?}})

@@ -6,7 +6,7 @@
 // (This is the loop form, `row-cache=0`; gpu-row-cache.mlir has the default, which keeps
 // the row in registers.)
 // RUN: fusegrad-opt %s -p 'dg-fuse,dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels{row-cache=0}' | filecheck %s --check-prefix=IR
-// RUN: %python -m fusegrad.passes.gpu_launch_plan %s -p dg-fuse --row-cache 0 --ptx sm_80 | filecheck %s
+// RUN: %python -m fusegrad.codegen.cuda.compile %s -p dg-fuse --row-cache 0 --ptx sm_80 | filecheck %s
 
 // IR-LABEL: func.func @softmax(%arg0: memref<64x1024xf32>, %arg1: memref<64x1024xf32>)
 // IR-NOT: memref.alloc

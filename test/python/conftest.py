@@ -55,7 +55,7 @@ def no_fallback():
     """Fresh Dynamo state, and a graph falling back to eager is an error: a compiled
     test that silently ran eagerly would pass without testing anything."""
     import torch
-    from fusegrad.backend import FusegradFallbackWarning
+    from fusegrad.frontend.backend import FusegradFallbackWarning
 
     torch._dynamo.reset()
     with warnings.catch_warnings():

@@ -17,8 +17,8 @@ from fusegrad.dialects.attention import MIN_KEYS
 from fusegrad.dialects.builder import Builder
 from fusegrad.dialects.interpreter import run_function
 from fusegrad.dialects.types import TensorSpec
-from fusegrad.passes import run_pipeline
-from fusegrad.passes.pipelines import compile_cpu
+from fusegrad.pass_manager import run_pipeline
+from fusegrad.codegen.cpu.compile import compile_cpu
 from fusegrad.program import CompileOptions
 from mlir import ir
 from mlir.dialects import func

@@ -20,8 +20,10 @@ from fusegrad.dialects import OPS
 from fusegrad.dialects.builder import Builder
 from fusegrad.dialects.interpreter import run_function
 from fusegrad.dialects.types import TensorSpec
-from fusegrad.passes import PassError, run_pipeline
-from fusegrad.passes.autodiff import build_joint, default_saved, drop_cotangents, partition
+from fusegrad.pass_manager import run_pipeline
+from fusegrad.passes import PassError
+from fusegrad.transforms.autodiff.autodiff import (build_joint, default_saved, drop_cotangents,
+                                                   partition)
 
 F64 = torch.float64
 

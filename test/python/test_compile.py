@@ -15,7 +15,7 @@ import torch
 
 import fusegrad
 from compile_options import OPTIONS
-from fusegrad.backend import FusegradFallbackWarning, fusegrad_backend
+from fusegrad.frontend.backend import FusegradFallbackWarning, fusegrad_backend
 from fusegrad.devices import DeviceError, select_target
 
 
@@ -374,7 +374,7 @@ def test_fusegrad_compile_takes_more_shapes_than_dynamos_recompile_limit(monkeyp
     """With `dynamic` left to Dynamo, a graph made dynamic after a shape change is
     compiled per shape by fusegrad: no shape reaches Dynamo's recompile limit (which
     would run it eagerly)."""
-    from fusegrad import backend
+    from fusegrad.frontend import backend
 
     shapes = []
     compile_graph = backend.compile_graph
@@ -395,7 +395,7 @@ def test_float_arguments_that_change_are_compiled_per_value(monkeypatch):
     """Dynamo passes a float argument whose value changed as a 0-d tensor read with
     `.item()`, which tracing cannot follow (the whole graph used to run eagerly):
     each value compiles with the value baked in, gradients included."""
-    from fusegrad import backend
+    from fusegrad.frontend import backend
 
     values = []
     compile_graph = backend.compile_graph
@@ -426,7 +426,7 @@ def test_a_float_taking_many_values_runs_eagerly_after_the_cap(monkeypatch):
     """A float that changes at every call would compile at every call: past
     FLOAT_VALUES_COMPILED values the graph runs eagerly for new ones, with one warning
     naming the argument."""
-    from fusegrad import backend
+    from fusegrad.frontend import backend
 
     monkeypatch.setattr(backend, "FLOAT_VALUES_COMPILED", 2)
 
@@ -445,7 +445,7 @@ def test_a_float_taking_many_values_runs_eagerly_after_the_cap(monkeypatch):
 def test_inference_calls_go_straight_to_the_compiled_forward(monkeypatch):
     """After the first call, a call that records no gradient skips `run_program`; a
     call with grad mode on still goes through autograd."""
-    from fusegrad import backend
+    from fusegrad.frontend import backend
 
     torch.manual_seed(0)
     layer = torch.nn.Linear(6, 3)
@@ -556,7 +556,7 @@ def test_sparse_embeddings_give_sparse_gradients(bag):
     """sparse=True: eager's weight gradient is a sparse tensor (SparseAdam takes only
     those); dg's are dense, so the lookup runs eagerly, said in a warning, and the rest
     compiles."""
-    from fusegrad.backend import FusegradEagerOpWarning
+    from fusegrad.frontend.backend import FusegradEagerOpWarning
     torch.manual_seed(0)
     emb = torch.nn.EmbeddingBag(10, 4, sparse=True) if bag else torch.nn.Embedding(10, 4, sparse=True)
     head = torch.nn.Linear(4, 1)
@@ -656,7 +656,7 @@ def test_fusegrad_log_shows_compile_stages():
     err = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stderr
     (line,) = [x for x in err.splitlines() if "compiled in" in x]
-    assert line.startswith("[fusegrad.backend DEBUG] graph")
+    assert line.startswith("[fusegrad.frontend.backend DEBUG] graph")
     for stage in ("capture", "import", "autodiff", "remat", "fused", "cpu-linalg", "llvm-codegen"):
         assert f"{stage} " in line, line
 
@@ -692,7 +692,7 @@ def test_an_unwritable_dump_dir_warns_and_still_compiles(tmp_path, caplog):
                                                ("max-autotune", True),
                                                ("max-autotune-no-cudagraphs", False)])
 def test_torch_compile_modes_compile_with_fusegrad(mode, cuda_graphs):
-    from fusegrad.backend import backend_options
+    from fusegrad.frontend.backend import backend_options
 
     assert backend_options(mode=mode).cuda_graphs == cuda_graphs
     x, y = torch.randn(2, 3), torch.randn(2, 3)
@@ -775,7 +775,7 @@ def test_reaching_dynamos_recompile_limit_is_a_fallback_warning():
 def test_a_module_dynamo_gives_up_on_does_not_turn_off_later_ones():
     """Dynamo cannot trace nn.GRU and marks the frame it entered "won't convert"; that
     frame used to be every torch.nn module's."""
-    from fusegrad.backend import FusegradEagerOpWarning
+    from fusegrad.frontend.backend import FusegradEagerOpWarning
 
     with pytest.warns(FusegradEagerOpWarning, match=r"the model \(nn.GRU\)"):
         gru = fusegrad.compile(torch.nn.GRU(4, 8, batch_first=True))
@@ -806,7 +806,7 @@ def test_recurrent_modules_compile_around_lstm_or_say_they_run_eagerly(rnn):
     way it trains like eager."""
     from torch._dynamo.utils import counters
 
-    from fusegrad.backend import FusegradEagerOpWarning
+    from fusegrad.frontend.backend import FusegradEagerOpWarning
 
     torch._dynamo.reset()
     counters.clear()
@@ -962,7 +962,7 @@ def test_data_dependent_sizes_stop_compiling_when_no_signature_is_reused(monkeyp
     """x[mask] has a new size at nearly every call: once a graph has compiled
     SIGNATURES_BEFORE_REUSE_CHECK signatures and most calls brought a new one, new ones
     run eagerly (one warning naming the inputs); sizes that recur keep compiling."""
-    from fusegrad import backend
+    from fusegrad.frontend import backend
 
     monkeypatch.setattr(backend, "SIGNATURES_BEFORE_REUSE_CHECK", 3)
 

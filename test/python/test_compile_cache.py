@@ -14,8 +14,9 @@ import torch
 
 import fusegrad
 from fusegrad import compile_cache
-from fusegrad.capture import capture
+from fusegrad.frontend.capture import capture
 from fusegrad.program import CompileOptions, Program
+from fusegrad.codegen.cpu.llvm import link
 from fusegrad.runtime import cpu_library
 
 # Compiles a small model with fusegrad.compile and runs a training step, a no-grad call
@@ -145,7 +146,7 @@ def _build_exp(directory):
     from mlir import ir
 
     from fusegrad.context import make_context
-    from fusegrad.passes.pipelines import compile_cpu
+    from fusegrad.codegen.cpu.compile import compile_cpu
 
     with make_context():
         module = ir.Module.parse('func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n'
@@ -322,7 +323,7 @@ def test_unwritable_directory_compiles_with_one_warning(tmp_path, monkeypatch):
 
 
 def test_no_c_compiler_disables_the_cache_with_one_info_line(cache, monkeypatch, caplog):
-    monkeypatch.setattr(cpu_library, "find_linker", lambda: None)
+    monkeypatch.setattr(link, "find_linker", lambda: None)
     compile_cache._log_no_linker.cache_clear()
     with caplog.at_level("INFO", logger="fusegrad.compile_cache"):
         _check()

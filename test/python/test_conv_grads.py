@@ -13,9 +13,12 @@ from fusegrad.context import make_context
 from fusegrad.dialects.builder import Builder
 from fusegrad.dialects.interpreter import run_function
 from fusegrad.dialects.types import TensorSpec
-from fusegrad.passes import run_pipeline
-from fusegrad.passes.pipelines import CPU_PIPELINE, _entries
-from fusegrad.runtime.cpu import jit_module
+from fusegrad.pass_manager import run_pipeline
+from fusegrad.codegen.cpu.compile import _entries
+from fusegrad.codegen.cpu.llvm.jit import jit_module
+from fusegrad.pipelines import PIPELINES
+
+CPU_PIPELINE = PIPELINES["dg-lower-to-llvm"][0]
 
 CONFIGS = {  # (N, C, H, W), (O, KH, KW), stride, padding, dilation, groups
     "stride2": ((2, 3, 9, 9), (4, 3, 3), (2, 2), (1, 1), (1, 1), 1),

@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from fusegrad.passes.copy_elision import _overlap, view_strides
+from fusegrad.codegen.cpu.elide_copies import _overlap, view_strides
 
 
 def _elements(box):

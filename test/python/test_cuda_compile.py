@@ -12,8 +12,10 @@ from mlir import ir
 
 from cuda_fakes import FakeDriver
 from fusegrad.context import make_context
-from fusegrad.passes.gpu_launch_plan import compile_cuda, find_ptxas, format_plan
-from fusegrad.passes.registry import run_pipeline
+from fusegrad.codegen.cuda.compile import compile_cuda
+from fusegrad.codegen.cuda.launch_plan import format_plan
+from fusegrad.codegen.cuda.ptxas import find_ptxas
+from fusegrad.pass_manager import run_pipeline
 from fusegrad.runtime.cuda import CudaProgram, LaunchPlan
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -114,7 +116,7 @@ def test_softmax_is_one_row_kernel_without_spills():
     ptx = plan.modules[f.steps[0]["module"]].images["sm_90"].ptx
     assert ptx.count(b"shfl.sync.bfly") >= 10 and b"bar.sync" in ptx
     if PTXAS is not None:
-        from fusegrad.passes.gpu_launch_plan import ptxas
+        from fusegrad.codegen.cuda.ptxas import ptxas
         _, report = ptxas(ptx, "sm_90", "softmax")
         assert "0 bytes spill stores" in report
 

@@ -23,8 +23,8 @@ import torch  # noqa: E402
 from mlir import ir  # noqa: E402
 
 from fusegrad.context import make_context  # noqa: E402
-from fusegrad.passes.gpu_launch_plan import compile_cuda  # noqa: E402
-from fusegrad.passes.registry import run_pipeline  # noqa: E402
+from fusegrad.codegen.cuda.compile import compile_cuda  # noqa: E402
+from fusegrad.pass_manager import run_pipeline  # noqa: E402
 from fusegrad.runtime.cuda import CudaProgram  # noqa: E402
 
 import test_opinfo as opinfo  # noqa: E402

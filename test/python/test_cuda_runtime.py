@@ -55,10 +55,10 @@ def test_runtime_imports_without_mlir():
             "        raise ImportError('no MLIR here')\n"
             "    return real(name, *a, **k)\n"
             "builtins.__import__ = guard\n"
-            "import runtime.cuda as rc\n"
+            "import fusegrad.runtime.cuda as rc\n"
             "print(rc.PLAN_FORMAT)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": REPO}, timeout=120)
+                       env={**os.environ, "PYTHONPATH": os.path.join(REPO, "python")}, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "fusegrad-cuda-plan" in r.stdout
 

@@ -15,7 +15,7 @@ from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vjp,
 
 import fusegrad
 from compile_options import OPTIONS
-from fusegrad.backend import FusegradFallbackWarning
+from fusegrad.frontend.backend import FusegradFallbackWarning
 
 torch.manual_seed(0)
 W = torch.randn(5, 5, dtype=torch.float64)

@@ -7,8 +7,11 @@ from mlir import ir
 
 from fusegrad.context import make_context
 from fusegrad.dialects.interpreter import run_function
-from fusegrad.passes.fuse import count_kernels, functions, fuse_function
-from fusegrad.passes.pipelines import compile_cpu
+from fusegrad.pass_manager import run_pipeline
+from fusegrad.pipelines import fusion_pipeline
+from fusegrad.passes import functions
+from fusegrad.transforms.fusion.fuse import count_kernels, fuse_function
+from fusegrad.codegen.cpu.compile import compile_cpu
 
 T = "tensor<4x8xf32>"
 R = "tensor<4xf32>"
@@ -104,8 +107,7 @@ CASES = {  # name -> (text, input shapes, expected kernels after fusion)
 def _fused(text: str):
     ref = ir.Module.parse(text)
     fused = ir.Module.parse(text)
-    for fn in functions(fused.operation):
-        fuse_function(fn)
+    run_pipeline(fused, fusion_pipeline())
     return ref, fused
 
 
@@ -177,7 +179,7 @@ def test_cycle_checks_bounded_by_rank_match_unbounded():
     topological order of the region graph: random graphs of pointwise ops, reductions
     and matmuls (which fuse with nothing, so regions can close cycles through them)
     group exactly as with unbounded searches."""
-    from fusegrad.passes.fuse import _Grouping
+    from fusegrad.transforms.fusion.fuse import _Grouping
 
     class Unbounded(_Grouping):
         def _reaches(self, start, target, skip):

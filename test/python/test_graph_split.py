@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import fusegrad
-from fusegrad import backend
-from fusegrad.backend import FusegradEagerOpWarning, FusegradFallbackWarning
+from fusegrad.frontend import backend
+from fusegrad.frontend.backend import FusegradEagerOpWarning, FusegradFallbackWarning
 from compile_options import OPTIONS
 
 
@@ -124,7 +124,7 @@ def test_dynamo_graph_break_trains_like_eager(compiled_parts):
     torch.testing.assert_close(got_grad, want_grad)
 
 
-@pytest.mark.filterwarnings("ignore::fusegrad.backend.FusegradEagerOpWarning")
+@pytest.mark.filterwarnings("ignore::fusegrad.frontend.backend.FusegradEagerOpWarning")
 def test_dynamic_shapes_split_per_shape(compiled_parts):
     def fn(x):
         s = torch.special.i0(x.exp())
@@ -136,7 +136,7 @@ def test_dynamic_shapes_split_per_shape(compiled_parts):
     assert len(compiled_parts) == 4  # before and after the i0, for each of the two shapes
 
 
-@pytest.mark.filterwarnings("ignore::fusegrad.backend.FusegradEagerOpWarning")
+@pytest.mark.filterwarnings("ignore::fusegrad.frontend.backend.FusegradEagerOpWarning")
 def test_explain_lists_eager_parts():
     report = fusegrad.explain(qr_then_i0, torch.randn(4, 8),
                               torch.randn(8, 8, requires_grad=True))

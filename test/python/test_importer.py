@@ -11,11 +11,12 @@ from torch.func import functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import fusegrad
-from fusegrad.capture import capture
+from fusegrad.frontend.capture import capture
 from fusegrad.context import make_context
-from fusegrad.decompositions import DECOMPOSITIONS
+from fusegrad.frontend.decompositions import DECOMPOSITIONS
 from fusegrad.dialects.interpreter import run_function
-from fusegrad.importer import SEED_ATTR, ImporterError, UnsupportedOp, import_graph, user_frame
+from fusegrad.frontend.importer import (SEED_ATTR, ImporterError, UnsupportedOp, import_graph,
+                                        user_frame)
 
 aten = torch.ops.aten
 

@@ -6,7 +6,7 @@ import torch
 from mlir import ir
 
 from fusegrad.dialects.interpreter import run_function
-from fusegrad.passes import run_pipeline
+from fusegrad.pass_manager import run_pipeline
 from test_autodiff import CASES, assert_close, build, get_func, i64s, rnd
 
 

@@ -20,7 +20,7 @@ from fusegrad.dialects import OPS, TensorSpec
 from fusegrad.dialects.builder import Builder
 from fusegrad.dialects.elementwise import BINARY, COMPARE_DIRECTIONS, UNARY
 from fusegrad.dialects.interpreter import run_function
-from fusegrad.passes.pipelines import compile_cpu
+from fusegrad.codegen.cpu.compile import compile_cpu
 
 NAN = float("nan")
 
@@ -337,7 +337,7 @@ def test_every_op_has_a_lowering_and_a_case():
 
 
 def test_missing_lower_rule_is_a_located_pass_error(monkeypatch):
-    from fusegrad.passes import run_pipeline
+    from fusegrad.pass_manager import run_pipeline
     monkeypatch.setattr(OPS["exp"], "lower", None)
     with make_context():
         module = ir.Module.parse("""
@@ -349,22 +349,26 @@ def test_missing_lower_rule_is_a_located_pass_error(monkeypatch):
             run_pipeline(module, "dg-lower-to-linalg")
 
 
+def _break_return(module: ir.Operation) -> None:
+    """A pass that leaves invalid IR: the first function returns a value of the wrong type."""
+    from mlir.dialects import arith
+
+    fn = module.regions[0].blocks[0].operations[0]
+    ret = fn.regions[0].blocks[0].operations[0]
+    with ir.InsertionPoint(ret):
+        wrong = arith.ConstantOp(ir.IntegerType.get_signless(64), 1)
+    ret.operation.operands[0] = wrong.result
+
+
 @pytest.mark.parametrize("each", ["0", "1"])
 def test_invalid_ir_from_a_pass_is_an_error_either_way(monkeypatch, each):
     """Verified after every pass or once after the pipeline, a pass that leaves invalid
     IR (here: a return of the wrong type) fails run_pipeline with MLIR's diagnostic."""
-    from mlir.dialects import arith
-    from fusegrad.passes import run_pipeline
-    from fusegrad.passes.registry import PASSES, DgPass
+    from fusegrad.pass_manager import run_pipeline
+    from fusegrad.passes import PASSES, Pass
 
-    def break_return(module: ir.Operation) -> None:
-        fn = module.regions[0].blocks[0].operations[0]
-        ret = fn.regions[0].blocks[0].operations[0]
-        with ir.InsertionPoint(ret):
-            wrong = arith.ConstantOp(ir.IntegerType.get_signless(64), 1)
-        ret.operation.operands[0] = wrong.result
-
-    monkeypatch.setitem(PASSES, "test-break-return", DgPass("test-break-return", break_return, ""))
+    monkeypatch.setitem(PASSES, "test-break-return",
+                        Pass("test-break-return", f"{__name__}:_break_return", ""))
     monkeypatch.setenv("FUSEGRAD_VERIFY_EACH", each)
     with make_context():
         module = ir.Module.parse("func.func @f(%a: i32) -> i32 { return %a : i32 }")

@@ -19,8 +19,8 @@ import torch
 from mlir import ir
 
 from fusegrad.context import make_context
-from fusegrad.passes import pipelines
-from fusegrad.passes.pipelines import compile_cpu
+from fusegrad.codegen.cpu import compile as cpu_compile
+from fusegrad.codegen.cpu.compile import compile_cpu
 
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-45, -1e-45, 1.17e-38, -1.17e-38,
             3.4e38, -3.4e38, 88.7, 88.72, 89.0, -87.3, -88.0, -103.9, -104.5, 1.0, -1.0,
@@ -51,7 +51,7 @@ def compiled(request):
         f'func.func @{op}(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n'
         f'  %0 = "dg.{op}"(%x) : (tensor<{n}xf32>) -> tensor<{n}xf32>\n'
         f'  return %0 : tensor<{n}xf32>\n}}' for op in OPS)
-    with make_context(), mock.patch.object(pipelines, "_host_has_avx512f",
+    with make_context(), mock.patch.object(cpu_compile, "_host_has_avx512f",
                                            lambda: request.param):
         return compile_cpu(ir.Module.parse(text))
 

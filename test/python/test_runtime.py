@@ -11,8 +11,8 @@ from mlir.dialects import func
 from fusegrad.context import make_context
 from fusegrad.dialects import TensorSpec
 from fusegrad.dialects.builder import Builder
-from fusegrad.passes import pipelines
-from fusegrad.passes.pipelines import compile_cpu
+from fusegrad.codegen.cpu import compile as cpu_compile
+from fusegrad.codegen.cpu.compile import compile_cpu
 
 
 def _compile(*funcs):
@@ -156,7 +156,7 @@ def test_threads_share_one_function(cm):
 def test_calls_do_not_recompile(cm, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("recompiled")
-    monkeypatch.setattr(pipelines, "run_pipeline", boom)
+    monkeypatch.setattr(cpu_compile, "run_pipeline", boom)
     monkeypatch.setattr("mlir.execution_engine.ExecutionEngine", boom)
     fn = cm.function("affine")
     assert fn is cm.function("affine")

@@ -1,0 +1,1 @@
+"""What both targets share: loop ops, memref facts, bufferization helpers, library-call outlining."""

@@ -1,0 +1,43 @@
+"""Buffers at function boundaries: arguments are read-only, results are distinct.
+
+- dg-readonly-arguments (before bufferization): function arguments are the
+  caller's tensors, but one-shot-bufferize treats them as writable and would
+  update them in place (scatter_add, insert_slice into an argument).
+- dg-distinct-result-buffers (after bufferization): `buffer-results-to-out-params`
+  crashes (MLIR 22) when a function returns one memref twice, which happens
+  after CSE merges equal results or when a forward returns a value it also
+  saves for the backward; each repeated return operand becomes a fresh copy.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import memref
+
+from ...passes import functions
+
+
+def readonly_arguments(module: ir.Operation) -> None:
+    read_only = ir.DictAttr.get({"bufferization.writable": ir.BoolAttr.get(False)})
+    for fn in functions(module):
+        args = fn.regions[0].blocks[0].arguments
+        if any(isinstance(a.type, ir.RankedTensorType) for a in args):
+            fn.attributes["arg_attrs"] = ir.ArrayAttr.get(
+                [read_only if isinstance(a.type, ir.RankedTensorType) else ir.DictAttr.get()
+                 for a in args])
+
+
+def _distinct_returns(fn: ir.Operation) -> None:
+    ret = fn.regions[0].blocks[0].operations[len(fn.regions[0].blocks[0].operations) - 1]
+    seen: set = set()
+    for i, v in enumerate(list(ret.operands)):
+        if v in seen and isinstance(v.type, ir.MemRefType):
+            with ir.InsertionPoint(ret), ret.location:
+                copy = memref.AllocOp(v.type, [], []).result
+                memref.CopyOp(v, copy)
+            ret.operands[i] = copy
+        seen.add(v)
+
+
+def distinct_result_buffers(module: ir.Operation) -> None:
+    for fn in functions(module):
+        _distinct_returns(fn)

@@ -1,0 +1,86 @@
+"""Outline dg ops into private functions that a later pass turns into library calls.
+
+A library call takes buffers, which exist only after bufferization, while the op
+it replaces is easiest to recognize on dg. So each selected op becomes a call of a
+private function `@__dg_<op>_<k>` (one per op name, attributes and types) holding
+just that op, tagged with an attribute that records the op and its attributes.
+The body lowers like any other (the op's decomposition), so the IR stays correct
+whether or not the library pass runs; bufferization gives the function
+identity-layout (contiguous) memref arguments, the results last, as out-params.
+
+`dg-outline-conv-grads` is the outlining both targets run: the CPU calls PyTorch's
+convolution backward kernel for it (dg-conv-to-torch), the CUDA launch plan calls cuDNN
+through PyTorch (`conv2d_grad` steps). Outlining for library calls only one target makes
+lives with that target's pass (dg-outline-conv-nhwc, dg-outline-attention).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from mlir import ir
+from mlir.dialects import func
+
+# the dtypes PyTorch's kernels take through its C shim (codegen/cpu/library/torch_calls.py)
+LIBRARY_DTYPES = ("f16", "bf16", "f32", "f64")
+CONV_GRAD_CALL = "dg.conv2d_backward"  # attribute of the outlined convolution gradients
+CONV_GRAD_OPS = ("dg.conv2d_input_grad", "dg.conv2d_weight_grad")
+
+
+def symbols(body: ir.Block) -> set[str]:
+    return {ir.StringAttr(o.operation.attributes["sym_name"]).value
+            for o in body.operations if "sym_name" in o.operation.attributes}
+
+
+def _top_level(op: ir.Operation, module: ir.Operation) -> ir.Operation:
+    while op.parent is not None and op.parent.operation != module:
+        op = op.parent.operation
+    return op
+
+
+def outline_ops(module: ir.Operation, selected: Callable[[ir.Operation], bool], tag: str) -> None:
+    """Replace each op for which `selected(op)` holds by a call of a private function
+    holding it, tagged `tag = {op = <name without dg.>, <the op's attributes>}`."""
+    ops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if selected(op):
+            ops.append(op)
+        return ir.WalkResult.ADVANCE
+    module.walk(visit)
+    if not ops:
+        return
+    taken = symbols(module.regions[0].blocks[0])
+    outlined: dict[tuple, str] = {}
+    for op in ops:
+        attrs = {name: op.attributes[name] for name in op.attributes}
+        types = [v.type for v in op.operands]
+        result_types = [r.type for r in op.results]
+        key = (op.name, tuple(sorted((k, str(v)) for k, v in attrs.items())),
+               tuple(map(str, types)))
+        name = outlined.get(key)
+        if name is None:
+            k = sum(1 for other in outlined if other[0] == op.name)
+            while (name := f"__dg_{op.name[3:]}_{k}") in taken:
+                k += 1
+            taken.add(name)
+            outlined[key] = name
+            with ir.InsertionPoint(_top_level(op, module)), op.location:
+                fn = func.FuncOp(name, ir.FunctionType.get(types, result_types),
+                                 visibility="private")
+                fn.attributes[tag] = ir.DictAttr.get({"op": ir.StringAttr.get(op.name[3:]),
+                                                      **attrs})
+                block = fn.add_entry_block()
+                with ir.InsertionPoint(block):
+                    inner = ir.Operation.create(op.name, results=result_types,
+                                                operands=list(block.arguments), attributes=attrs)
+                    func.ReturnOp(list(inner.results))
+        with ir.InsertionPoint(op), op.location:
+            call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(name), list(op.operands))
+        for old, new in zip(op.results, call.results):
+            old.replace_all_uses_with(new)
+        op.erase()
+
+
+def outline_conv_grads(module: ir.Operation) -> None:
+    outline_ops(module, lambda op: op.name in CONV_GRAD_OPS and
+                str(op.results[0].type.element_type) in LIBRARY_DTYPES, CONV_GRAD_CALL)

@@ -1,0 +1,1203 @@
+"""dg-cpu-kernels: linalg on memrefs -> row-loop kernels LLVM vectorizes and libgomp threads.
+
+Three things make the CPU code fast, and they are decided here, at the memref
+level, where every loop nest and buffer is visible:
+
+1. **Reductions in registers.** Trailing reduction loops carry their
+   accumulators as `iter_args` (loaded once, stored once) with the combiner
+   marked `fastmath<reassoc>`, so LLVM's loop vectorizer makes vector partial
+   sums with one horizontal reduction per row. (Upstream
+   `convert-linalg-to-loops` loads and stores the accumulator every iteration;
+   LLVM cannot keep it in a register because it may alias the input.)
+2. **Row fusion.** Consecutive linalg ops (generics and fills) whose outer loop
+   is parallel over the same rows, and that touch shared buffers only row by
+   row, run inside one row loop: softmax's max, sum and normalisation read a
+   row from DRAM once and from L1 afterwards. A temporary used only inside
+   such a loop shrinks to one row on the kernel's stack.
+3. **Threads.** Each row loop is outlined into a kernel
+   `@<fn>_k<N>(lo, hi, buffers...)`. Large ones are called through
+   `@<kernel>__parallel(rows, buffers...)`, which `dg-gomp-launchers` defines
+   after LLVM lowering as a `GOMP_parallel` call: PyTorch's own OpenMP
+   runtime (libgomp), so compiled kernels share its threads and honour
+   `torch.set_num_threads`. A large reduction over rows (a bias gradient) is
+   split by blocks of its column dim instead, and the pointwise ops over the
+   same loops that follow it (the input gradient next to the bias gradient)
+   share its loop nest, so LLVM computes their common subexpressions once.
+
+Loops follow each op's dim order (the fusion lowering puts the contiguous dim
+last). Ops this pass does not understand (non-projected indexing maps,
+regions in bodies, dynamic shapes) are left to `convert-linalg-to-loops`.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf, vector
+
+from ..common.memrefs import (VIEWS, Access, buffer_root, contiguous_memref, dynamic_offset,
+                              passed_as, row_conflict, row_local, static_memref)
+from ...passes import PassError
+
+PARALLEL_SUFFIX = "__parallel"
+# kernel attribute: LLVM parameter positions of pointers no other parameter aliases
+NOALIAS_ATTR = "dg.noalias_pointers"
+# loop iterations (summed over a kernel's ops) from which a kernel is threaded
+PARALLEL_MIN_WORK = 1 << 16
+# most loop ops in one kernel: LLVM's loop passes take superlinear time in a function's
+# size (GoogLeNet's backward joined 150 loops over its batch of 2 rows into one kernel,
+# half of the 70 s of `opt` and `llc` on that module); transformer kernels hold <= 9
+ROW_GROUP_MAX_LOOPS = 16
+# largest row temporary kept on a kernel's stack
+ROW_TEMP_MAX_BYTES = 64 * 1024
+# side of the square tiles a transposing copy runs in (`LoopOp.transposed`), and the
+# strides (bytes) that make it tile: multiples of this put a column's lines in at most
+# 4 of L1's 64 sets (a 4 KiB stride: all in one, 8 ways)
+TRANSPOSE_TILE = 16
+TRANSPOSE_CONFLICT_STRIDE = 1024
+# a reduction over rows inside a row kernel keeps one partial result per block of rows,
+# in at most PARTIAL_MAX_BLOCKS blocks (enough to balance the threads), each block large
+# enough that combining the partials reads at most 1/PARTIAL_COMBINE_SHARE of what the
+# reduction reads
+PARTIAL_COMBINE_SHARE = 16
+PARTIAL_MAX_BLOCKS = 64
+# LLVM function attributes of every kernel and outlined loop: inlined into the entry (their only
+# caller), a training graph's hundred kernels made one huge function whose
+# optimization and code generation cost more than the kernels' own (BERT: LLVM JIT
+# 4.3 -> 3.8 s); a call per kernel costs nothing next to its loops
+KERNEL_PASSTHROUGH = ("noinline",)
+# ... and the vector width LLVM's vectorizers may use: left to -mcpu=native on an AVX-512
+# Intel Xeon (LLVM's host CPU "rocketlake", tuned to prefer 256 bits), they chose 256 bits
+# for most loops (softmax's exp loop: 8 lanes, no interleaving);
+# 512 made the micro benchmarks' forward+backward 8-15% faster (gelu 19.3 -> 16.4 ms,
+# layer_norm 13.0 -> 11.9, softmax 16.7 -> 14.7) and a 1024x1024 softmax 0.69 -> 0.59 ms.
+# On CPUs without AVX-512 LLVM ignores it.
+KERNEL_VECTOR_BITS = "512"
+
+_COMBINERS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf",
+              "arith.maxnumf", "arith.minnumf")
+_PURE = VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
+
+_LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose", "linalg.copy", "memref.copy")
+
+
+def _accesses(maps: Sequence[ir.AffineMap], n_ins: int,
+               affine_ins: bool = False) -> Optional[list[Access]]:
+    out = []
+    for k, m in enumerate(maps):
+        acc = []
+        for e in m.results:
+            if isinstance(e, ir.AffineDimExpr):
+                acc.append(e.position)
+            elif isinstance(e, ir.AffineConstantExpr) and e.value == 0:
+                acc.append(None)
+            elif affine_ins and k < n_ins:
+                acc.append(e)
+            else:
+                return None
+        out.append(tuple(acc))
+    return out
+
+
+@dataclass
+class LoopOp:
+    """A linalg.generic or linalg.fill as a loop nest: sizes, iterators, accesses."""
+
+    op: ir.Operation
+    ins: list
+    outs: list
+    accesses: list  # per in, then per out
+    sizes: list
+    iterators: list
+    fill: Optional[ir.Value] = None  # the scalar of a linalg.fill
+    copy: bool = False  # a memref.copy: the body is the loaded input
+    captured: list = field(default_factory=list)  # values from above used by the body
+
+    @property
+    def work(self) -> int:
+        n = 1
+        for s in self.sizes:
+            n *= s
+        return n
+
+    def row_parallel(self) -> bool:
+        return bool(self.sizes) and self.iterators[0] == "parallel"
+
+    def column_split(self, min_work: int) -> Optional[tuple[int, int]]:
+        """(dim, block) to thread a reduction over rows (a bias gradient) by blocks of its
+        last parallel dim, or None when it has none or is too small to pay."""
+        parallel = [k for k, it in enumerate(self.iterators) if it == "parallel"]
+        if self.row_parallel() or not parallel or not self.large(min_work) or \
+                self.row_partial(self.sizes[0]):
+            return None
+        dim = parallel[-1]
+        size = self.sizes[dim]
+        block = max(16, min(512, (size // 8) // 16 * 16))
+        return (dim, block) if size > block else None
+
+    def transposed(self) -> Optional[tuple[int, int]]:
+        """(j, i) when this is a transposing copy or pointwise op that needs tiles: all
+        loops parallel, an input's contiguous (last) dim is loop j and it reads that input
+        with a stride along the innermost loop i that is a multiple of
+        TRANSPOSE_CONFLICT_STRIDE bytes. In dim order each step of i touches another line
+        of the input, all in a few L1 sets, which hold 8 lines each: an attention head
+        transpose (128 x 64 per head, 8 KiB stride) and an NCHW -> NHWC permute (4 KiB)
+        ran from L2 at 2.3x and 2.6x the time they take in TRANSPOSE_TILE square tiles
+        (`Nest._tiles`). Other strides keep dim order: partial tiles of a 50 x 100
+        transpose (6000 bytes) made it 1.5x slower."""
+        n = len(self.sizes)
+        if n < 2 or self.fill is not None or any(it != "parallel" for it in self.iterators):
+            return None
+        i = n - 1
+        if self.sizes[i] < TRANSPOSE_TILE:
+            return None
+        for buf, acc in zip(self.ins, self.accesses):
+            if not acc or not isinstance(acc[-1], int) or acc[-1] == i or \
+                    self.sizes[acc[-1]] < TRANSPOSE_TILE:
+                continue
+            t = ir.MemRefType(buf.type)
+            strides, _ = t.get_strides_and_offset()
+            width = getattr(t.element_type, "width", 64)
+            for d, stride in zip(acc[:-1], strides):
+                if isinstance(d, int) and d == i and stride > 0 and \
+                        stride * width // 8 % TRANSPOSE_CONFLICT_STRIDE == 0:
+                    return acc[-1], i
+        return None
+
+    def large(self, min_work: int) -> bool:
+        """Is it worth threads (threading on, at least `min_work` iterations)?"""
+        return min_work > 0 and self.work >= min_work
+
+    def starts_row_kernel(self, min_work: int) -> bool:
+        """Does a row kernel start at this op: a loop over rows, or a large reduction over
+        rows computed row by row as per-block partial results? The partials cost a
+        combine of n_blocks x output, but every row is then read whole and in order;
+        threaded by column blocks instead, each block read a strided slice of every row
+        (a 4096x1024 bias gradient: 512 bytes per 4 KiB page) at a third of the rate."""
+        return self.row_parallel() or (self.large(min_work) and self.row_partial(self.sizes[0]))
+
+    def row_partial(self, rows: int) -> bool:
+        """Is this a reduction over `rows` rows (its first loop; a weight or bias gradient,
+        a loss summed over everything, a per-channel statistic) that a row kernel over the
+        same rows can compute as per-block partial results?"""
+        return (len(self.sizes) > 1 and self.sizes[0] == rows and self.fill is None
+                and self.iterators[0] == "reduction"
+                and all(0 not in a for a in self.accesses[len(self.ins):])
+                and _float_combiners(self) is not None)
+
+    def carries_in_row(self) -> bool:
+        """Computed row by row, are its reductions within a row the innermost loops, so
+        their accumulators stay in registers (else each step loads and stores the
+        block's partial, which is in L1)?"""
+        rest = self.iterators[1:]
+        n_red = rest.count("reduction")
+        return n_red > 0 and all(it == "reduction" for it in rest[len(rest) - n_red:])
+
+    def buffers(self):
+        """(buffer, access or None for unknown, writes?) for every memref it touches."""
+        for v, a in zip(self.ins, self.accesses):
+            yield v, a, False
+        for v, a in zip(self.outs, self.accesses[len(self.ins):]):
+            yield v, a, True
+        for v in self.captured:
+            if isinstance(v.type, ir.MemRefType):
+                yield v, None, False
+
+
+def _captured(block: ir.Block, root_op: ir.Operation, regions: bool) -> Optional[list]:
+    """Values the body uses but does not define; None if the body has regions, unless
+    `regions` allows those whose ops read only values from outside the body or their
+    own (the `scf.if` of a checked index storing its site, passes/index_check.py)."""
+    defined = set(block.arguments)
+    out: list = []
+
+    def nested_uses(op: ir.Operation) -> Optional[list]:
+        inner_defs: set = set()
+        uses: list = []
+        for region in op.regions:
+            for b in region.blocks:
+                inner_defs.update(b.arguments)
+                for o in b.operations:
+                    o = o.operation
+                    found = nested_uses(o)
+                    if found is None:
+                        return None
+                    uses += found + [v for v in o.operands if v not in inner_defs]
+                    inner_defs.update(o.results)
+        if any(v in defined for v in uses):
+            return None  # the region reads a value of the body: not cloned faithfully
+        return uses
+
+    for inner in block.operations:
+        inner = inner.operation
+        operands = list(inner.operands)
+        if len(inner.regions):
+            nested = nested_uses(inner) if regions else None
+            if nested is None:
+                return None
+            operands += nested
+        for v in operands:
+            if v not in defined and v not in out:
+                out.append(v)
+        defined.update(inner.results)
+    return out
+
+
+def parse(op: ir.Operation, regions: bool = False,
+          affine_ins: bool = False) -> Optional[LoopOp]:
+    """The op as a LoopOp, or None. `regions`: also generics whose body holds regions
+    that read nothing of the body (see `_captured`). `affine_ins`: also generics reading
+    inputs through other affine expressions (a flip's `n - 1 - d`), kept in the access
+    as the `ir.AffineExpr` (the GPU kernels evaluate them; outputs stay plain)."""
+    if op.name == "linalg.fill":
+        view = op.opview
+        (value,), (buf,) = list(view.inputs), list(view.outputs)
+        if not static_memref(buf.type):
+            return None
+        rank = ir.MemRefType(buf.type).rank
+        return LoopOp(op, [], [buf], [tuple(range(rank))], list(buf.type.shape),
+                      ["parallel"] * rank, fill=value)
+    if op.name == "memref.copy":
+        src, dst = op.operands
+        if not (contiguous_memref(src.type) and contiguous_memref(dst.type)):
+            return None
+        rank = ir.MemRefType(dst.type).rank
+        if rank == 0:
+            return None
+        ident = tuple(range(rank))
+        return LoopOp(op, [src], [dst], [ident, ident], list(dst.type.shape),
+                      ["parallel"] * rank, copy=True)
+    if op.name in ("linalg.transpose", "linalg.copy"):  # a strided copy: the identity perm
+        src, dst = op.operands
+        if not (static_memref(src.type) and static_memref(dst.type)) or \
+                src.type.element_type != dst.type.element_type:
+            return None
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"])) \
+            if op.name == "linalg.transpose" else list(range(dst.type.rank))
+        if not perm:
+            return None
+        # dst[i_0, .., i_n] = src[j] where src dim perm[k] is read with loop dim k
+        read = [perm.index(j) for j in range(len(perm))]
+        rank = len(perm)
+        return LoopOp(op, [src], [dst], [tuple(read), tuple(range(rank))], list(dst.type.shape),
+                      ["parallel"] * rank)
+    if op.name != "linalg.generic":
+        return None
+    g = op.opview
+    if len(g.regions[0].blocks) != 1:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in g.indexing_maps]
+    ins, outs = list(g.inputs), list(g.outputs)
+    accesses = _accesses(maps, len(ins), affine_ins)
+    if accesses is None:
+        return None
+    n = maps[0].n_dims
+    sizes: list = [None] * n
+    for v, acc in zip((*ins, *outs), accesses):
+        if not static_memref(v.type):
+            return None
+        for d, s in zip(acc, v.type.shape):
+            if isinstance(d, int):
+                sizes[d] = s
+    if any(s is None for s in sizes):
+        return None
+    captured = _captured(g.regions[0].blocks[0], op, regions)
+    if captured is None:
+        return None
+    iterators = [str(a).split("<")[-1].rstrip(">") for a in g.iterator_types]
+    return LoopOp(op, ins, outs, accesses, sizes, iterators, captured=captured)
+
+
+class Env:
+    """Where a nest is emitted: value remapping (outlined kernels), the row loop, row temps."""
+
+    def __init__(self, mapping: Optional[dict] = None, row: Optional[ir.Value] = None,
+                 row_temps: Sequence[ir.Value] = (), split: tuple[int, int] = (0, 1),
+                 partials: Sequence[ir.Value] = (), block: Optional[ir.Value] = None) -> None:
+        self.mapping = mapping if mapping is not None else {}
+        self.row = row  # the kernel's loop iv: a row (split (0, 1)) or a block of `split`
+        self.split = split  # (loop dim, block size) the kernel's loop runs over
+        self.row_temps = set(row_temps)  # outer buffers shrunk to one row (dim 0 indexed by 0)
+        # outputs of reductions over rows, mapped to [blocks, ...] partial buffers indexed
+        # by the row block `block` first
+        self.partials = set(partials)
+        self.block = block
+
+    def value(self, v: ir.Value) -> ir.Value:
+        return self.mapping.get(v, v)
+
+
+class Nest:
+    """Emits the loops of one LoopOp at the current insertion point.
+
+    `companions`: independent LoopOps over the same loops (a pointwise output next to a
+    reduction over rows) computed in the same innermost body, so LLVM computes what
+    their bodies share (the loaded values and everything derived from them) once."""
+
+    def __init__(self, lop: LoopOp, env: Env, companions: Sequence[LoopOp] = ()) -> None:
+        self.lop = lop
+        self.env = env
+        self.companions = list(companions)
+        n = len(lop.sizes)
+        if env.row is not None and env.split == (0, 1) and lop.iterators[0] == "reduction":
+            # a reduction over rows computed row by row (`row_partial`): dim 0 is the row
+            n_red = sum(it == "reduction" for it in lop.iterators[1:])
+            self.order = list(range(n))
+            self.carry = lop.carries_in_row()
+        else:
+            n_red = sum(it == "reduction" for it in lop.iterators)
+            self.order = loop_order(lop)
+            self.carry = _carries(lop)  # reductions in registers: the innermost loops
+        self.first_red = n - n_red if self.carry else n  # a position in `order`
+        # transposing op: its loops j, i innermost (all parallel, any order goes), in tiles;
+        # when j is the kernel's loop, the kernel runs over blocks of TRANSPOSE_TILE of it
+        self.tile = lop.transposed() if self.first_red == n else None
+        if self.tile is not None and env.row is not None and \
+                env.split not in ((0, 1), (self.tile[0], TRANSPOSE_TILE)):
+            self.tile = None  # the kernel runs over blocks of another dim
+        if self.tile is not None and env.split == (0, 1) and env.row is not None and \
+                self.tile[0] == 0:
+            self.tile = None  # j is the kernel's row loop, one row at a time
+        if self.tile is not None:
+            self.order = [d for d in range(n) if d not in self.tile] + list(self.tile)
+        self.staged: dict = {}  # transposed input -> its tile on the stack (`_stage`)
+        self.tile_origin: tuple = ()
+        self.ivs: list = [None] * n
+        self.combiners = _float_combiners(lop) if self.carry else None
+        self.zero = arith.ConstantOp(ir.IndexType.get(), 0).result
+        self.one = arith.ConstantOp(ir.IndexType.get(), 1).result
+
+    def emit(self) -> None:
+        start = 0
+        if self.env.row is not None and self.env.split == (0, 1):
+            self.ivs[0] = self.env.row
+            start = 1
+        self._nest(start)
+
+    def _dim(self, position: int) -> int:
+        return self.order[position]
+
+    def _index(self, buf: ir.Value, acc: Access) -> list:
+        if buf in self.staged:  # the staged tile, [j - j0, i - i0]
+            j, i = self.tile
+            j0, i0 = self.tile_origin
+            return [arith.subi(self.ivs[j], j0), arith.subi(self.ivs[i], i0)]
+        idx = [self.zero if d is None else self.ivs[d] for d in acc]
+        if buf in self.env.row_temps:
+            idx[0] = self.zero
+        if buf in self.env.partials:
+            idx.insert(0, self.env.block)
+        return idx
+
+    def _load(self, buf: ir.Value, acc: Access) -> ir.Value:
+        source = self.staged[buf] if buf in self.staged else self.env.value(buf)
+        return memref.LoadOp(source, self._index(buf, acc)).result
+
+    def _store(self, v: ir.Value, buf: ir.Value, acc: Access) -> None:
+        memref.StoreOp(v, self.env.value(buf), self._index(buf, acc))
+
+    def _loop(self, dim: int, inits: Sequence[ir.Value] = (), step: int = 1,
+              tile: Optional[ir.Value] = None) -> scf.ForOp:
+        """The loop over `dim`: the whole dim, the kernel's block of it, or the tile that
+        starts at `tile`. With `step` > 1, the loop over the dim's tile starts instead
+        (its iv is no index of the body)."""
+        index = ir.IndexType.get()
+
+        def const(v: int) -> ir.Value:
+            return arith.ConstantOp(index, v).result
+        lb, ub = self.zero, const(self.lop.sizes[dim])
+        split_dim, block = self.env.split
+        if tile is not None:
+            end = arith.addi(tile, const(TRANSPOSE_TILE))  # full tiles: a static trip count
+            lb, ub = tile, end if self.lop.sizes[dim] % TRANSPOSE_TILE == 0 else \
+                arith.minsi(end, ub)
+        elif self.env.row is not None and dim == split_dim and block > 1:
+            lb = arith.muli(self.env.row, const(block))
+            ub = arith.minsi(arith.addi(lb, const(block)), ub)
+        loop = scf.ForOp(lb, ub, self.one if step == 1 else const(step), list(inits))
+        if step == 1:
+            self.ivs[dim] = loop.induction_variable
+        return loop
+
+    def _nest(self, position: int) -> None:
+        if position == self.first_red:
+            self._inner()
+            return
+        if self.tile is not None and position == len(self.order) - 2:
+            self._tiles()
+            return
+        loop = self._loop(self._dim(position))
+        with ir.InsertionPoint(loop.body):
+            self._nest(position + 1)
+            scf.YieldOp([])
+
+    def _tiles(self) -> None:
+        """The transposing loops j, i (`LoopOp.transposed`) in square tiles: i's tiles, j's
+        tiles (or the kernel's block of j), then j and i within the tile, i innermost so
+        stores stay contiguous. j's tiles inside i's walk along the input's lines (an
+        attention head transpose: 0.24 against 0.27 ms the other way round). Each
+        transposed input's tile is first transposed onto the stack (`_stage`)."""
+        j, i = self.tile
+        index = ir.IndexType.get()
+        loops = []
+        origin = {}
+        if self.env.split == (j, TRANSPOSE_TILE):  # the kernel's loop runs over j's tiles
+            origin[j] = arith.muli(self.env.row, arith.ConstantOp(index, TRANSPOSE_TILE).result)
+        for d in (i, j):
+            if d not in origin:
+                with _at_end_of(loops):
+                    loops.append(self._loop(d, step=TRANSPOSE_TILE))
+                origin[d] = loops[-1].induction_variable
+        with _at_end_of(loops):
+            self.tile_origin = (origin[j], origin[i])
+            self._stage()
+            loops.append(self._loop(j, tile=origin[j]))
+        with _at_end_of(loops):
+            loops.append(self._loop(i, tile=origin[i]))
+        with _at_end_of(loops):
+            self._inner()
+        for loop in loops:
+            with ir.InsertionPoint(loop.body):
+                scf.YieldOp([])
+
+    def _stage(self) -> None:
+        """Transposes the current tile of each input read transposed (contiguous along j,
+        indexed by i elsewhere) into a TRANSPOSE_TILE^2 buffer on the kernel's stack, as
+        [j - j0, i - i0], so that the body reads it along i, as it writes. Full tiles
+        move as vectors: a row load per i, a shuffle network, a row store per j. (Scalar
+        copy loops were vectorized by LLVM as gathers across the input's lines.)"""
+        j, i = self.tile
+        j0, i0 = self.tile_origin
+        full = all(self.lop.sizes[d] % TRANSPOSE_TILE == 0 for d in self.tile)
+        for buf, acc in zip(self.lop.ins, self.lop.accesses):
+            if buf in self.staged or not acc or acc[-1] != j or i not in acc[:-1]:
+                continue
+            element = ir.MemRefType(buf.type).element_type
+            tile = _entry_alloca(ir.MemRefType.get([TRANSPOSE_TILE] * 2, element))
+            if full and _vector_element(element):
+                self._stage_vectors(buf, acc, tile)
+            else:
+                ii = self._loop(i, tile=i0)
+                with ir.InsertionPoint(ii.body):
+                    jj = self._loop(j, tile=j0)
+                    with ir.InsertionPoint(jj.body):
+                        v = self._load(buf, acc)
+                        memref.StoreOp(v, tile, [arith.subi(self.ivs[j], j0),
+                                                 arith.subi(self.ivs[i], i0)])
+                        scf.YieldOp([])
+                    scf.YieldOp([])
+            self.staged[buf] = tile
+
+    def _stage_vectors(self, buf: ir.Value, acc: Access, tile: ir.Value) -> None:
+        j, i = self.tile
+        j0, i0 = self.tile_origin
+        index = ir.IndexType.get()
+        row_type = ir.VectorType.get([TRANSPOSE_TILE], ir.MemRefType(buf.type).element_type)
+        rows = []
+        for k in range(TRANSPOSE_TILE):
+            self.ivs[i] = arith.addi(i0, arith.ConstantOp(index, k).result)
+            self.ivs[j] = j0
+            rows.append(vector.LoadOp(row_type, self.env.value(buf),
+                                      self._index(buf, acc)).result)
+        for k, row in enumerate(transpose_rows(rows)):
+            vector.StoreOp(row, tile, [arith.ConstantOp(index, k).result, self.zero])
+
+    @staticmethod
+    def _out_accesses(lop: LoopOp) -> list:
+        return lop.accesses[len(lop.ins):]
+
+    def _inner(self) -> None:
+        outs = self.lop.outs
+        if not self.carry:
+            results = self._compute(self.lop, [None] * len(outs))
+        else:
+            inits = [self._load(b, a) for b, a in zip(outs, self._out_accesses(self.lop))]
+            results = self._reduce(self.first_red, inits)
+        for buf, v, acc in zip(outs, results, self._out_accesses(self.lop)):
+            self._store(v, buf, acc)
+        for c in self.companions:
+            values = self._compute(c, [None] * len(c.outs))
+            for buf, v, acc in zip(c.outs, values, self._out_accesses(c)):
+                self._store(v, buf, acc)
+
+    def _reduce(self, position: int, accs: list) -> list:
+        lanes = self._lanes(position) if position == len(self.order) - 1 else 0
+        if lanes:
+            return self._reduce_in_lanes(position, accs, lanes)
+        loop = self._loop(self._dim(position), accs)
+        with ir.InsertionPoint(loop.body):
+            carried = list(loop.inner_iter_args)
+            if position == len(self.order) - 1:
+                results = self._compute(self.lop, carried)
+                _mark_reassoc(results)
+            elif self.combiners is not None:
+                # each inner reduction starts from the identity and is combined once:
+                # rounding error grows with the loop lengths, not their product
+                inner = self._reduce(position + 1, [_identity(c, v.type)
+                                                    for c, v in zip(self.combiners, carried)])
+                results = [_combine(c, a, b) for c, a, b in zip(self.combiners, carried, inner)]
+            else:
+                results = self._reduce(position + 1, carried)
+            scf.YieldOp(results)
+        return list(loop.results)
+
+    def _lanes(self, position: int) -> int:
+        """Accumulator lanes for the innermost reduction loop at `position`, or 0. LLVM
+        recognises a `maximumf`/`minimumf` (NaN-propagating) reduction but neither
+        vectorizes it nor breaks its dependency chain: a softmax's row max then runs at
+        several cycles per element, slower than the exp pass after it. Independent lanes
+        give the out-of-order core (and the SLP vectorizer) parallel chains."""
+        dim = self._dim(position)
+        split_dim, block = self.env.split
+        if self.combiners is None or not any(c in ("arith.maximumf", "arith.minimumf")
+                                             for c in self.combiners):
+            return 0
+        if self.env.row is not None and dim == split_dim and block > 1:
+            return 0
+        if len(self.lop.op.regions[0].blocks[0].operations) > MINMAX_LANES_MAX_BODY:
+            return 0
+        widest = max(ir.FloatType(ir.MemRefType(b.type).element_type).width
+                     for b in self.lop.outs)
+        lanes = MINMAX_LANE_BYTES // (widest // 8)
+        return lanes if self.lop.sizes[dim] >= 2 * lanes else 0
+
+    def _reduce_in_lanes(self, position: int, accs: list, lanes: int) -> list:
+        """The innermost reduction as `lanes` independent accumulators per output over
+        the loop's first multiple of lanes, combined once, then the remainder."""
+        dim = self._dim(position)
+        size, n = self.lop.sizes[dim], len(accs)
+        main = size // lanes * lanes
+        index = ir.IndexType.get()
+
+        def const(v: int) -> ir.Value:
+            return arith.ConstantOp(index, v).result
+        inits = [_identity(c, a.type) for c, a in zip(self.combiners, accs)] * lanes
+        loop = scf.ForOp(self.zero, const(main), const(lanes), inits)
+        with ir.InsertionPoint(loop.body):
+            carried = list(loop.inner_iter_args)
+            results = []
+            for k in range(lanes):
+                self.ivs[dim] = arith.addi(loop.induction_variable, const(k))
+                lane = self._compute(self.lop, carried[k * n:(k + 1) * n])
+                _mark_reassoc(lane)
+                results += lane
+            scf.YieldOp(results)
+        out = list(accs)
+        for k in range(lanes):
+            out = [_combine(c, a, b) for c, a, b in
+                   zip(self.combiners, out, list(loop.results)[k * n:(k + 1) * n])]
+        if main == size:
+            return out
+        rest = scf.ForOp(const(main), const(size), self.one, out)
+        with ir.InsertionPoint(rest.body):
+            self.ivs[dim] = rest.induction_variable
+            tail = self._compute(self.lop, list(rest.inner_iter_args))
+            _mark_reassoc(tail)
+            scf.YieldOp(tail)
+        return list(rest.results)
+
+    def _compute(self, lop: LoopOp, out_values: Sequence[Optional[ir.Value]]) -> list:
+        """`lop`'s body results for the current ivs; `out_values`: the outs' carried values."""
+        return clone_body(lop, self._load, out_values, self.ivs, self.env.value, copy=lop.copy)
+
+
+def transpose_rows(rows: list[ir.Value]) -> list[ir.Value]:
+    """The rows of the transpose of the square matrix whose rows are the 1-D vectors
+    `rows` (a power of two of them): at each distance d = n/2, ..., 1, rows r and r + d
+    (r & d == 0) swap their off-diagonal d x d blocks, two two-source shuffles per pair
+    (n log2 n shuffles in all; AVX-512 does each in one vpermt2ps)."""
+    n = len(rows)
+    rows = list(rows)
+    d = n // 2
+    while d:
+        for r in range(n):
+            if r & d:
+                continue
+            a, b = rows[r], rows[r + d]
+            # shuffle indices: a's lanes are 0..n-1, b's are n..2n-1
+            low = [c if c & d == 0 else n + c - d for c in range(n)]
+            high = [c + d if c & d == 0 else n + c for c in range(n)]
+            rows[r] = vector.ShuffleOp(a, b, low).result
+            rows[r + d] = vector.ShuffleOp(a, b, high).result
+        d //= 2
+    return rows
+
+
+def _vector_element(t: ir.Type) -> bool:
+    """Can a staged tile of `t` move as vectors (not i1, which dg-widen-bool-memrefs
+    stores as bytes later)?"""
+    return isinstance(t, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type)) or \
+        (isinstance(t, ir.IntegerType) and t.width >= 8)
+
+
+def _at_end_of(loops: list) -> ir.InsertionPoint:
+    """The insertion point inside the last of `loops`, or the current one if none."""
+    return ir.InsertionPoint(loops[-1].body) if loops else ir.InsertionPoint.current
+
+
+def _entry_alloca(t: ir.MemRefType) -> ir.Value:
+    """A stack buffer allocated once at the start of the enclosing function (an alloca
+    inside a loop would grow the stack every iteration)."""
+    op = ir.InsertionPoint.current.block.owner.operation
+    while op.name != "func.func":
+        op = op.parent
+    with ir.InsertionPoint.at_block_begin(op.regions[0].blocks[0]):
+        return memref.AllocaOp(t, [], []).result
+
+
+def clone_body(lop: LoopOp, load: Callable, out_values: Sequence[Optional[ir.Value]],
+               ivs: Sequence[ir.Value], value: Callable = lambda v: v, *,
+               copy: bool = False) -> list:
+    """`lop`'s scalar results at loop indices `ivs`, emitted at the current insertion
+    point (shared by the CPU and GPU kernel passes): a fill's scalar, a copy's loaded
+    input, or a generic's body cloned with its inputs from `load(buffer, access)`, its
+    outs from `out_values` (None: loaded) and values from above through `value`."""
+    if lop.fill is not None:
+        return [value(lop.fill)]
+    if copy:
+        return [load(lop.ins[0], lop.accesses[0])]
+    block = lop.op.regions[0].blocks[0]
+    args = list(block.arguments)
+    n_in = len(lop.ins)
+    outs_access = lop.accesses[n_in:]
+    mapping: dict = {}
+    for buf, acc, arg in zip(lop.ins, lop.accesses, args[:n_in]):
+        if len(list(arg.uses)):
+            mapping[arg] = load(buf, acc)
+    for k, arg in enumerate(args[n_in:]):
+        if len(list(arg.uses)):
+            v = out_values[k]
+            mapping[arg] = v if v is not None else load(lop.outs[k], outs_access[k])
+    for inner in block.operations:
+        inner = inner.operation
+        if inner.name == "linalg.yield":
+            return [mapping[v] if v in mapping else value(v) for v in inner.operands]
+        if inner.name == "linalg.index":
+            mapping[inner.results[0]] = ivs[ir.IntegerAttr(inner.attributes["dim"]).value]
+            continue
+        clone = inner.clone()
+        for i, v in enumerate(clone.operands):
+            clone.operands[i] = mapping[v] if v in mapping else value(v)
+        mapping.update(zip(inner.results, clone.results))
+    raise PassError("linalg.generic has no linalg.yield", lop.op.location)
+
+
+_IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
+             "arith.minimumf": float("inf"), "arith.maxnumf": float("-inf"),
+             "arith.minnumf": float("inf")}
+
+
+def _float_combiners(lop: LoopOp) -> Optional[list[str]]:
+    """Per output, the float op combining the accumulator with a new value, if every
+    output of the reduction body has the form `acc = combiner(acc, value)`."""
+    if lop.fill is not None:
+        return None
+    block = lop.op.regions[0].blocks[0]
+    outs = list(block.arguments)[len(lop.ins):]
+    yields = [o for o in block.operations if o.operation.name == "linalg.yield"]
+    names = []
+    for acc, v in zip(outs, yields[0].operation.operands):
+        if isinstance(v.owner, ir.Block):
+            return None
+        owner = v.owner.operation
+        if owner.name not in _IDENTITY or acc not in list(owner.operands):
+            return None
+        names.append(owner.name)
+    return names
+
+
+def _identity(combiner: str, t: ir.Type) -> ir.Value:
+    return arith.ConstantOp(t, ir.FloatAttr.get(t, _IDENTITY[combiner])).result
+
+
+def _combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    op = ir.Operation.create(combiner, results=[a.type], operands=[a, b])
+    op.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
+    return op.results[0]
+
+
+# a max/min reduction loop runs this many independent accumulator lanes (one 64-byte
+# vector of them), when its body has at most MINMAX_LANES_MAX_BODY ops
+MINMAX_LANE_BYTES = 64
+MINMAX_LANES_MAX_BODY = 16
+
+
+def loop_order(lop: LoopOp) -> list[int]:
+    """Loops in dim order, except that a reduction over the last (contiguous) dim with a
+    parallel dim outside a reduction (a batch-norm statistic over N, H, W per channel)
+    runs its parallel loops outermost: its reductions then stay in registers."""
+    n = len(lop.sizes)
+    parallel = [k for k, it in enumerate(lop.iterators) if it == "parallel"]
+    reduction = [k for k, it in enumerate(lop.iterators) if it == "reduction"]
+    if not reduction or not parallel or lop.iterators[-1] != "reduction" or \
+            reduction == list(range(n - len(reduction), n)):
+        return list(range(n))
+    return parallel + reduction
+
+
+def _carries(lop: LoopOp) -> bool:
+    """Are `lop`'s reductions its innermost loops (accumulators carried in registers)?"""
+    order = loop_order(lop)
+    red = [k for k, it in enumerate(lop.iterators) if it == "reduction"]
+    return bool(red) and sorted(order[len(order) - len(red):]) == red
+
+
+def _mark_reassoc(results: Sequence[ir.Value]) -> None:
+    for v in results:
+        if isinstance(v.owner, ir.Block):
+            continue
+        owner = v.owner.operation
+        if owner.name in _COMBINERS:
+            owner.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
+
+
+# ---------------------------------------------------------------- row groups
+
+def _companion(group: list[LoopOp], lop: LoopOp) -> bool:
+    """Can `lop` share the loop nest of a reduction over rows: an all-parallel op over the
+    same loops that touches no buffer another member writes or reads what it writes?"""
+    if lop.fill is not None or lop.sizes != group[0].sizes or \
+            any(it != "parallel" for it in lop.iterators) or _carries(group[0]):
+        return False
+    return all(_independent(member, lop) for member in group)
+
+
+def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK,
+               max_loops: int = ROW_GROUP_MAX_LOOPS) -> list[list[LoopOp]]:
+    """Maximal runs of row-parallel LoopOps over equal rows, separated only by pure ops,
+    with the reductions over the same rows that follow them (`row_partial`), at most
+    `max_loops` ops a run; and other
+    large reductions over rows, split by column blocks, each with the independent
+    all-parallel ops over the same loops that follow it (its companions). An op that
+    transposes along its rows (`_row_tiles`) is a group of its own."""
+    groups: list[list[LoopOp]] = []
+    current: list[LoopOp] = []
+    split = False  # is `current` a reduction over rows (plus companions)?
+
+    def close() -> None:
+        nonlocal current
+        if current:
+            groups.append(current)
+        current = []
+
+    for op in block.operations:
+        op = op.operation
+        lop = parse(op) if op.name in _LOOP_OPS else None
+        full = len(current) >= max_loops
+        if lop is not None and current and not split and not full and \
+                lop.row_partial(current[0].sizes[0]) and not row_conflict(current, lop):
+            current.append(lop)  # per-block partial results in the row kernel
+            continue
+        if lop is not None and lop.column_split(min_work) is not None:
+            close()
+            current = [lop]  # threaded by column blocks, with its companions
+            split = True
+            continue
+        if split:
+            if lop is not None and not full and _companion(current, lop):
+                current.append(lop)
+                continue
+            if lop is None and op.name in _PURE:
+                continue
+            close()
+            split = False
+        if lop is None or not lop.starts_row_kernel(min_work):
+            if op.name not in _PURE:
+                close()
+            continue
+        if current and (full or current[0].sizes[0] != lop.sizes[0] or
+                        row_conflict(current, lop) or _row_tiles(current) or _row_tiles([lop])):
+            close()
+        current.append(lop)
+    close()
+    return groups
+
+
+def _row_tiles(group: list[LoopOp]) -> Optional[tuple[int, int]]:
+    """(0, TRANSPOSE_TILE) for a group of one op whose transposing loop j is its rows (a
+    2-D `t().contiguous()`): its kernel runs over blocks of TRANSPOSE_TILE rows, each in
+    tiles (`Nest._tiles`). One row at a time, a 1024 x 1024 transpose read each column
+    of its input from L3 (0.19x eager's speed)."""
+    if len(group) == 1 and group[0].row_parallel():
+        tile = group[0].transposed()
+        if tile is not None and tile[0] == 0:
+            return (0, TRANSPOSE_TILE)
+    return None
+
+
+def _independent(a: LoopOp, b: LoopOp) -> bool:
+    """Do `a` and `b` touch no common memory that either writes (any order is the same)?"""
+    for x, _, writes_x in a.buffers():
+        for y, _, writes_y in b.buffers():
+            if buffer_root(x) == buffer_root(y) and (writes_x or writes_y):
+                return False
+    return True
+
+
+def _dominates_run(moved: list, before: int, ops: list) -> bool:
+    """Are the operands of `moved` defined above `ops[before]` or by `moved` itself?"""
+    above = set(ops[:before]) | set(moved)
+    return all(isinstance(v.owner, ir.Block) or v.owner.operation in above
+               for op in moved for v in op.operands)
+
+
+def join_row_runs(block: ir.Block) -> None:
+    """Move ops that are not row loops (a column reduction, a small fill) out from between
+    two row loops over the same rows, so that the two share one kernel and a layer norm's
+    backward reads its inputs from DRAM once: below the second when independent of it,
+    else above the first run when independent of that (the fill and copies that
+    initialise a weight gradient the next reduction over rows accumulates into)."""
+    ops = [o.operation for o in block.operations]
+    parsed = {op: lop for op in ops if op.name in _LOOP_OPS and (lop := parse(op)) is not None}
+
+    def continues(lop: Optional[LoopOp], rows: Optional[int]) -> bool:
+        if lop is None:
+            return False
+        if lop.row_parallel():
+            return rows in (None, lop.sizes[0])
+        return rows is not None and lop.row_partial(rows)
+
+    last_rows = None  # rows of the current run of row loops
+    run_start = run_end = 0  # indices of its first and last loop ops
+    i = 0
+    while i < len(ops):
+        lop = parsed.get(ops[i])
+        if continues(lop, last_rows):
+            if last_rows is None:
+                last_rows, run_start = lop.sizes[0], i
+            run_end = i
+            i += 1
+            continue
+        if lop is None or last_rows is None:
+            if ops[i].name not in _PURE:
+                last_rows = None
+            i += 1
+            continue
+        # ops[i] is a loop op after a run: gather what stands before the next row loop
+        j = i
+        while j < len(ops) and not continues(parsed.get(ops[j]), last_rows) and \
+                (ops[j] in parsed or ops[j].name in _PURE):
+            j += 1
+        nxt = parsed.get(ops[j]) if j < len(ops) else None
+        between = ops[run_end + 1:j]  # with the allocs the deferred ops use
+        deferred = [parsed[op] for op in between if op in parsed]
+        run = [parsed[op] for op in ops[run_start:run_end + 1] if op in parsed]
+        # `ops` follows the moves (rebuilding it from the block after each was quadratic:
+        # 0.8 s of a 16-layer GPT-2's training graph)
+        if continues(nxt, last_rows) and all(_independent(d, nxt) for d in deferred):
+            for d in reversed(deferred):
+                d.op.move_after(nxt.op)
+            moved = {d.op for d in deferred}
+            stay = [op for op in between if op not in moved]
+            ops[run_end + 1:j + 1] = stay + [nxt.op] + [d.op for d in deferred]
+            i = run_end + 1 + len(stay)
+        elif continues(nxt, last_rows) and _dominates_run(between, run_start, ops) and \
+                all(_independent(d, r) for d in deferred for r in run):
+            for op in between:
+                op.move_before(ops[run_start])
+            ops[run_start:j] = between + ops[run_start:run_end + 1]
+            run_start += len(between)
+            i = j
+        else:
+            last_rows = None
+            i = max(j, i + 1)
+
+
+def _row_temps(group: list[LoopOp]) -> list[ir.Value]:
+    """Allocs used only by this group, row by row (and freed): they shrink to one row."""
+    members = {m.op for m in group}
+    touched: dict = {}
+    for m in group:
+        for b, acc, _ in m.buffers():
+            touched.setdefault(b, []).append(acc)
+    temps = []
+    for b, accs in touched.items():
+        if isinstance(b.owner, ir.Block) or b.owner.operation.name != "memref.alloc":
+            continue
+        if not all(row_local(a) for a in accs):
+            continue
+        t = ir.MemRefType(b.type)
+        row_bytes = t.element_type.width // 8 if hasattr(t.element_type, "width") else 8
+        for s in t.shape[1:]:
+            row_bytes *= s
+        if row_bytes > ROW_TEMP_MAX_BYTES:
+            continue
+        users = [u.owner.operation for u in b.uses]
+        if all(u in members or u.name == "memref.dealloc" for u in users):
+            temps.append(b)
+    return temps
+
+
+class Outliner:
+    """Turns each row group into a private kernel function and a call."""
+
+    def __init__(self, module: ir.Operation, parallel_min_work: int) -> None:
+        self.module = module
+        self.parallel_min_work = parallel_min_work
+        self.names = set()
+        for op in module.regions[0].blocks[0].operations:
+            if "sym_name" in op.operation.attributes:
+                self.names.add(ir.StringAttr(op.operation.attributes["sym_name"]).value)
+        self.counter = itertools.count()
+
+    def _fresh(self, base: str) -> str:
+        while True:
+            name = f"{base}_k{next(self.counter)}"
+            if name not in self.names:
+                self.names.add(name)
+                return name
+
+    def outline(self, fn: ir.Operation, group: list[LoopOp]) -> None:
+        split = group[0].column_split(self.parallel_min_work) or _row_tiles(group) or (0, 1)
+        temps = _row_temps(group) if split == (0, 1) else []
+        last = group[-1].op
+        loc = last.location
+        index = ir.IndexType.get()
+        reducers = [m for m in group if split == (0, 1) and not m.row_parallel()]
+        rows_per_block = _rows_per_block(group[0].sizes[0], reducers)
+        n_blocks = -(-group[0].sizes[0] // rows_per_block)
+        partials = {}  # output of a reduction over rows -> its [blocks, ...] partial buffer
+        with ir.InsertionPoint(last), loc:
+            for m in reducers:
+                for out in m.outs:
+                    t = ir.MemRefType(out.type)
+                    partials[out] = memref.AllocOp(
+                        ir.MemRefType.get([n_blocks, *t.shape], t.element_type), [], []).result
+        args: list = []  # outer values passed to the kernel
+        constants: list = []  # outer arith.constants cloned into the kernel
+        for m in group:
+            values = [*m.ins, *m.outs, *m.captured] + ([m.fill] if m.fill is not None else [])
+            for v in values:
+                v = partials.get(v, v)
+                if v in temps or v in args or v in constants:
+                    continue
+                if not isinstance(v.owner, ir.Block) and v.owner.operation.name == "arith.constant":
+                    constants.append(v)
+                else:
+                    args.append(v)
+        fname = ir.StringAttr(fn.attributes["sym_name"]).value
+        name = self._fresh(fname)
+        params = [dynamic_offset(v.type) for v in args]
+        ftype = ir.FunctionType.get([index, index] + params, [])
+        with ir.InsertionPoint(fn), loc:
+            kernel = func.FuncOp(name, ftype, visibility="private")
+        mark_kernel(kernel, args, 2)
+        block = kernel.add_entry_block()
+        with ir.InsertionPoint(block), loc:
+            mapping = dict(zip(args, list(block.arguments)[2:]))
+            for out, buf in partials.items():
+                mapping[out] = mapping[buf]
+            for c in constants:
+                mapping[c] = c.owner.operation.clone().results[0]
+            for t in temps:
+                mt = ir.MemRefType(t.type)
+                row = ir.MemRefType.get([1] + list(mt.shape[1:]), mt.element_type)
+                mapping[t] = memref.AllocaOp(row, [], []).result
+            one = arith.ConstantOp(index, 1).result
+            lo, hi = list(block.arguments)[:2]
+            loop = scf.ForOp(lo, hi, one)
+            with ir.InsertionPoint(loop.body):
+                if reducers:
+                    self._block_of_rows(group, reducers, mapping, temps, loop.induction_variable,
+                                        rows_per_block)
+                else:
+                    env = Env(mapping, row=loop.induction_variable, row_temps=temps, split=split)
+                    if split == (0, 1):
+                        for m in group:
+                            with m.op.location:
+                                Nest(m, env).emit()
+                    else:  # one nest: a reduction over rows and its companions, or tiles
+                        with group[0].op.location:
+                            Nest(group[0], env, companions=group[1:]).emit()
+                scf.YieldOp([])
+            func.ReturnOp([])
+        dim, block = split
+        rows = n_blocks if reducers else -(-group[0].sizes[dim] // block)
+        work = sum(m.work for m in group)
+        with ir.InsertionPoint(last), loc:
+            args = passed_as(args, params)
+            if work >= self.parallel_min_work and rows >= 2 and self.parallel_min_work > 0:
+                launcher = name + PARALLEL_SUFFIX
+                ltype = ir.FunctionType.get([index] + params, [])
+                with ir.InsertionPoint(fn):
+                    func.FuncOp(launcher, ltype, visibility="private")
+                func.CallOp([], ir.FlatSymbolRefAttr.get(launcher),
+                            [arith.ConstantOp(index, rows).result, *args])
+            else:
+                func.CallOp([], ir.FlatSymbolRefAttr.get(name),
+                            [arith.ConstantOp(index, 0).result,
+                             arith.ConstantOp(index, rows).result, *args])
+            for m in reducers:
+                for out, combiner in zip(m.outs, _float_combiners(m)):
+                    _combine_partials(out, partials[out], combiner)
+                    memref.DeallocOp(partials[out])
+        for m in group:
+            m.op.erase()
+        for t in temps:
+            for u in list(t.uses):
+                u.owner.operation.erase()  # the deallocs
+            t.owner.operation.erase()
+
+    @staticmethod
+    def _block_of_rows(group: list[LoopOp], reducers: list[LoopOp], mapping: dict,
+                       temps: list, block: ir.Value, rows_per_block: int) -> None:
+        """Kernel body for row block `block` of a group with reductions over rows: their
+        partial results for the block start from the identity, then every member runs
+        row by row over the block's rows."""
+        index = ir.IndexType.get()
+        partial_outs = [out for m in reducers for out in m.outs]
+        for m in reducers:
+            for out, combiner in zip(m.outs, _float_combiners(m)):
+                t = ir.MemRefType(out.type)
+                identity = _identity(combiner, t.element_type)
+                buf = mapping[out]
+                _for_each(list(t.shape), lambda ivs: memref.StoreOp(identity, buf, [block, *ivs]))
+        size = arith.ConstantOp(index, rows_per_block).result
+        first = arith.muli(block, size)
+        end = arith.minsi(arith.addi(first, size), arith.ConstantOp(index, group[0].sizes[0]).result)
+        rows = scf.ForOp(first, end, arith.ConstantOp(index, 1).result)
+        with ir.InsertionPoint(rows.body):
+            env = Env(mapping, row=rows.induction_variable, row_temps=temps,
+                      partials=partial_outs, block=block)
+            for run in _shared_nests(group):
+                with run[0].op.location:
+                    Nest(run[0], env, companions=run[1:]).emit()
+            scf.YieldOp([])
+
+
+def _rows_per_block(rows: int, reducers: list[LoopOp]) -> int:
+    """Rows per block of a row kernel's per-block partial results (see PARTIAL_*)."""
+    per_block = -(-rows // PARTIAL_MAX_BLOCKS)
+    for m in reducers:
+        out = max(math.prod(ir.MemRefType(v.type).shape) for v in m.outs)
+        per_block = max(per_block, -(-PARTIAL_COMBINE_SHARE * out * rows // m.work))
+    return min(per_block, rows)
+
+
+def _shared_nests(group: list[LoopOp]) -> list[list[LoopOp]]:
+    """A row block's members as runs sharing one nest: consecutive ops over the same loops,
+    pointwise within the row (a reduction over rows accumulates its block's partial row),
+    none touching what another writes. LLVM then computes what their bodies share once: a
+    gelu backward's input gradient and its bias and weight gradients evaluate the erf and
+    exp once per element, not three times."""
+    def pointwise_in_row(m: LoopOp) -> bool:
+        return m.fill is None and all(it == "parallel" for it in m.iterators[1:])
+
+    runs: list[list[LoopOp]] = []
+    for m in group:
+        run = runs[-1] if runs else None
+        if run is not None and pointwise_in_row(m) and pointwise_in_row(run[0]) and \
+                m.sizes == run[0].sizes and all(_independent(x, m) for x in run):
+            run.append(m)
+        else:
+            runs.append([m])
+    return runs
+
+
+def _for_each(shape: Sequence[int], body: Callable[[list], object]) -> None:
+    """Nested scf.for loops over `shape` at the current insertion point; `body(ivs)`
+    emits the innermost body."""
+    index = ir.IndexType.get()
+    zero, one = arith.ConstantOp(index, 0).result, arith.ConstantOp(index, 1).result
+
+    def nest(ivs: list) -> None:
+        if len(ivs) == len(shape):
+            body(ivs)
+            return
+        loop = scf.ForOp(zero, arith.ConstantOp(index, shape[len(ivs)]).result, one)
+        with ir.InsertionPoint(loop.body):
+            nest(ivs + [loop.induction_variable])
+            scf.YieldOp([])
+    nest([])
+
+
+def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str) -> None:
+    """out = combiner(out, partial[0], ..., partial[blocks - 1]), in block order (so the
+    result does not depend on the number of threads)."""
+    blocks = ir.MemRefType(partial.type).shape[0]
+
+    def body(ivs: list) -> None:
+        b, rest = ivs[0], ivs[1:]
+        acc = memref.LoadOp(out, rest).result
+        memref.StoreOp(_combine(combiner, acc, memref.LoadOp(partial, ivs).result), out, rest)
+    _for_each([blocks, *ir.MemRefType(out.type).shape], body)
+
+
+def mark_kernel(fn: ir.Operation, args: Sequence[ir.Value], leading: int) -> None:
+    """Attributes of an outlined function `fn(leading scalars..., *args)` (a kernel, an
+    outlined loop): its distinct pointers, for dg-noalias-kernel-args, KERNEL_PASSTHROUGH
+    and KERNEL_VECTOR_BITS."""
+    fn.attributes[NOALIAS_ATTR] = ir.DenseI64ArrayAttr.get(_distinct_pointers(args, leading))
+    fn.attributes["passthrough"] = ir.ArrayAttr.get(
+        [ir.StringAttr.get(a) for a in KERNEL_PASSTHROUGH] +
+        [ir.ArrayAttr.get([ir.StringAttr.get("prefer-vector-width"),
+                           ir.StringAttr.get(KERNEL_VECTOR_BITS)])])
+
+
+def _distinct_pointers(args: Sequence[ir.Value], leading: int) -> list[int]:
+    """Positions, among the LLVM parameters of a function `(leading scalars..., *args)`
+    (a kernel's lo and hi), of the aligned data pointers of the memref arguments that
+    are the only view of their buffer in `args`. Their memory overlaps no other
+    argument's: distinct allocs passed to one call are live at once, so even sharing a
+    workspace they are disjoint; distinct function arguments are distinct tensors or
+    never written (dg-readonly-arguments)."""
+    roots = [buffer_root(v) for v in args if isinstance(v.type, ir.MemRefType)]
+    positions, position = [], leading
+    for v in args:
+        if not isinstance(v.type, ir.MemRefType):
+            position += 1
+            continue
+        if roots.count(buffer_root(v)) == 1:
+            positions.append(position + 1)  # (allocated, aligned, offset, sizes, strides)
+        position += 3 + 2 * ir.MemRefType(v.type).rank
+    return positions
+
+
+def noalias_kernel_args(module: ir.Operation) -> None:
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name != "llvm.func" or NOALIAS_ATTR not in op.attributes:
+            continue
+        positions = set(ir.DenseI64ArrayAttr(op.attributes[NOALIAS_ATTR]))
+        del op.attributes[NOALIAS_ATTR]
+        n = len(op.regions[0].blocks[0].arguments)
+        old = list(ir.ArrayAttr(op.attributes["arg_attrs"])) if "arg_attrs" in op.attributes \
+            else [ir.DictAttr.get({}) for _ in range(n)]
+        new = []
+        for k, attrs in enumerate(old):
+            d = ir.DictAttr(attrs)
+            entries = {d[i].name: d[i].attr for i in range(len(d))}
+            if k in positions:
+                entries["llvm.noalias"] = ir.UnitAttr.get()
+            new.append(ir.DictAttr.get(entries))
+        op.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
+
+
+def _functions(module: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
+
+
+def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK,
+                row_group_max_loops: int = ROW_GROUP_MAX_LOOPS) -> None:
+    outliner = Outliner(module, parallel_min_work)
+    for fn in _functions(module):
+        body = fn.regions[0].blocks[0]
+        join_row_runs(body)
+        for group in row_groups(body, parallel_min_work, row_group_max_loops):
+            outliner.outline(fn, group)
+        # what remains (reductions over rows, rank-0 fills) runs inline; copies that
+        # joined no row loop stay memref.copy (memcpy)
+        rest = []
+        for op in body.operations:
+            name = op.operation.name
+            lop = parse(op.operation) if name in _LOOP_OPS and name != "memref.copy" else None
+            if lop is not None:
+                rest.append(lop)
+        for lop in rest:
+            with ir.InsertionPoint(lop.op), lop.op.location:
+                Nest(lop, Env()).emit()
+            lop.op.erase()

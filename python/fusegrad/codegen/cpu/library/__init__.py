@@ -1,0 +1,1 @@
+"""Library calls from compiled CPU code: BLAS, and PyTorch's convolution and attention kernels."""

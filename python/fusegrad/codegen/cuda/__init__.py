@@ -1,0 +1,1 @@
+"""The CUDA target: kernels (gpu.launch), PTX/cubin, and the launch plan the runtime runs."""

@@ -1,0 +1,196 @@
+"""The dg op registry: every op is defined once, with all of its rules.
+
+An `OpDef` carries the op's signature (operands, results, attributes), its
+fusion class, and its rules, registered next to the op's definition in the op
+family modules (`elementwise.py`, `reduction.py`, ...):
+
+- `shape`     (ins, attrs, hint) -> result specs; also the verifier's check
+- `reference` torch implementation, used by the reference interpreter
+- `scalar`    elementwise ops only: arith/math on scalars inside linalg bodies
+- `lower`     dg op -> linalg/tensor IR (dg-lower-to-linalg)
+- `vjp`       reverse-mode rule (dg-autodiff)
+- `jvp`       forward-mode rule (dg-jvp)
+
+Rules are attached with the decorators `shape_rule`, `reference_rule`,
+`scalar_rule`, `lowering`, `vjp_rule` and `jvp_rule`, all keyed by op name.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from mlir import ir
+
+
+class ShapeError(ValueError):
+    """An op's operands/attributes violate its shape or dtype rule."""
+
+
+class Kind(enum.Enum):
+    """Fusion class of an op: what kind of loop nest it needs."""
+
+    ELEMENTWISE = "elementwise"
+    BROADCAST = "broadcast"  # explicit broadcast: a pure index map
+    VIEW = "view"  # reshape/transpose/slice/reverse: pure index maps
+    DATA_MOVEMENT = "data_movement"  # pad, concatenate
+    SOURCE = "source"  # constant/full/iota: no tensor inputs
+    RANDOM = "random"
+    REDUCTION = "reduction"
+    GATHER = "gather"  # gather, index_select, scatter_add
+    CONTRACTION = "contraction"  # matmul, conv2d
+
+
+class Attr(enum.Enum):
+    """Attribute kinds: how a Python value maps to an MLIR attribute."""
+
+    I64 = ("#builtin.integer",)
+    F64 = ("#builtin.float",)
+    STR = ("#builtin.string",)
+    I64S = ("#builtin.dense_array",)
+    ELEMENTS = ("#builtin.dense_int_or_fp_elements",)
+
+    @property
+    def irdl_base(self) -> str:
+        return self.value[0]
+
+    def to_mlir(self, value: Any) -> ir.Attribute:
+        if self is Attr.I64:
+            return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(value))
+        if self is Attr.F64:
+            return ir.FloatAttr.get_f64(float(value))
+        if self is Attr.STR:
+            return ir.StringAttr.get(str(value))
+        if self is Attr.I64S:
+            return ir.DenseI64ArrayAttr.get([int(v) for v in value])
+        if self is Attr.ELEMENTS:
+            return value  # already a DenseElementsAttr (see builder.constant)
+        raise AssertionError(self)
+
+    def from_mlir(self, attr: ir.Attribute) -> Any:
+        if self is Attr.I64:
+            return ir.IntegerAttr(attr).value
+        if self is Attr.F64:
+            return ir.FloatAttr(attr).value
+        if self is Attr.STR:
+            return ir.StringAttr(attr).value
+        if self is Attr.I64S:
+            return tuple(ir.DenseI64ArrayAttr(attr))
+        if self is Attr.ELEMENTS:
+            return attr
+        raise AssertionError(self)
+
+
+@dataclass
+class OpDef:
+    """One dg op. Operand/result names prefixed with `*` are variadic."""
+
+    name: str
+    operands: tuple[str, ...]
+    results: tuple[str, ...]
+    attrs: dict[str, Attr]
+    kind: Kind
+    summary: str
+    # rules (see module docstring); None until registered
+    shape: Callable | None = None
+    reference: Callable | None = None
+    scalar: Callable | None = None
+    lower: Callable | None = None
+    vjp: Callable | None = None
+    jvp: Callable | None = None
+
+    @property
+    def full_name(self) -> str:
+        return f"dg.{self.name}"
+
+    @property
+    def differentiable(self) -> bool:
+        return self.vjp is not None
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def define(name: str, operands: tuple[str, ...], results: tuple[str, ...] = ("result",),
+           attrs: dict[str, Attr] | None = None, *, kind: Kind, summary: str,
+           ) -> OpDef:
+    if name in OPS:
+        raise ValueError(f"dg.{name} is defined twice")
+    op = OpDef(name, tuple(operands), tuple(results), dict(attrs or {}), kind, summary)
+    OPS[name] = op
+    return op
+
+
+def lookup(name: str) -> OpDef:
+    """Op definition by `add` or `dg.add`."""
+    short = name[3:] if name.startswith("dg.") else name
+    try:
+        return OPS[short]
+    except KeyError:
+        raise KeyError(f"unknown dg op '{name}'") from None
+
+
+def is_pointwise(op) -> bool:
+    """Is `op` (an ir.Operation) a dg op of one result computed element by element?"""
+    if not op.name.startswith("dg.") or len(op.results) != 1:
+        return False
+    return op.name[3:] in OPS and OPS[op.name[3:]].kind is Kind.ELEMENTWISE
+
+
+def _rule(slot: str) -> Callable[..., Callable[[Callable], Callable]]:
+    def decorator(*names: str) -> Callable[[Callable], Callable]:
+        def register(fn: Callable) -> Callable:
+            for n in names:
+                op = lookup(n)
+                if getattr(op, slot) is not None:
+                    raise ValueError(f"{slot} rule for dg.{n} registered twice")
+                setattr(op, slot, fn)
+            return fn
+        return register
+    decorator.__name__ = f"{slot}_rule"
+    decorator.__doc__ = f"Register `fn` as the {slot} rule of the named dg ops."
+    return decorator
+
+
+shape_rule = _rule("shape")
+reference_rule = _rule("reference")
+scalar_rule = _rule("scalar")
+lowering = _rule("lower")
+vjp_rule = _rule("vjp")
+jvp_rule = _rule("jvp")
+
+
+def attrs_of(op: ir.Operation) -> dict[str, Any]:
+    """The dg attributes of `op` as Python values."""
+    d = lookup(op.name)
+    out: dict[str, Any] = {}
+    for name, kind in d.attrs.items():
+        if name in op.attributes:
+            out[name] = kind.from_mlir(op.attributes[name])
+    return out
+
+
+def elements_to_numpy(attr: ir.Attribute) -> np.ndarray:
+    attr = ir.DenseElementsAttr(attr)
+    shape = tuple(attr.type.shape)
+    if attr.is_splat:  # the buffer protocol misreads i1 splats: expand them ourselves
+        value = attr.get_splat_value()
+        if isinstance(value, ir.BoolAttr):
+            return np.full(shape, value.value)
+        if isinstance(value, ir.IntegerAttr):
+            if ir.IntegerType(value.type).width == 1:
+                return np.full(shape, bool(value.value))
+            return np.full(shape, value.value, dtype=np.int64)
+        return np.full(shape, ir.FloatAttr(value).value)
+    if str(attr.type.element_type) == "bf16":
+        raise NotImplementedError("non-splat bf16 dense literals cannot be read by the MLIR "
+                                  "bindings; write an f32 dg.constant followed by dg.convert")
+    return np.array(attr).reshape(shape)
+
+
+def is_public(fn: ir.Operation) -> bool:
+    """Is `fn` (a func.func) public: an entry the runtime or another module may call?
+    (Here rather than with the passes: a compile-cache hit asks it and runs no pass.)"""
+    vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
+    return vis is None or ir.StringAttr(vis).value == "public"

@@ -1,0 +1,457 @@
+"""The torch.compile backend: one Dynamo graph -> a compiled callable (or eager fallback).
+
+Per graph: capture (functional core ATen) -> import to dg -> [dg-autodiff when
+training] -> dg-remat/dg-fuse when available -> compile_cpu. Dynamo calls the
+backend once per graph specialisation (it guards on shapes, dtypes, grad mode
+and requires_grad, and recompiles on a change), so the returned `CompiledGraph`
+is specialised to the example inputs and compiles each variant it needs
+(inference, training for a set of wrt inputs) once.
+
+An op fusegrad cannot import runs eagerly in its place, and the rest of the
+graph is compiled around it (`graph_split`), with one warning naming the op
+and the user's source line. Any other failure (a lowering error) runs the
+whole graph eagerly, with one warning: never a crash, never a wrong answer.
+A user's own mistake, an unknown option or mode, is an error instead.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+import warnings
+from typing import Any, Callable, Sequence
+
+import torch
+from torch.utils import _pytree as pytree
+
+from ..autograd_function import constant_outputs, run_program
+from .capture import Captured, capture
+from ..devices import DeviceError, select_target
+from .graph_split import (CONTROL_FLOW, USER_BACKWARD, EagerPart, complex_ops,
+                          eager_higher_order_ops, op_name, origin, read_inplace_results_as_self,
+                          runs_transforms, split_at)
+from .importer import UnsupportedOp, describe_location
+from ..program import SLOW_COMPILE_SECONDS, CompileOptions, Program
+from ..runtime.cpu import OutOfRangeIndex
+from .stop_gradient import mark_stop_gradients
+
+log = logging.getLogger(__name__)
+
+# values of float arguments compiled per graph (Dynamo's own recompile limit is 8):
+# a float that changes at every step would otherwise compile at every step
+FLOAT_VALUES_COMPILED = 8
+# signatures (shapes, integer and float values) a graph compiles before it asks that
+# most calls reuse one: a size that depends on the data (`x[mask]`, `nonzero`) is new at
+# nearly every call and compiled at every call (0.3-1 s each, against ~1 ms eager);
+# bucketed sequence lengths compile once per bucket and are reused from then on
+SIGNATURES_BEFORE_REUSE_CHECK = 32
+
+
+class FusegradFallbackWarning(UserWarning):
+    """A graph could not be compiled and runs in eager PyTorch."""
+
+
+class FusegradEagerOpWarning(FusegradFallbackWarning):
+    """An op could not be compiled: it runs eagerly, the rest of its graph is compiled."""
+
+
+def fallback_warning(label: str, error: BaseException) -> None:
+    """Warn once (warnings + logging) that `label` runs eagerly because of `error`."""
+    if isinstance(error, UnsupportedOp):
+        reason = f"{error}; this graph runs eagerly instead"
+    else:
+        reason = f"fusegrad could not compile {label}: {type(error).__name__}: {error}; " \
+                 "this graph runs eagerly instead"
+    log.warning("%s", reason)
+    log.debug("fallback cause", exc_info=error)
+    warnings.warn(reason, FusegradFallbackWarning, stacklevel=3)
+
+
+class _RecompileLimitWarning(logging.Filter):
+    """Dynamo says it stopped compiling a function (its recompile limit) only in its log,
+    and the function and everything it calls then run eagerly: turn that record into a
+    FusegradFallbackWarning naming the function and the fix."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if "hit config." in text and "limit" in text:
+            lines = [line.strip() for line in text.splitlines()]
+            limit = lines[0].split("hit ", 1)[-1]  # e.g. config.recompile_limit (8)
+            where = next((line.split(":", 1)[1].strip() for line in lines
+                          if line.startswith("function:")), "a function")
+            message = (f"Dynamo hit torch._dynamo.{limit} at {where}: it and all it calls "
+                       "now run eagerly, not compiled by fusegrad; call "
+                       "torch._dynamo.reset() between models, or raise the limit")
+            log.warning("%s", message)
+            warnings.warn(message, FusegradFallbackWarning, stacklevel=2)
+        return True
+
+
+def warn_at_recompile_limit() -> None:
+    """Install `_RecompileLimitWarning` on Dynamo's compile logger (once)."""
+    logger = logging.getLogger("torch._dynamo.convert_frame")
+    if not any(isinstance(f, _RecompileLimitWarning) for f in logger.filters):
+        logger.addFilter(_RecompileLimitWarning())
+
+
+class CompiledGraph:
+    """Calls the compiled program like the original graph: lifted parameters
+    prepended, mutated inputs written back, the user's output structure rebuilt.
+    Falls back to `eager` (with one warning) if compiling a variant fails."""
+
+    def __init__(self, captured: Captured, program: Program, eager: Callable[..., Any]) -> None:
+        self.captured = captured
+        self.program = program
+        self.eager = eager
+        self.failed = False
+        # running statistics a normalization only reads here (eval mode)
+        self._read_statistics = captured.statistics - set(captured.mutated)
+        # the compiled forward bound to the lifted inputs, once known to need no glue
+        self._inference: Callable[..., list[torch.Tensor]] | None = None
+
+    def __call__(self, *args: torch.Tensor) -> Any:
+        if self._inference is not None and not (
+                torch.is_grad_enabled() and any(a.requires_grad for a in args)):
+            return tuple(self._inference(*args))
+        if self.failed:
+            return self.eager(*args)
+        inputs = [*self.captured.lifted, *args]
+        if self._read_statistics and torch.is_grad_enabled():
+            inputs = self._statistics_by_value(inputs)
+        recorded = self.captured.recorded(inputs)
+        updated = [inputs[self.captured.mutated[j]] for j in recorded]
+        if any(x.is_leaf and x.requires_grad for x in updated) or any(
+                j in self.captured.unrecorded for j in recorded):
+            # a leaf that requires grad: eager raises its own error; under no_grad: eager
+            # passes the gradient of the updated tensor through unchanged, which the graph
+            # does not express
+            return self._fail(NotImplementedError(
+                "an input that requires grad is updated in place while grad is disabled, "
+                "or is a leaf"), args)
+        try:
+            outputs = run_program(self.program, inputs, mutated=self.captured.mutated,
+                                  recorded=recorded)
+        except OutOfRangeIndex:  # bad input data, raised where eager raises: not a fallback
+            raise
+        except Exception as e:  # building a lazily compiled variant failed: eager is still right
+            return self._fail(e, args)
+        result = self.captured.finish(inputs, outputs)
+        self._bind_inference()
+        return result
+
+    def _bind_inference(self) -> None:
+        """Calls that record no gradient go straight to the compiled forward when it needs
+        none of `__call__`'s glue: no mutated input, no random seed, outputs a tuple of
+        fresh tensors (no view of an input or of another output), no lifted parameter that
+        requires grad. Saves a small model a
+        third of its call overhead."""
+        program, captured = self.program, self.captured
+        forward = program.compiled_forward
+        if (self._inference is not None or forward is None or captured.mutated
+                or captured.checks or captured.output_views or program.seed_input is not None
+                or forward.returns_arguments
+                or not captured.outputs_are_tensor_tuple
+                or any(x.requires_grad for x in captured.lifted)):
+            return
+        call = getattr(forward, "call", forward)
+        self._inference = functools.partial(call, *captured.lifted) if captured.lifted else call
+
+    def _statistics_by_value(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The read-only running statistics as copies: the backward may save them, and a
+        train-mode call before it updates them in place (eager's backward then reads the
+        updated ones; ours, the values it used)."""
+        return [x.clone() if i in self._read_statistics else x for i, x in enumerate(inputs)]
+
+    def _fail(self, error: BaseException, args: Sequence[torch.Tensor]) -> Any:
+        fallback_warning(self.program.label, error)
+        self.failed = True
+        return self.eager(*args)
+
+
+def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor],
+                  options: CompileOptions) -> CompiledGraph:
+    """Capture, import and compile the variant the example inputs need (raises on failure).
+
+    Logs the compile time per stage: at INFO when it took a while, else at DEBUG."""
+    start = time.perf_counter()
+    captured = capture(gm, example_inputs, checks_as_outputs=True)
+    inputs = [*captured.lifted, *example_inputs]
+    options = options.with_(target=select_target(options.target, _named(gm, captured, inputs)))
+    captured_at = time.perf_counter()
+    program = Program.from_graph(captured.gm, options)
+    program.seconds = {"capture": captured_at - start,
+                       "import": time.perf_counter() - captured_at, **program.seconds}
+    wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
+    if torch.is_grad_enabled() and wrt:
+        program.training(wrt, constant_outputs(captured.mutated, captured.recorded(inputs)))
+    else:
+        program.forward()
+    total = time.perf_counter() - start
+    log.log(logging.INFO if total >= SLOW_COMPILE_SECONDS else logging.DEBUG,
+            "%s: compiled in %.1f s (%s)", program.label, total,
+            ", ".join(f"{k} {v:.2f} s" for k, v in program.seconds.items()))
+    return CompiledGraph(captured, program, getattr(gm, "forward", gm))
+
+
+def _named(gm: Callable[..., Any], captured: Captured,
+           inputs: Sequence[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
+    """The graph's tensors with the names errors give them: the Dynamo graph's
+    placeholder names (`L_x_`, `L_self_..._weight_`) where there are, else positions."""
+    names = [f"parameter #{i}" for i in range(len(captured.lifted))]
+    placeholders = ([n.target for n in gm.graph.nodes if n.op == "placeholder"]
+                    if isinstance(gm, torch.fx.GraphModule) else [])
+    user = len(inputs) - len(names)
+    names += placeholders if len(placeholders) == user else [f"input #{i}" for i in range(user)]
+    # outputs the graph makes on a device of their own (`zeros_like(x, device="cpu")`):
+    # the compiled program returns every tensor on its target
+    (out,) = [n for n in captured.gm.graph.nodes if n.op == "output"]
+    made = [(f"the result of {a.target}", a.meta["val"]) for a in pytree.tree_leaves(out.args)
+            if isinstance(a, torch.fx.Node) and a.op == "call_function"
+            and isinstance(a.meta.get("val"), torch.Tensor)]
+    return list(zip(names, inputs)) + made
+
+
+def _is_symbolic(x: Any) -> bool:
+    return isinstance(x, torch.SymInt) or (
+        isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape))
+
+
+def _read_floats(gm: torch.fx.GraphModule) -> frozenset[int]:
+    """Positions of the inputs the graph only reads with `.item()` (Dynamo's unspecialized
+    floats); their `.item()` nodes are removed, and the caller passes the values."""
+    floats = set()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, node in enumerate(placeholders):
+        value = node.meta.get("example_value")
+        if not (isinstance(value, torch.Tensor) and value.dim() == 0 and node.users) or any(
+                user.op != "call_method" or user.target != "item" for user in node.users):
+            continue
+        for item in list(node.users):
+            item.replace_all_uses_with(node)
+            gm.graph.erase_node(item)
+        floats.add(i)
+    if floats:
+        gm.recompile()
+    return frozenset(floats)
+
+
+# (function to capture, its example tensors) -> a callable of those tensors; raises
+# UnsupportedOp for an op it cannot compile
+CompileFn = Callable[[Callable[..., Any], Sequence[torch.Tensor]], Callable[..., Any]]
+
+
+def _returned_inputs(gm: torch.fx.GraphModule) -> list[tuple[int, int]]:
+    """(output, input) positions of the graph's outputs that are its inputs: an input
+    updated in place and returned (`return a.mul_(2)` is `a` in eager). The compiled
+    program returns a fresh tensor there, equal to the input it wrote back; the caller
+    gets the input itself, as in eager."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    outputs = gm.graph.output_node().args[0]
+    if not isinstance(outputs, (tuple, list)):
+        return []
+    return [(k, placeholders.index(out)) for k, out in enumerate(outputs)
+            if isinstance(out, torch.fx.Node) and out.op == "placeholder"]
+
+
+class _NumbersBakedIn(torch.nn.Module):
+    """`gm` as a function of its tensor inputs, its number inputs fixed to `args`'.
+    A module holding `gm`, so that capture lifts the parameters and buffers `gm` reads
+    as attributes (an optimizer's, whose step Dynamo makes dynamic in a float when its
+    weight decay changes) instead of meeting them as real tensors while tracing."""
+
+    def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any]) -> None:
+        super().__init__()
+        self.gm = gm
+        self.where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        self.numbers = [None if i in self.where else a for i, a in enumerate(args)]
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        full = list(self.numbers)
+        for i, t in zip(self.where, tensors):
+            full[i] = t
+        return torch.fx.Interpreter(self.gm).run(*full)  # keeps node provenance
+
+
+class LazyGraph:
+    """A Dynamo graph, compiled at its first call (per signature when shapes are dynamic).
+
+    dg is statically shaped: when Dynamo marks dims dynamic (it does after a
+    shape change unless `dynamic=False`), each new shape (and each value of an
+    integer input) gets its own `CompiledGraph`, with the integers baked in.
+    An op fusegrad cannot compile runs eagerly in its place and the rest of
+    the graph is compiled around it (`graph_split`); the parts are `LazyGraph`s
+    too, recorded with the eager parts in `eager_parts`. A Python float argument
+    whose value changed between calls reaches the graph as a 0-d tensor read by
+    `.item()` (Dynamo's unspecialized floats), which tracing cannot follow: its
+    value is baked in per signature, as integers' are, for up to
+    FLOAT_VALUES_COMPILED values; further values run eagerly, with a warning. So do
+    new signatures once SIGNATURES_BEFORE_REUSE_CHECK are compiled while most calls
+    brought a new one.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, compile_fn: CompileFn, dynamic: bool,
+                 eager_parts: list[EagerPart] | None = None) -> None:
+        mark_stop_gradients(gm)  # before any split: it drops the grad-mode switches
+        read_inplace_results_as_self(gm)
+        self.gm = gm
+        self.compile_fn = compile_fn
+        self.floats = _read_floats(gm)
+        self.dynamic = dynamic or bool(self.floats)
+        self.float_values: set[tuple[float, ...]] = set()  # those compiled
+        self.float_values_capped = False
+        self.eager_parts = [] if eager_parts is None else eager_parts
+        self.static_variant: Callable[..., Any] | None = None
+        self.variants: dict[tuple, Callable[..., Any]] = {}
+        self.calls = self.reused = 0  # dynamic calls, and those a compiled variant ran
+        self.signatures_capped = False
+
+    def __call__(self, *args: Any) -> Any:
+        if not self.dynamic:
+            if self.static_variant is None:
+                self.static_variant = self._compile(args)
+            return self.static_variant(*args)
+        if self.floats:
+            args = tuple(a.item() if i in self.floats else a for i, a in enumerate(args))
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor)
+                    else (type(a).__name__, a) for a in args)
+        variant = self.variants.get(key)
+        self.calls += 1
+        if variant is not None:
+            self.reused += 1
+        else:
+            if len(self.variants) >= SIGNATURES_BEFORE_REUSE_CHECK and 2 * self.reused < self.calls:
+                self._warn_signatures_capped(args)
+                return self.gm(*args)
+            values = tuple(args[i] for i in sorted(self.floats))
+            if values not in self.float_values and len(self.float_values) >= FLOAT_VALUES_COMPILED:
+                if not self.float_values_capped:
+                    self.float_values_capped = True
+                    names = [n.target for n in self.gm.graph.nodes if n.op == "placeholder"]
+                    fallback_warning("a graph", RuntimeError(
+                        f"its float argument(s) {[names[i] for i in sorted(self.floats)]} took "
+                        f"more than {FLOAT_VALUES_COMPILED} values, each compiled with its value "
+                        "baked in; new values run eagerly (pass a value that changes at every "
+                        "call as a tensor to compile it once)"))
+                return self.gm(*args)
+            log.info("compiling a graph for the inputs %s (shapes, integer and float values)",
+                     [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args])
+            variant = self.variants[key] = self._compile(args)
+            self.float_values.add(values)
+        return variant(*args)
+
+    def _warn_signatures_capped(self, args: Sequence[Any]) -> None:
+        if self.signatures_capped:
+            return
+        self.signatures_capped = True
+        seen = list(self.variants)
+        names = [n.target for n in self.gm.graph.nodes if n.op == "placeholder"]
+        changing = [names[i] for i in range(len(args)) if len({k[i] for k in seen}) > 1]
+        fallback_warning("a graph", RuntimeError(
+            f"it compiled {len(seen)} signatures of its inputs and most of its {self.calls} "
+            f"calls brought a new one (changing: {changing}); new signatures run eagerly. "
+            "A size that depends on the data (x[mask], nonzero) changes at every call: "
+            "compute at a fixed size instead (torch.where, a masked sum) to compile once"))
+
+    def _compile(self, args: Sequence[Any]) -> Callable[..., Any]:
+        """A callable of all of `args` for this signature; never raises for an op it cannot
+        compile (that op, or failing that the graph, runs eagerly)."""
+        whole = runs_transforms(self.gm)
+        for nodes, reason in ((eager_higher_order_ops(self.gm, USER_BACKWARD), USER_BACKWARD),
+                              (eager_higher_order_ops(self.gm, CONTROL_FLOW), CONTROL_FLOW),
+                              (complex_ops(self.gm), "complex numbers: dg has no complex dtypes")):
+            if nodes:
+                part = EagerPart(", ".join(sorted({op_name(n) for n in nodes})), reason,
+                                 describe_location(nodes[0]), tuple(n.name for n in nodes))
+                return self._unsplit(part) if whole else self._split(nodes, part)
+        where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        fn = self.gm if len(where) == len(args) else _NumbersBakedIn(self.gm, args)
+        try:
+            compiled = self.compile_fn(fn, [args[i] for i in where])
+        except DeviceError:  # eager would fail on these tensors too, less clearly
+            raise
+        except UnsupportedOp as e:
+            node = origin(self.gm, e)
+            if node is None:
+                fallback_warning("a graph", e)
+                return self.gm
+            part = EagerPart(e.op_name, e.reason, e.where, (node.name,))
+            return self._unsplit(part) if whole else self._split([node], part)
+        except Exception as e:  # eager for this signature; others may still compile
+            fallback_warning("a graph", e)
+            return self.gm
+        call = compiled if len(where) == len(args) else (
+            lambda *a: compiled(*[a[i] for i in where]))
+        returned = _returned_inputs(self.gm)
+        if not returned:
+            return call
+
+        def returning_inputs(*a: Any) -> Any:
+            outputs = list(call(*a))
+            for k, i in returned:
+                outputs[k] = a[i]
+            return tuple(outputs)
+        return returning_inputs
+
+    def _unsplit(self, part: EagerPart) -> Callable[..., Any]:
+        """The whole graph eagerly, for `part` inside a torch.func transform."""
+        fallback_warning("a graph", RuntimeError(
+            f"it cannot compile {part}, inside a torch.func transform (grad, vmap, jvp), "
+            "where a graph is not split"))
+        return self.gm
+
+    def _split(self, nodes: Sequence[torch.fx.Node], part: EagerPart) -> Callable[..., Any]:
+        """The graph with `nodes` running eagerly (`part` says why), the rest compiled."""
+        self.eager_parts.append(part)
+        message = f"fusegrad cannot compile {part}; it runs eagerly, and the rest of " \
+                  "its graph is compiled"
+        log.warning("%s", message)
+        warnings.warn(message, FusegradEagerOpWarning, stacklevel=3)
+        return split_at(self.gm, set(nodes), lambda sub: LazyGraph(
+            sub, self.compile_fn, self.dynamic, self.eager_parts))
+
+
+# torch.compile's modes as fusegrad options: fusegrad has nothing to autotune, and
+# CUDA graphs are what "reduce-overhead" (and Inductor's "max-autotune") turn on for
+# every function (the default replays small ones: CompileOptions.cuda_graphs)
+TORCH_COMPILE_MODES: dict[str, dict[str, Any]] = {
+    "default": {}, "reduce-overhead": {"cuda_graphs": True},
+    "max-autotune": {"cuda_graphs": True},
+    "max-autotune-no-cudagraphs": {"cuda_graphs": False}}
+
+
+def backend_options(options: dict[str, Any] | None = None, mode: str | None = None,
+                    **kwargs: Any) -> CompileOptions:
+    """The CompileOptions of torch.compile's `options={...}`, `mode=` and keywords.
+
+    Raises for an unknown option or mode: a misspelt option silently running with the
+    defaults would cost a user their speed or their dump without telling them."""
+    if mode is not None and mode not in TORCH_COMPILE_MODES:
+        raise ValueError(f"fusegrad: torch.compile mode={mode!r} is not one of "
+                         f"{sorted(TORCH_COMPILE_MODES)}")
+    given = {**(options or {}), **kwargs}
+    fields = {f.name for f in dataclasses.fields(CompileOptions)}
+    unknown = sorted(set(given) - fields)
+    if unknown:
+        raise TypeError(f"fusegrad: unknown option(s) {unknown}; the options are "
+                        f"{sorted(fields)} (docs: fusegrad.compile)")
+    if mode in ("max-autotune", "max-autotune-no-cudagraphs"):
+        log.info("mode=%r: fusegrad does not autotune; compiling as usual%s", mode,
+                 " with CUDA graphs on CUDA" if mode == "max-autotune" else "")
+    return CompileOptions(**{**TORCH_COMPILE_MODES[mode or "default"], **given})
+
+
+def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
+                     options: dict[str, Any] | None = None, mode: str | None = None,
+                     **kwargs: Any) -> Callable[..., Any]:
+    """torch.compile backend (`backend="fusegrad"`).
+
+    Options are `CompileOptions` fields, given as keywords (functools.partial)
+    or as torch.compile's `options={...}` dict; torch.compile's `mode` maps onto them
+    (`TORCH_COMPILE_MODES`). An unknown option or mode raises. The graph compiles at
+    its first call.
+    """
+    opts = backend_options(options, mode, **kwargs)
+    warn_at_recompile_limit()
+    return LazyGraph(gm, functools.partial(compile_graph, options=opts),
+                     dynamic=any(_is_symbolic(x) for x in example_inputs))

@@ -1,0 +1,332 @@
+"""CPU runtime: run compiled entry functions on torch tensors, zero-copy.
+
+Entries follow the ABI that `passes.pipelines.CPU_PIPELINE` produces: every
+argument is an identity-layout (row-major, contiguous) memref, inputs first,
+then one out-param per result; the packed wrapper of `_mlir_ciface_<name>`
+takes an array of pointers to memref descriptors. Descriptors are built
+directly from `data_ptr()`/sizes/strides, so contiguous tensors are never
+copied. Non-contiguous inputs are made contiguous first (one copy): the
+compiled code indexes with the static row-major strides of its
+identity-layout types, so passing real strides would be wrong.
+
+The code lives either in an LLVM JIT (`jit_module`, which needs MLIR) or in a
+shared library (`runtime.cpu_library`); both build the same `CpuModule`.
+This module itself imports only torch, so a library runs without MLIR.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import logging
+import math
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import torch
+
+from . import host_memory
+
+log = logging.getLogger(__name__)
+
+_PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+# dg dtype names -> torch dtypes (the table in dialects/types.py, which needs MLIR)
+TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+                 "f64": torch.float64, "i1": torch.bool, "i8": torch.int8, "i16": torch.int16,
+                 "i32": torch.int32, "i64": torch.int64}
+
+
+class Spec(Protocol):
+    """A tensor signature: `dialects.types.TensorSpec`, or `TensorSig` without MLIR."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class TensorSig:
+    """The MLIR-free tensor signature a library's metadata describes (shape, dg dtype)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return "tensor<" + "".join(f"{d}x" for d in self.shape) + self.dtype + ">"
+
+
+@functools.lru_cache(maxsize=1)
+def load_builtins() -> None:
+    """Make libgcc_s's f16 conversion builtins (__truncdfhf2, ...), PyTorch's BLAS and its
+    OpenMP runtime visible to compiled code, which resolves undefined symbols in the
+    process's global namespace (as it does libm's): the JIT and loaded libraries alike."""
+    name = ctypes.util.find_library("gcc_s")
+    if name:
+        ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    else:
+        log.warning("libgcc_s not found: f16 conversions in compiled code will not link")
+    # BLAS (sgemm_/dgemm_, see passes/blas.py): PyTorch's CPU library carries it
+    lib = Path(torch.__file__).parent / "lib"
+    ctypes.CDLL(str(lib / "libtorch_cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    # GOMP_parallel (passes/gomp.py): the OpenMP runtime PyTorch runs its threads on
+    gomp = sorted(lib.glob("libgomp*.so*")) or [ctypes.util.find_library("gomp")]
+    if gomp[0] is None:
+        raise RuntimeError("fusegrad: libgomp (PyTorch's OpenMP runtime) not found next to "
+                           f"libtorch_cpu.so in {lib}; threaded kernels cannot link")
+    ctypes.CDLL(str(gomp[0]), mode=ctypes.RTLD_GLOBAL)
+
+
+@functools.lru_cache(maxsize=None)
+def descriptor_type(rank: int) -> type[ctypes.Structure]:
+    """ctypes struct of a ranked memref descriptor (element type does not matter)."""
+    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
+              ("offset", ctypes.c_int64)]
+    if rank:
+        fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+    return type(f"MemRefDescriptor{rank}D", (ctypes.Structure,), {"_fields_": fields})
+
+
+class _Arguments:
+    """One thread's memref descriptors for an entry's arguments (inputs, computed
+    outputs, then the workspace if it has one) and the packed pointer array the C
+    interface takes. Shapes and strides are static (row-major), so a call only sets
+    each descriptor's data pointer: building descriptors anew was most of the per-call
+    cost."""
+
+    def __init__(self, specs: Sequence[Spec]) -> None:
+        self.descriptors = []
+        for spec in specs:
+            d = descriptor_type(len(spec.shape))()
+            d.offset = 0
+            if spec.shape:
+                d.sizes[:] = list(spec.shape)
+                d.strides[:] = _row_major_strides(spec.shape)
+            self.descriptors.append(d)
+        self._pointers = [ctypes.pointer(d) for d in self.descriptors]
+        self.packed = (ctypes.c_void_p * len(self._pointers))(
+            *[ctypes.addressof(p) for p in self._pointers])
+
+
+class _Workspace(threading.local):
+    """This thread's workspace: the memory compiled code keeps its temporaries in
+    (`passes/workspace.py`). One buffer per thread serves every entry (calls on a
+    thread never overlap), grows to the largest workspace asked for and is kept, so
+    steady-state calls neither allocate nor page-fault their temporaries."""
+
+    buffer: torch.Tensor | None = None
+
+    def data_ptr(self, nbytes: int) -> int:
+        if self.buffer is None or self.buffer.numel() < nbytes:
+            self.buffer = None  # free the smaller one first
+            self.buffer = torch.empty(nbytes, dtype=torch.uint8)
+            # tens of MiB that every kernel reads and writes: on 4 KiB pages, far more
+            # than the TLB covers (HF BERT training step ~2% slower, GPT-2 ~2.5%)
+            host_memory.advise_huge_pages(self.buffer.data_ptr(), nbytes)
+            log.debug("workspace of this thread grown to %d bytes", nbytes)
+        return self.buffer.data_ptr()
+
+
+_WORKSPACE = _Workspace()
+
+
+def workspace_bytes() -> int:
+    """Bytes of the calling thread's workspace (0 before any call that needs one)."""
+    return 0 if _WORKSPACE.buffer is None else _WORKSPACE.buffer.numel()
+
+
+def _row_major_strides(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.insert(0, step)
+        step *= size
+    return strides
+
+
+class CpuFunction:
+    """Callable `(*tensors) -> list[tensor]` for one entry; safe to call from several
+    threads at once (argument descriptors are per thread).
+
+    Results are fresh tensors, except a result that is one of the arguments (a
+    forward saving its input for the backward): that argument itself is returned,
+    never copied. Callers that hand results to users make them unaliased.
+    `workspace`: bytes of temporaries the entry takes as its last argument (0: none)."""
+
+    def __init__(self, name: str, fn: Callable, inputs: Sequence[Spec],
+                 outputs: Sequence[Spec], owner: object,
+                 index_errors: "IndexErrors | None" = None,
+                 forwarded: Mapping[int, int] | None = None, workspace: int = 0) -> None:
+        self.name = name
+        self.workspace = workspace
+        self._owner = owner  # `fn` points into code it holds: keep it alive
+        self._index_errors = index_errors
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self._fn = fn
+        # results that are arguments, handed back as they are (result -> argument index)
+        self._forwarded = dict(forwarded or {})
+        self._computed = [(k, s, TORCH_DTYPES[s.dtype]) for k, s in enumerate(outputs)
+                          if k not in self._forwarded]
+        # bytes of each computed result large enough for host_memory's pool, else 0
+        self._large = [n if n >= host_memory.LARGE_MIN_BYTES else 0
+                      for n in (math.prod(s.shape) * torch.empty((), dtype=dt).element_size()
+                                for _, s, dt in self._computed)]
+        self._in_dtypes = [TORCH_DTYPES[s.dtype] for s in inputs]
+        self._thread = threading.local()  # .arguments: this thread's `_Arguments`
+        # the call itself, generated for this signature (`_generate_call`)
+        self.call: Callable[..., list[torch.Tensor]] = self._generate_call()
+
+    @property
+    def returns_arguments(self) -> bool:
+        """Does a call hand some of its arguments back as results (all others are fresh)?"""
+        return bool(self._forwarded)
+
+    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+        return self.call(*args)
+
+    def _check(self, args: Sequence[torch.Tensor]) -> None:
+        """Raise the TypeError that names the first argument not matching the signature."""
+        if len(args) != len(self.inputs):
+            raise TypeError(f"@{self.name} takes {len(self.inputs)} tensors, got {len(args)}")
+        for i, (t, s, dt) in enumerate(zip(args, self.inputs, self._in_dtypes)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"@{self.name}: argument #{i} is a {type(t).__name__}, "
+                                f"expected a torch.Tensor {s}")
+            if t.shape != s.shape or t.dtype != dt:
+                raise TypeError(f"@{self.name}: argument #{i} is {tuple(t.shape)} {t.dtype}, "
+                                f"expected {s}; compile for this shape/dtype")
+            if not t.is_cpu:
+                raise TypeError(f"@{self.name}: argument #{i} is on {t.device}; "
+                                "the CPU runtime takes CPU tensors")
+
+    def _arguments(self) -> "_Arguments":
+        """This thread's descriptors (made at its first call)."""
+        arguments = getattr(self._thread, "arguments", None)
+        if arguments is None:
+            workspace = [TensorSig((self.workspace,), "i8")] if self.workspace else []
+            arguments = self._thread.arguments = _Arguments(
+                [*self.inputs, *(s for _, s, _ in self._computed), *workspace])
+        return arguments
+
+    def _generate_call(self) -> Callable[..., list[torch.Tensor]]:
+        """The call, as Python source specialised to this signature and compiled once.
+
+        A small model's step is dominated by per-call overhead, and a generic call
+        spent most of it looping over arguments: zips, per-argument list building,
+        a descriptor loop. The generated call does only what this signature needs,
+        argument by argument, in straight-line code (as torch.fx generates a graph's
+        forward). Checks are one expression; on a mismatch `_check` raises the error.
+        """
+        names = [f"a{i}" for i in range(len(self.inputs))]
+        env: dict[str, Any] = {"check": self._check, "empty": torch.empty,
+                               "large": host_memory.empty, "arguments_of": self._arguments,
+                               "raw": self._fn, "workspace": _WORKSPACE.data_ptr}
+        matches = []
+        for i, (a, s, dt) in enumerate(zip(names, self.inputs, self._in_dtypes)):
+            env[f"S{i}"], env[f"D{i}"] = torch.Size(s.shape), dt
+            matches.append(f"{a}.dtype is D{i} and {a}.shape == S{i} and {a}.is_cpu")
+        lines = ["def call(*args):", "    try:", f"        [{', '.join(names)}] = args",
+                 f"        ok = {' and '.join(matches) or 'True'}",
+                 "    except (ValueError, AttributeError):", "        ok = False",
+                 "    if not ok:", "        check(args)"]
+        lines += [f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()" for a in names]
+        outs = []
+        for k, ((_, s, dt), nbytes) in enumerate(zip(self._computed, self._large)):
+            env[f"O{k}"], env[f"U{k}"] = tuple(s.shape), dt
+            lines.append(f"    o{k} = large(O{k}, U{k}, {nbytes})" if nbytes
+                         else f"    o{k} = empty(O{k}, dtype=U{k})")
+            outs.append(f"o{k}")
+        pointers = [f"{a}.data_ptr()" for a in (*names, *outs)]
+        if self.workspace:
+            pointers.append(f"workspace({self.workspace})")
+        lines.append("    arguments = arguments_of()")
+        if pointers:
+            descriptors = [f"d{j}" for j in range(len(pointers))]
+            lines.append(f"    [{', '.join(descriptors)}] = arguments.descriptors")
+            lines += [f"    {d}.allocated = {d}.aligned = {p}"
+                      for d, p in zip(descriptors, pointers)]
+        lines.append("    raw(arguments.packed)")
+        if self._index_errors is not None:
+            env["errors"] = self._index_errors
+            lines.append(f"    errors.raise_if_set({self.name!r})")
+        results = iter(outs)
+        returned = [f"args[{self._forwarded[k]}]" if k in self._forwarded else next(results)
+                    for k in range(len(self.outputs))]
+        lines.append(f"    return [{', '.join(returned)}]")
+        exec(compile("\n".join(lines), f"<fusegrad call @{self.name}>", "exec"), env)
+        return env["call"]
+
+
+class OutOfRangeIndex(IndexError):
+    """A compiled gather/index_select/scatter_add met an index outside its dim: the
+    caller's data is wrong (not the compilation), exactly where eager raises too."""
+
+
+class IndexErrors:
+    """The module's out-of-range-index report (passes/index_check.py): the function that
+    takes (reads and clears) the failing site, and the sites' descriptions."""
+
+    def __init__(self, take: "CpuFunction", sites: Sequence[str]) -> None:
+        self.take = take
+        self.sites = list(sites)
+
+    def raise_if_set(self, function: str) -> None:
+        site = int(self.take()[0])
+        if site:
+            raise OutOfRangeIndex(f"@{function}: index out of range in {self.sites[site - 1]}")
+
+
+Entries = Mapping[str, tuple[Sequence[Spec], Sequence[Spec]]]
+
+
+class CpuModule:
+    """Compiled entries, one `CpuFunction` each, whatever holds the code.
+
+    `lookup(name)` is the address of the packed C-interface wrapper of entry
+    `name` (0 if absent); `owner` (an ExecutionEngine, a ctypes library) holds
+    the code. Functions keep this module, hence the code, alive (so the module
+    can be weakly referenced and lives as long as some function of it).
+    `forwarded`: per entry, result index -> argument index of results handed
+    back as arguments. `index_errors`, when the code checks indices: the
+    function that takes the failing site, and the sites (passes/index_check.py).
+    `workspaces`: per entry that takes one, its workspace bytes (passes/workspace.py).
+    """
+
+    def __init__(self, lookup: Callable[[str], int], owner: object, entries: Entries,
+                 forwarded: Mapping[str, Mapping[int, int]] | None = None,
+                 index_errors: tuple[str, Sequence[str]] | None = None,
+                 workspaces: Mapping[str, int] | None = None) -> None:
+        host_memory.keep_freed_memory()
+        self.owner = owner
+        self.entries = {n: (list(ins), list(outs)) for n, (ins, outs) in entries.items()}
+        self.forwarded = {n: dict(m) for n, m in (forwarded or {}).items()}
+        self.workspaces = {n: int(b) for n, b in (workspaces or {}).items() if b}
+        self.index_errors = (index_errors[0], list(index_errors[1])) if index_errors else None
+        errors = None
+        if self.index_errors:
+            take_name, sites = self.index_errors
+            take = CpuFunction(take_name, _PACKED_FN(_address(lookup, take_name)), [],
+                               [TensorSig((), "i32")], owner)
+            errors = IndexErrors(take, sites)
+        self._functions = {
+            name: CpuFunction(name, _PACKED_FN(_address(lookup, name)), ins, outs, self, errors,
+                              self.forwarded.get(name), self.workspaces.get(name, 0))
+            for name, (ins, outs) in self.entries.items()}
+
+    def function(self, name: str) -> CpuFunction:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(f"no entry function @{name}; entries: {self.names}") from None
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._functions)
+
+
+def _address(lookup: Callable[[str], int], name: str) -> int:
+    addr = lookup(name)
+    if not addr:
+        raise RuntimeError(f"compiled module has no entry @{name} (no C interface)")
+    return addr

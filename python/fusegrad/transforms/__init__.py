@@ -1,0 +1,1 @@
+"""Target-independent dg -> dg passes: differentiation, layout, decompositions, fusion."""

@@ -1,0 +1,194 @@
+"""dg-remat: choose which forward values @f_fwd saves for @f_bwd, by a minimum cut.
+
+Like torch/_functorch/partitioners.py's min-cut rematerialization, on the
+@f_fwd/@f_bwd pair that dg-autodiff emits (the joint is re-derived: the
+backward reads the saved values, the forward computes them). Every forward
+value v is split into v_in -> v_out with capacity bytes(v), doubled for a value
+a fused kernel would otherwise never write to memory; def-use edges are
+infinite; the values the backward reads feed the sink; inputs and values that
+must not be recomputed (contractions, reductions, random and gather ops:
+expensive, or better saved than regenerated) hang off the source. A minimum
+cut then names the cheapest set of values to save; everything between the
+cut and what the backward reads (pointwise chains, broadcasts, views) is
+recomputed at the start of @f_bwd, where dg-fuse folds it into its kernels.
+
+`memory-budget` (bytes, 0 = off) trades memory back for less recomputation:
+while the saved bytes stay within the budget, values the backward reads are
+saved directly instead of recomputed (largest recomputation first).
+
+Each rewritten @f_fwd gets `dg.saved_bytes_before` and `dg.saved_bytes`.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import func
+
+from ...dialects.core import Kind, lookup
+from ...dialects.types import TensorSpec
+from .common import NUM_OUTPUTS, forward_backward_pairs, func_name
+from .maxflow import INF, FlowGraph
+from ...passes import PassError
+
+log = logging.getLogger(__name__)
+
+RECOMPUTABLE = (Kind.ELEMENTWISE, Kind.BROADCAST, Kind.VIEW, Kind.SOURCE, Kind.DATA_MOVEMENT)
+
+
+@dataclass
+class RematResult:
+    """What dg-remat did to one @f_fwd/@f_bwd pair."""
+
+    fwd: str
+    saved_bytes_before: int
+    saved_bytes_after: int
+    num_saved_before: int
+    num_saved_after: int
+    num_recomputed_ops: int
+
+
+def nbytes(v: ir.Value) -> int:
+    return TensorSpec.from_mlir(v.type).nbytes
+
+
+def recomputable(op: ir.Operation) -> bool:
+    """Cheap, deterministic ops the backward may recompute instead of loading."""
+    return op.name.startswith("dg.") and lookup(op.name).kind in RECOMPUTABLE
+
+
+class _Forward:
+    """The forward's values and def-use edges, indexed for the flow network."""
+
+    def __init__(self, fwd: ir.Operation) -> None:
+        block = fwd.regions[0].blocks[0]
+        ops = [o.operation for o in block.operations]
+        self.ops, self.ret = ops[:-1], ops[-1]
+        self.num_outputs = ir.IntegerAttr(fwd.attributes[NUM_OUTPUTS]).value
+        self.values: list[ir.Value] = list(block.arguments) + [r for op in self.ops for r in op.results]
+        self.index = {v: i for i, v in enumerate(self.values)}
+        self.saved = list(self.ret.operands)[self.num_outputs:]
+
+    def cut(self, needed: list[ir.Value], forced: set[ir.Value]) -> set[ir.Value]:
+        """The minimum-bytes set of values to save so that `needed` is computable."""
+        n = len(self.values)
+        src, sink = 2 * n, 2 * n + 1
+        g = FlowGraph(2 * n + 2)
+        for i, v in enumerate(self.values):
+            owner = v.owner
+            materialized = isinstance(owner, ir.Block) or not recomputable(owner.operation)
+            # saving a value that would otherwise live only inside a fused kernel costs
+            # its write as well as its bytes (Inductor's partitioner weighs it 2x too)
+            g.add_edge(2 * i, 2 * i + 1, nbytes(v) * (1 if materialized else 2))
+            if materialized or v in forced:
+                g.add_edge(src, 2 * i, INF)
+        for op in self.ops:
+            for x in op.operands:
+                for r in op.results:
+                    g.add_edge(2 * self.index[x] + 1, 2 * self.index[r], INF)
+        for v in needed:
+            g.add_edge(2 * self.index[v] + 1, sink, INF)
+        _, source_side = g.min_cut(src, sink)
+        return {v for i, v in enumerate(self.values)
+                if 2 * i in source_side and 2 * i + 1 not in source_side}
+
+    def recompute_ops(self, needed: list[ir.Value], saved: set[ir.Value]) -> list[ir.Operation]:
+        """Forward ops (program order) that rebuild `needed` from `saved`."""
+        chosen: set = set()
+        stack = [v for v in needed if v not in saved]
+        while stack:
+            v = stack.pop()
+            if v in saved or isinstance(v.owner, ir.Block):
+                continue
+            op = v.owner.operation
+            if op not in chosen:
+                chosen.add(op)
+                stack.extend(op.operands)
+        return [op for op in self.ops if op in chosen]
+
+
+def _set_function_type(fn: ir.Operation, inputs: list[ir.Type], results: list[ir.Type]) -> None:
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+
+
+def _rewrite_backward(bwd: ir.Operation, fw: _Forward, new_saved: list[ir.Value],
+                      recompute: list[ir.Operation]) -> None:
+    block = bwd.regions[0].blocks[0]
+    old = list(block.arguments)
+    k = len(fw.saved)
+    cts = old[k:]
+    loc = bwd.location
+    new_args = [block.add_argument(v.type, loc) for v in new_saved]
+    new_cts = [block.add_argument(c.type, loc) for c in cts]
+    env = dict(zip(new_saved, new_args))
+    with ir.InsertionPoint(block.operations[0]):
+        for op in recompute:
+            clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                        operands=[env[x] for x in op.operands],
+                                        attributes={a: op.attributes[a] for a in op.attributes},
+                                        loc=op.location)
+            env.update(zip(op.results, clone.results))
+    for arg, v in zip(old[:k], fw.saved):
+        if list(arg.uses):
+            arg.replace_all_uses_with(env[v])
+    for arg, new in zip(cts, new_cts):
+        arg.replace_all_uses_with(new)
+    for _ in old:
+        block.erase_argument(0)
+    ftype = ir.FunctionType(ir.TypeAttr(bwd.attributes["function_type"]).value)
+    _set_function_type(bwd, [a.type for a in block.arguments], list(ftype.results))
+
+
+def _rewrite_forward(fwd: ir.Operation, fw: _Forward, new_saved: list[ir.Value]) -> None:
+    outputs = list(fw.ret.operands)[:fw.num_outputs]
+    with ir.InsertionPoint(fw.ret), fw.ret.location:
+        func.ReturnOp(outputs + new_saved)
+    fw.ret.erase()
+    block = fwd.regions[0].blocks[0]
+    for op in reversed([o.operation for o in block.operations]):
+        if op.name.startswith("dg.") and all(not list(r.uses) for r in op.results):
+            op.erase()
+    _set_function_type(fwd, [a.type for a in block.arguments],
+                       [v.type for v in outputs + new_saved])
+
+
+def rematerialize(fwd: ir.Operation, bwd: ir.Operation, memory_budget: int = 0) -> RematResult:
+    """Re-partition one @f_fwd/@f_bwd pair in place (see the module docstring)."""
+    fw = _Forward(fwd)
+    bwd_args = list(bwd.regions[0].blocks[0].arguments)
+    if len(bwd_args) < len(fw.saved):
+        raise PassError(f"@{func_name(bwd)} takes {len(bwd_args)} arguments but @{func_name(fwd)} saves "
+                        f"{len(fw.saved)} values; is it the matching backward?", bwd.location)
+    needed = list(dict.fromkeys(v for v, a in zip(fw.saved, bwd_args) if list(a.uses)))
+    before = sum(nbytes(v) for v in dict.fromkeys(fw.saved))
+    forced: set = set()
+    cut = fw.cut(needed, forced)
+    if memory_budget > 0:  # save directly what fits, biggest recomputation first
+        by_work = sorted((v for v in needed if v not in cut),
+                         key=lambda v: -len(fw.recompute_ops([v], cut)))
+        for v in by_work:
+            trial = fw.cut(needed, forced | {v})
+            if sum(nbytes(x) for x in trial) <= memory_budget:
+                forced.add(v)
+                cut = trial
+    new_saved = [v for v in fw.values if v in cut]
+    recompute = fw.recompute_ops(needed, cut)
+    after = sum(nbytes(v) for v in new_saved)
+    _rewrite_backward(bwd, fw, new_saved, recompute)
+    _rewrite_forward(fwd, fw, new_saved)
+    fwd.attributes["dg.saved_bytes_before"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), before)
+    fwd.attributes["dg.saved_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), after)
+    result = RematResult(func_name(fwd), before, after, len(dict.fromkeys(fw.saved)), len(new_saved),
+                         len(recompute))
+    log.debug("dg-remat: %s", result)
+    return result
+
+
+def remat_module(module: ir.Operation, memory_budget: int = 0) -> list[RematResult]:
+    """Rematerialize every @X_fwd (with dg.num_outputs) / @X_bwd pair of `module`."""
+    return [rematerialize(fwd, bwd, memory_budget) for fwd, bwd in forward_backward_pairs(module)]
+
+
+def remat_pass(module: ir.Operation, memory_budget: int = 0) -> None:
+    remat_module(module, memory_budget)

@@ -1,0 +1,1 @@
+"""Fusion regions (dg-fuse) and the rewrites that give fusion its shape."""
