@@ -5,52 +5,48 @@ Python value, so they can be used and tested without building IR.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Iterable
 
 from mlir import ir
 
+from ..runtime import abi
 from .lazy_torch import torch
 
-# dtype name -> (MLIR element type factory, torch dtype name, is_float, bytes per element)
-_DTYPES = {
-    "f16": (lambda: ir.F16Type.get(), "float16", True, 2),
-    "bf16": (lambda: ir.BF16Type.get(), "bfloat16", True, 2),
-    "f32": (lambda: ir.F32Type.get(), "float32", True, 4),
-    "f64": (lambda: ir.F64Type.get(), "float64", True, 8),
-    "i1": (lambda: ir.IntegerType.get_signless(1), "bool", False, 1),
-    "i8": (lambda: ir.IntegerType.get_signless(8), "int8", False, 1),
-    "i16": (lambda: ir.IntegerType.get_signless(16), "int16", False, 2),
-    "i32": (lambda: ir.IntegerType.get_signless(32), "int32", False, 4),
-    "i64": (lambda: ir.IntegerType.get_signless(64), "int64", False, 8),
+# dtype name -> MLIR element type factory; torch dtype, size and kind come from the
+# runtime's table (runtime/abi.py), which compiled code and the runtime share
+_ELEMENT_TYPES = {
+    "f16": lambda: ir.F16Type.get(),
+    "bf16": lambda: ir.BF16Type.get(),
+    "f32": lambda: ir.F32Type.get(),
+    "f64": lambda: ir.F64Type.get(),
+    "i1": lambda: ir.IntegerType.get_signless(1),
+    "i8": lambda: ir.IntegerType.get_signless(8),
+    "i16": lambda: ir.IntegerType.get_signless(16),
+    "i32": lambda: ir.IntegerType.get_signless(32),
+    "i64": lambda: ir.IntegerType.get_signless(64),
 }
-DTYPES = tuple(_DTYPES)
-
-
-@functools.cache
-def _from_torch() -> dict:
-    return {getattr(torch, v[1]): k for k, v in _DTYPES.items()}
+DTYPES = tuple(abi.DTYPES)
 
 
 def is_float(dtype: str) -> bool:
-    return _DTYPES[dtype][2]
+    return abi.DTYPES[dtype][2]
 
 
 def torch_dtype(dtype: str) -> torch.dtype:
-    return getattr(torch, _DTYPES[dtype][1])
+    return abi.torch_dtype(dtype)
 
 
 def from_torch_dtype(dtype: torch.dtype) -> str:
-    try:
-        return _from_torch()[dtype]
-    except KeyError:
-        raise TypeError(f"fusegrad has no dg dtype for torch dtype {dtype}; "
-                        f"supported: {sorted(str(d) for d in _from_torch())}") from None
+    name = abi.dg_dtype(dtype)
+    if name is None:
+        raise TypeError(f"fusegrad has no dg dtype for torch dtype {dtype}; supported: "
+                        f"{sorted(str(abi.torch_dtype(d)) for d in DTYPES)}")
+    return name
 
 
 def element_type(dtype: str) -> ir.Type:
-    return _DTYPES[dtype][0]()
+    return _ELEMENT_TYPES[dtype]()
 
 
 # element types the bindings hand back as their own classes: no printing to name them
@@ -67,7 +63,7 @@ def dtype_of(element: ir.Type) -> str:
         name = f"i{element.width}" if element.is_signless else str(element)
     else:
         name = str(element)
-    if name not in _DTYPES:
+    if name not in abi.DTYPES:
         raise TypeError(f"unsupported element type {element}")
     return name
 
@@ -81,7 +77,7 @@ class TensorSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        if self.dtype not in _DTYPES:
+        if self.dtype not in abi.DTYPES:
             raise TypeError(f"unknown dtype {self.dtype!r}; expected one of {DTYPES}")
 
     @property
@@ -97,7 +93,7 @@ class TensorSpec:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * _DTYPES[self.dtype][3]
+        return self.numel * abi.itemsize(self.dtype)
 
     def with_shape(self, shape: Iterable[int]) -> "TensorSpec":
         return TensorSpec(tuple(shape), self.dtype)

@@ -28,7 +28,7 @@ import torch.fx
 from mlir import ir
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from . import stop_gradient  # noqa: F401  (registers torch.ops.fusegrad.stop_gradient)
+from . import custom_ops  # noqa: F401  (defines torch.ops.fusegrad.stop_gradient)
 from ..dialects.builder import Builder, spec
 from ..dialects.core import attrs_of
 from ..dialects.types import TensorSpec, from_torch_dtype, is_float, torch_dtype
@@ -827,7 +827,6 @@ def _vector_norm(em: Emit, x: ir.Value, ord: float = 2.0, dim: Any = None,
     """torch's decomposition, sum(|x|**p) ** (1/p), with eager's gradient at a zero norm."""
     out = em.out0
     ct = _opmath(out.dtype)
-    b = em.b
     x = coerce(em, x, ct, spec(x).shape)
     dims = norm_dims(dim, spec(x).rank)
     if spec(x).rank == 0:

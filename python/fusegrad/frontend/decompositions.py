@@ -76,7 +76,7 @@ except ImportError:  # torch < 2.12 (the CUDA machines' torch 2.11): static shap
         return torch.amax(x, dim, keepdim=True)
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from . import stop_gradient  # noqa: F401  (registers torch.ops.fusegrad.stop_gradient)
+from . import custom_ops  # noqa: F401  (defines torch.ops.fusegrad.stop_gradient)
 
 aten = torch.ops.aten
 

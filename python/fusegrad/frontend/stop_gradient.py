@@ -28,28 +28,8 @@ import torch.fx
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 
-
-@torch.library.custom_op("fusegrad::stop_gradient", mutates_args=())
-def stop_gradient(x: torch.Tensor) -> torch.Tensor:
-    return x.detach().clone()
-
-
-@stop_gradient.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("fusegrad::set_grad_enabled", mutates_args=())
-def set_grad_enabled(enabled: bool) -> None:
-    """A grad-mode switch the tracer passes over (a graph run eagerly, after a failed
-    compile, still runs its `no_grad()` blocks without grad)."""
-    torch._C._set_grad_enabled(enabled)
-
-
-@set_grad_enabled.register_fake
-def _(enabled: bool) -> None:
-    return None
-
+from . import custom_ops  # noqa: F401  (defines torch.ops.fusegrad.*)
+from .graph_split import returns_self
 
 _DETACH = {torch.detach, torch.Tensor.detach, "detach"}
 _STOP = torch.ops.fusegrad.stop_gradient.default
@@ -134,8 +114,6 @@ def _stop_after(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
 
 def _writes_into(user: torch.fx.Node, node: torch.fx.Node) -> bool:
     """Does `user` update `node` in place (an in-place op on it, or `node[i] = x`)?"""
-    from .graph_split import returns_self
-
     return bool(user.args) and user.args[0] is node and (
         user.target is operator.setitem or returns_self(user))
 

@@ -1,6 +1,8 @@
-"""Executing compiled code: the CPU runtime (`cpu.CpuModule`, from the JIT or from a
-shared library, `cpu_library`), the CUDA runtime (`cuda`), and exported artifacts
-(`load`, `exported`). None of it needs MLIR.
+"""Executing compiled code: the CPU runtime (`cpu.CpuModule`, over code the compiler
+made in this process or a shared library, `cpu_library`), the CUDA runtime (`cuda`,
+`cuda_graphs`), exported artifacts (`load`, `exported`), and what all of them share with
+the compiler (`abi`: dtype names, tensor signatures). It loads, checks and launches; it
+imports neither MLIR nor any part of the compiler (test_layering.py checks).
 
 Submodules are imported on first use, so `import fusegrad.runtime` stays cheap.
 """

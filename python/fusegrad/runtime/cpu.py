@@ -21,40 +21,23 @@ import functools
 import logging
 import math
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import torch
 
 from . import host_memory
+from .abi import TensorSig, torch_dtype
 
 log = logging.getLogger(__name__)
 
 _PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
-# dg dtype names -> torch dtypes (the table in dialects/types.py, which needs MLIR)
-TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
-                 "f64": torch.float64, "i1": torch.bool, "i8": torch.int8, "i16": torch.int16,
-                 "i32": torch.int32, "i64": torch.int64}
-
-
 class Spec(Protocol):
-    """A tensor signature: `dialects.types.TensorSpec`, or `TensorSig` without MLIR."""
+    """A tensor signature: `dialects.types.TensorSpec`, or `abi.TensorSig` without MLIR."""
 
     shape: tuple[int, ...]
     dtype: str
-
-
-@dataclass(frozen=True)
-class TensorSig:
-    """The MLIR-free tensor signature a library's metadata describes (shape, dg dtype)."""
-
-    shape: tuple[int, ...]
-    dtype: str
-
-    def __str__(self) -> str:
-        return "tensor<" + "".join(f"{d}x" for d in self.shape) + self.dtype + ">"
 
 
 @functools.lru_cache(maxsize=1)
@@ -166,13 +149,13 @@ class CpuFunction:
         self._fn = fn
         # results that are arguments, handed back as they are (result -> argument index)
         self._forwarded = dict(forwarded or {})
-        self._computed = [(k, s, TORCH_DTYPES[s.dtype]) for k, s in enumerate(outputs)
+        self._computed = [(k, s, torch_dtype(s.dtype)) for k, s in enumerate(outputs)
                           if k not in self._forwarded]
         # bytes of each computed result large enough for host_memory's pool, else 0
         self._large = [n if n >= host_memory.LARGE_MIN_BYTES else 0
                       for n in (math.prod(s.shape) * torch.empty((), dtype=dt).element_size()
                                 for _, s, dt in self._computed)]
-        self._in_dtypes = [TORCH_DTYPES[s.dtype] for s in inputs]
+        self._in_dtypes = [torch_dtype(s.dtype) for s in inputs]
         self._thread = threading.local()  # .arguments: this thread's `_Arguments`
         # the call itself, generated for this signature (`_generate_call`)
         self.call: Callable[..., list[torch.Tensor]] = self._generate_call()

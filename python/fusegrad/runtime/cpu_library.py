@@ -22,7 +22,8 @@ import logging
 import os
 from typing import Any, Mapping, Sequence
 
-from .cpu import CpuModule, Entries, TensorSig, load_builtins
+from .abi import TensorSig
+from .cpu import CpuModule, Entries, load_builtins
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,8 @@ def write(directory: str, cpu: CpuModule, extra: Mapping[str, Any] | None = None
     meta.update({
         "format": FORMAT, "version": VERSION, "library": LIBRARY,
         "sha256": sha256_file(library),
-        "entries": {name: {"inputs": [_sig_json(s) for s in ins],
-                           "outputs": [_sig_json(s) for s in outs],
+        "entries": {name: {"inputs": [TensorSig.of([s])[0].to_json() for s in ins],
+                           "outputs": [TensorSig.of([s])[0].to_json() for s in outs],
                            "forwarded": {str(k): i for k, i in cpu.forwarded.get(name, {}).items()},
                            "workspace": cpu.workspaces.get(name, 0)}
                     for name, (ins, outs) in cpu.entries.items()},
@@ -80,7 +81,8 @@ def read(directory: str) -> tuple[CpuModule, dict[str, Any]]:
         library = os.path.join(directory, meta["library"])
         if sha256_file(library) != meta["sha256"]:
             raise LibraryError(f"{library} does not match its checksum")
-        entries = {name: ([_sig(s) for s in e["inputs"]], [_sig(s) for s in e["outputs"]])
+        entries = {name: ([TensorSig.from_json(s) for s in e["inputs"]],
+                           [TensorSig.from_json(s) for s in e["outputs"]])
                    for name, e in meta["entries"].items()}
         forwarded = {name: {int(k): int(i) for k, i in e["forwarded"].items()}
                      for name, e in meta["entries"].items()}
@@ -111,11 +113,3 @@ def _address(lib: ctypes.CDLL, name: str) -> int:
         return ctypes.cast(getattr(lib, "_mlir__mlir_ciface_" + name), ctypes.c_void_p).value
     except AttributeError:
         return 0
-
-
-def _sig_json(s: Any) -> dict[str, Any]:
-    return {"shape": list(s.shape), "dtype": s.dtype}
-
-
-def _sig(data: Mapping[str, Any]) -> TensorSig:
-    return TensorSig(tuple(int(d) for d in data["shape"]), str(data["dtype"]))

@@ -53,6 +53,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
+from .abi import DTYPES, TensorSig, torch_dtype
+
 log = logging.getLogger(__name__)
 
 PLAN_FORMAT = "fusegrad-cuda-plan"
@@ -71,7 +73,6 @@ STEP_FIELDS = {
     "index_flag": ("buf",),
     "constant": ("buf", "name"),
 }
-DTYPES = ("f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64")
 # graphs="auto": functions holding at most this many bytes (`PlanFunction.footprint`)
 # replay from CUDA graphs. At such sizes issuing kernels from Python takes longer than
 # running them (a small GPT-2's training step: 9.1 ms launched plainly, 4.1 ms replayed,
@@ -115,15 +116,6 @@ class KernelModule:
     name: str
     kernels: list[str]
     images: dict[str, Image] = field(default_factory=dict)  # chip -> image
-
-
-@dataclass
-class TensorSig:
-    shape: list[int]
-    dtype: str
-
-    def to_json(self) -> dict:
-        return {"shape": list(self.shape), "dtype": self.dtype}
 
 
 @dataclass
@@ -243,8 +235,8 @@ class LaunchPlan:
         functions = {}
         for name, f in data["functions"].items():
             functions[name] = PlanFunction(
-                name, [TensorSig(list(s["shape"]), s["dtype"]) for s in f["inputs"]],
-                [TensorSig(list(s["shape"]), s["dtype"]) for s in f["outputs"]],
+                name, [TensorSig.from_json(s) for s in f["inputs"]],
+                [TensorSig.from_json(s) for s in f["outputs"]],
                 list(f["steps"]), {int(j): int(i) for j, i in f["forwarded"].items()})
         constants = {n: Constant(list(c["shape"]), c["dtype"], read(c["file"]))
                      for n, c in data["constants"].items()}
@@ -484,17 +476,7 @@ class CudaBindingsDriver:
 # ---------------------------------------------------------------- running
 
 def _nbytes(shape: Sequence[int], dtype: str) -> int:
-    n = _torch_dtype(dtype).itemsize
-    for d in shape:
-        n *= d
-    return n
-
-
-def _torch_dtype(name: str) -> Any:
-    import torch
-    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
-            "f64": torch.float64, "i1": torch.bool, "i8": torch.int8, "i16": torch.int16,
-            "i32": torch.int32, "i64": torch.int64}[name]
+    return TensorSig(tuple(shape), dtype).nbytes
 
 
 def device_chip(device: Any) -> str:
@@ -617,7 +599,7 @@ class CudaProgram:
         import torch
         if name not in self._constants:
             c = self.plan.constants[name]
-            dtype = _torch_dtype(c.dtype)
+            dtype = torch_dtype(c.dtype)
             host = (torch.frombuffer(bytearray(c.data), dtype=dtype) if c.data
                     else torch.empty(0, dtype=dtype))
             self._constants[name] = host.reshape(c.shape).to(self.device)
@@ -670,7 +652,7 @@ class CudaProgram:
         if len(inputs) != len(f.inputs):
             raise PlanError(f"@{name} takes {len(f.inputs)} inputs, got {len(inputs)}")
         for i, (x, sig) in enumerate(zip(inputs, f.inputs)):
-            want = _torch_dtype(sig.dtype)
+            want = torch_dtype(sig.dtype)
             if not isinstance(x, torch.Tensor):
                 raise PlanError(f"@{name} input {i}: expected a tensor, got {type(x).__name__}")
             if list(x.shape) != list(sig.shape) or x.dtype != want or x.device != self.device:
@@ -693,7 +675,7 @@ class CudaProgram:
             if j in f.forwarded:
                 outputs.append(inputs[f.forwarded[j]])
                 continue
-            out = torch.empty(sig.shape, dtype=_torch_dtype(sig.dtype), device=self.device)
+            out = torch.empty(sig.shape, dtype=torch_dtype(sig.dtype), device=self.device)
             env[f"arg{len(env)}"] = out
             outputs.append(out)
         stream = self._stream()
@@ -731,7 +713,7 @@ class CudaProgram:
                                 f"{s['module']!r}, grid {s['grid']}, block {s['block']}) at "
                                 f"@{f.name} step {n}: {e.code}") from None
         elif op == "alloc":
-            env[s["buf"]] = torch.empty(s["shape"], dtype=_torch_dtype(s["dtype"]),
+            env[s["buf"]] = torch.empty(s["shape"], dtype=torch_dtype(s["dtype"]),
                                         device=self.device)
         elif op == "free":
             del env[s["buf"]]

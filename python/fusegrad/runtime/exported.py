@@ -26,8 +26,8 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.utils._pytree as pytree
 
+from .abi import TensorSig, dg_dtype, torch_dtype
 from .autograd import CompiledFunction, Training, fresh_seed, unaliased
-from .cpu import TORCH_DTYPES
 
 log = logging.getLogger(__name__)
 
@@ -38,18 +38,16 @@ PARAMETERS = "parameters.pt"
 FORWARD = "forward"
 TRAINING = "training"
 
-_DG_DTYPES = {t: name for name, t in TORCH_DTYPES.items()}
-
-
 class ArtifactError(RuntimeError):
     """An artifact folder is missing, of another format or version, or called wrongly."""
 
 
 def signature_json(x: torch.Tensor) -> dict[str, Any]:
     """The JSON signature of a tensor: shape and dg dtype name."""
-    if x.dtype not in _DG_DTYPES:
+    name = dg_dtype(x.dtype)
+    if name is None:
         raise ArtifactError(f"dtype {x.dtype} has no compiled equivalent")
-    return {"shape": list(x.shape), "dtype": _DG_DTYPES[x.dtype]}
+    return TensorSig(tuple(x.shape), name).to_json()
 
 
 def load(path: str | os.PathLike, *, device: Any = None, driver: Any = None,
@@ -87,7 +85,7 @@ class ExportedProgram:
             self.device = torch.device(device if device is not None else "cuda")
         self._cuda = {"driver": driver, "stream": stream, "chip": chip, "device": self.device,
                       "graphs": cuda_graphs}
-        self.inputs = [(tuple(s["shape"]), TORCH_DTYPES[s["dtype"]]) for s in meta["inputs"]]
+        self.inputs = [(tuple(s["shape"]), torch_dtype(s["dtype"])) for s in meta["inputs"]]
         saved = torch.load(os.path.join(self.path, PARAMETERS), weights_only=True)
         self.parameters: list[torch.Tensor] = []
         for p, info in zip(saved, meta["parameters"]):  # a tied one is the same tensor again

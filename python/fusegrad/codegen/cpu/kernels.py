@@ -32,15 +32,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf, vector
 
-from ..common.memrefs import (VIEWS, Access, buffer_root, contiguous_memref, dynamic_offset,
-                              passed_as, row_conflict, row_local, static_memref)
-from ...passes import PassError
+from ..common.loops import FLOAT_IDENTITY, LoopOp, clone_body, combine, identity, mark_reassoc, parse
+from ..common.memrefs import (VIEWS, Access, buffer_root, dynamic_offset,
+                              passed_as, row_conflict, row_local)
+from ...passes import functions
 
 PARALLEL_SUFFIX = "__parallel"
 # kernel attribute: LLVM parameter positions of pointers no other parameter aliases
@@ -53,7 +53,7 @@ PARALLEL_MIN_WORK = 1 << 16
 ROW_GROUP_MAX_LOOPS = 16
 # largest row temporary kept on a kernel's stack
 ROW_TEMP_MAX_BYTES = 64 * 1024
-# side of the square tiles a transposing copy runs in (`LoopOp.transposed`), and the
+# side of the square tiles a transposing copy runs in (`transposed`), and the
 # strides (bytes) that make it tile: multiples of this put a column's lines in at most
 # 4 of L1's 64 sets (a 4 KiB stride: all in one, 8 ways)
 TRANSPOSE_TILE = 16
@@ -77,238 +77,109 @@ KERNEL_PASSTHROUGH = ("noinline",)
 # On CPUs without AVX-512 LLVM ignores it.
 KERNEL_VECTOR_BITS = "512"
 
-_COMBINERS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf",
-              "arith.maxnumf", "arith.minnumf")
 _PURE = VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
-
 _LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose", "linalg.copy", "memref.copy")
 
 
-def _accesses(maps: Sequence[ir.AffineMap], n_ins: int,
-               affine_ins: bool = False) -> Optional[list[Access]]:
-    out = []
-    for k, m in enumerate(maps):
-        acc = []
-        for e in m.results:
-            if isinstance(e, ir.AffineDimExpr):
-                acc.append(e.position)
-            elif isinstance(e, ir.AffineConstantExpr) and e.value == 0:
-                acc.append(None)
-            elif affine_ins and k < n_ins:
-                acc.append(e)
-            else:
-                return None
-        out.append(tuple(acc))
-    return out
+# ---------------------------------------------------------------- loop predicates (CPU)
 
-
-@dataclass
-class LoopOp:
-    """A linalg.generic or linalg.fill as a loop nest: sizes, iterators, accesses."""
-
-    op: ir.Operation
-    ins: list
-    outs: list
-    accesses: list  # per in, then per out
-    sizes: list
-    iterators: list
-    fill: Optional[ir.Value] = None  # the scalar of a linalg.fill
-    copy: bool = False  # a memref.copy: the body is the loaded input
-    captured: list = field(default_factory=list)  # values from above used by the body
-
-    @property
-    def work(self) -> int:
-        n = 1
-        for s in self.sizes:
-            n *= s
-        return n
-
-    def row_parallel(self) -> bool:
-        return bool(self.sizes) and self.iterators[0] == "parallel"
-
-    def column_split(self, min_work: int) -> Optional[tuple[int, int]]:
-        """(dim, block) to thread a reduction over rows (a bias gradient) by blocks of its
-        last parallel dim, or None when it has none or is too small to pay."""
-        parallel = [k for k, it in enumerate(self.iterators) if it == "parallel"]
-        if self.row_parallel() or not parallel or not self.large(min_work) or \
-                self.row_partial(self.sizes[0]):
-            return None
-        dim = parallel[-1]
-        size = self.sizes[dim]
-        block = max(16, min(512, (size // 8) // 16 * 16))
-        return (dim, block) if size > block else None
-
-    def transposed(self) -> Optional[tuple[int, int]]:
-        """(j, i) when this is a transposing copy or pointwise op that needs tiles: all
-        loops parallel, an input's contiguous (last) dim is loop j and it reads that input
-        with a stride along the innermost loop i that is a multiple of
-        TRANSPOSE_CONFLICT_STRIDE bytes. In dim order each step of i touches another line
-        of the input, all in a few L1 sets, which hold 8 lines each: an attention head
-        transpose (128 x 64 per head, 8 KiB stride) and an NCHW -> NHWC permute (4 KiB)
-        ran from L2 at 2.3x and 2.6x the time they take in TRANSPOSE_TILE square tiles
-        (`Nest._tiles`). Other strides keep dim order: partial tiles of a 50 x 100
-        transpose (6000 bytes) made it 1.5x slower."""
-        n = len(self.sizes)
-        if n < 2 or self.fill is not None or any(it != "parallel" for it in self.iterators):
-            return None
-        i = n - 1
-        if self.sizes[i] < TRANSPOSE_TILE:
-            return None
-        for buf, acc in zip(self.ins, self.accesses):
-            if not acc or not isinstance(acc[-1], int) or acc[-1] == i or \
-                    self.sizes[acc[-1]] < TRANSPOSE_TILE:
-                continue
-            t = ir.MemRefType(buf.type)
-            strides, _ = t.get_strides_and_offset()
-            width = getattr(t.element_type, "width", 64)
-            for d, stride in zip(acc[:-1], strides):
-                if isinstance(d, int) and d == i and stride > 0 and \
-                        stride * width // 8 % TRANSPOSE_CONFLICT_STRIDE == 0:
-                    return acc[-1], i
+def _float_combiners(lop: LoopOp) -> Optional[list[str]]:
+    """Per output, the float op combining the accumulator with a new value, if every
+    output of the reduction body has the form `acc = combiner(acc, value)`."""
+    if lop.fill is not None:
         return None
-
-    def large(self, min_work: int) -> bool:
-        """Is it worth threads (threading on, at least `min_work` iterations)?"""
-        return min_work > 0 and self.work >= min_work
-
-    def starts_row_kernel(self, min_work: int) -> bool:
-        """Does a row kernel start at this op: a loop over rows, or a large reduction over
-        rows computed row by row as per-block partial results? The partials cost a
-        combine of n_blocks x output, but every row is then read whole and in order;
-        threaded by column blocks instead, each block read a strided slice of every row
-        (a 4096x1024 bias gradient: 512 bytes per 4 KiB page) at a third of the rate."""
-        return self.row_parallel() or (self.large(min_work) and self.row_partial(self.sizes[0]))
-
-    def row_partial(self, rows: int) -> bool:
-        """Is this a reduction over `rows` rows (its first loop; a weight or bias gradient,
-        a loss summed over everything, a per-channel statistic) that a row kernel over the
-        same rows can compute as per-block partial results?"""
-        return (len(self.sizes) > 1 and self.sizes[0] == rows and self.fill is None
-                and self.iterators[0] == "reduction"
-                and all(0 not in a for a in self.accesses[len(self.ins):])
-                and _float_combiners(self) is not None)
-
-    def carries_in_row(self) -> bool:
-        """Computed row by row, are its reductions within a row the innermost loops, so
-        their accumulators stay in registers (else each step loads and stores the
-        block's partial, which is in L1)?"""
-        rest = self.iterators[1:]
-        n_red = rest.count("reduction")
-        return n_red > 0 and all(it == "reduction" for it in rest[len(rest) - n_red:])
-
-    def buffers(self):
-        """(buffer, access or None for unknown, writes?) for every memref it touches."""
-        for v, a in zip(self.ins, self.accesses):
-            yield v, a, False
-        for v, a in zip(self.outs, self.accesses[len(self.ins):]):
-            yield v, a, True
-        for v in self.captured:
-            if isinstance(v.type, ir.MemRefType):
-                yield v, None, False
-
-
-def _captured(block: ir.Block, root_op: ir.Operation, regions: bool) -> Optional[list]:
-    """Values the body uses but does not define; None if the body has regions, unless
-    `regions` allows those whose ops read only values from outside the body or their
-    own (the `scf.if` of a checked index storing its site, passes/index_check.py)."""
-    defined = set(block.arguments)
-    out: list = []
-
-    def nested_uses(op: ir.Operation) -> Optional[list]:
-        inner_defs: set = set()
-        uses: list = []
-        for region in op.regions:
-            for b in region.blocks:
-                inner_defs.update(b.arguments)
-                for o in b.operations:
-                    o = o.operation
-                    found = nested_uses(o)
-                    if found is None:
-                        return None
-                    uses += found + [v for v in o.operands if v not in inner_defs]
-                    inner_defs.update(o.results)
-        if any(v in defined for v in uses):
-            return None  # the region reads a value of the body: not cloned faithfully
-        return uses
-
-    for inner in block.operations:
-        inner = inner.operation
-        operands = list(inner.operands)
-        if len(inner.regions):
-            nested = nested_uses(inner) if regions else None
-            if nested is None:
-                return None
-            operands += nested
-        for v in operands:
-            if v not in defined and v not in out:
-                out.append(v)
-        defined.update(inner.results)
-    return out
-
-
-def parse(op: ir.Operation, regions: bool = False,
-          affine_ins: bool = False) -> Optional[LoopOp]:
-    """The op as a LoopOp, or None. `regions`: also generics whose body holds regions
-    that read nothing of the body (see `_captured`). `affine_ins`: also generics reading
-    inputs through other affine expressions (a flip's `n - 1 - d`), kept in the access
-    as the `ir.AffineExpr` (the GPU kernels evaluate them; outputs stay plain)."""
-    if op.name == "linalg.fill":
-        view = op.opview
-        (value,), (buf,) = list(view.inputs), list(view.outputs)
-        if not static_memref(buf.type):
+    block = lop.op.regions[0].blocks[0]
+    outs = list(block.arguments)[len(lop.ins):]
+    yields = [o for o in block.operations if o.operation.name == "linalg.yield"]
+    names = []
+    for acc, v in zip(outs, yields[0].operation.operands):
+        if isinstance(v.owner, ir.Block):
             return None
-        rank = ir.MemRefType(buf.type).rank
-        return LoopOp(op, [], [buf], [tuple(range(rank))], list(buf.type.shape),
-                      ["parallel"] * rank, fill=value)
-    if op.name == "memref.copy":
-        src, dst = op.operands
-        if not (contiguous_memref(src.type) and contiguous_memref(dst.type)):
+        owner = v.owner.operation
+        if owner.name not in FLOAT_IDENTITY or acc not in list(owner.operands):
             return None
-        rank = ir.MemRefType(dst.type).rank
-        if rank == 0:
-            return None
-        ident = tuple(range(rank))
-        return LoopOp(op, [src], [dst], [ident, ident], list(dst.type.shape),
-                      ["parallel"] * rank, copy=True)
-    if op.name in ("linalg.transpose", "linalg.copy"):  # a strided copy: the identity perm
-        src, dst = op.operands
-        if not (static_memref(src.type) and static_memref(dst.type)) or \
-                src.type.element_type != dst.type.element_type:
-            return None
-        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"])) \
-            if op.name == "linalg.transpose" else list(range(dst.type.rank))
-        if not perm:
-            return None
-        # dst[i_0, .., i_n] = src[j] where src dim perm[k] is read with loop dim k
-        read = [perm.index(j) for j in range(len(perm))]
-        rank = len(perm)
-        return LoopOp(op, [src], [dst], [tuple(read), tuple(range(rank))], list(dst.type.shape),
-                      ["parallel"] * rank)
-    if op.name != "linalg.generic":
+        names.append(owner.name)
+    return names
+
+
+def row_parallel(lop: LoopOp) -> bool:
+    return bool(lop.sizes) and lop.iterators[0] == "parallel"
+
+
+def column_split(lop: LoopOp, min_work: int) -> Optional[tuple[int, int]]:
+    """(dim, block) to thread a reduction over rows (a bias gradient) by blocks of its
+    last parallel dim, or None when it has none or is too small to pay."""
+    parallel = [k for k, it in enumerate(lop.iterators) if it == "parallel"]
+    if row_parallel(lop) or not parallel or not large(lop, min_work) or \
+            row_partial(lop, lop.sizes[0]):
         return None
-    g = op.opview
-    if len(g.regions[0].blocks) != 1:
+    dim = parallel[-1]
+    size = lop.sizes[dim]
+    block = max(16, min(512, (size // 8) // 16 * 16))
+    return (dim, block) if size > block else None
+
+
+def transposed(lop: LoopOp) -> Optional[tuple[int, int]]:
+    """(j, i) when this is a transposing copy or pointwise op that needs tiles: all
+    loops parallel, an input's contiguous (last) dim is loop j and it reads that input
+    with a stride along the innermost loop i that is a multiple of
+    TRANSPOSE_CONFLICT_STRIDE bytes. In dim order each step of i touches another line
+    of the input, all in a few L1 sets, which hold 8 lines each: an attention head
+    transpose (128 x 64 per head, 8 KiB stride) and an NCHW -> NHWC permute (4 KiB)
+    ran from L2 at 2.3x and 2.6x the time they take in TRANSPOSE_TILE square tiles
+    (`Nest._tiles`). Other strides keep dim order: partial tiles of a 50 x 100
+    transpose (6000 bytes) made it 1.5x slower."""
+    n = len(lop.sizes)
+    if n < 2 or lop.fill is not None or any(it != "parallel" for it in lop.iterators):
         return None
-    maps = [ir.AffineMapAttr(a).value for a in g.indexing_maps]
-    ins, outs = list(g.inputs), list(g.outputs)
-    accesses = _accesses(maps, len(ins), affine_ins)
-    if accesses is None:
+    i = n - 1
+    if lop.sizes[i] < TRANSPOSE_TILE:
         return None
-    n = maps[0].n_dims
-    sizes: list = [None] * n
-    for v, acc in zip((*ins, *outs), accesses):
-        if not static_memref(v.type):
-            return None
-        for d, s in zip(acc, v.type.shape):
-            if isinstance(d, int):
-                sizes[d] = s
-    if any(s is None for s in sizes):
-        return None
-    captured = _captured(g.regions[0].blocks[0], op, regions)
-    if captured is None:
-        return None
-    iterators = [str(a).split("<")[-1].rstrip(">") for a in g.iterator_types]
-    return LoopOp(op, ins, outs, accesses, sizes, iterators, captured=captured)
+    for buf, acc in zip(lop.ins, lop.accesses):
+        if not acc or not isinstance(acc[-1], int) or acc[-1] == i or \
+                lop.sizes[acc[-1]] < TRANSPOSE_TILE:
+            continue
+        t = ir.MemRefType(buf.type)
+        strides, _ = t.get_strides_and_offset()
+        width = getattr(t.element_type, "width", 64)
+        for d, stride in zip(acc[:-1], strides):
+            if isinstance(d, int) and d == i and stride > 0 and \
+                    stride * width // 8 % TRANSPOSE_CONFLICT_STRIDE == 0:
+                return acc[-1], i
+    return None
+
+
+def large(lop: LoopOp, min_work: int) -> bool:
+    """Is it worth threads (threading on, at least `min_work` iterations)?"""
+    return min_work > 0 and lop.work >= min_work
+
+
+def starts_row_kernel(lop: LoopOp, min_work: int) -> bool:
+    """Does a row kernel start at this op: a loop over rows, or a large reduction over
+    rows computed row by row as per-block partial results? The partials cost a
+    combine of n_blocks x output, but every row is then read whole and in order;
+    threaded by column blocks instead, each block read a strided slice of every row
+    (a 4096x1024 bias gradient: 512 bytes per 4 KiB page) at a third of the rate."""
+    return row_parallel(lop) or (large(lop, min_work) and row_partial(lop, lop.sizes[0]))
+
+
+def row_partial(lop: LoopOp, rows: int) -> bool:
+    """Is this a reduction over `rows` rows (its first loop; a weight or bias gradient,
+    a loss summed over everything, a per-channel statistic) that a row kernel over the
+    same rows can compute as per-block partial results?"""
+    return (len(lop.sizes) > 1 and lop.sizes[0] == rows and lop.fill is None
+            and lop.iterators[0] == "reduction"
+            and all(0 not in a for a in lop.accesses[len(lop.ins):])
+            and _float_combiners(lop) is not None)
+
+
+def carries_in_row(lop: LoopOp) -> bool:
+    """Computed row by row, are its reductions within a row the innermost loops, so
+    their accumulators stay in registers (else each step loads and stores the
+    block's partial, which is in L1)?"""
+    rest = lop.iterators[1:]
+    n_red = rest.count("reduction")
+    return n_red > 0 and all(it == "reduction" for it in rest[len(rest) - n_red:])
 
 
 class Env:
@@ -346,7 +217,7 @@ class Nest:
             # a reduction over rows computed row by row (`row_partial`): dim 0 is the row
             n_red = sum(it == "reduction" for it in lop.iterators[1:])
             self.order = list(range(n))
-            self.carry = lop.carries_in_row()
+            self.carry = carries_in_row(lop)
         else:
             n_red = sum(it == "reduction" for it in lop.iterators)
             self.order = loop_order(lop)
@@ -354,7 +225,7 @@ class Nest:
         self.first_red = n - n_red if self.carry else n  # a position in `order`
         # transposing op: its loops j, i innermost (all parallel, any order goes), in tiles;
         # when j is the kernel's loop, the kernel runs over blocks of TRANSPOSE_TILE of it
-        self.tile = lop.transposed() if self.first_red == n else None
+        self.tile = transposed(lop) if self.first_red == n else None
         if self.tile is not None and env.row is not None and \
                 env.split not in ((0, 1), (self.tile[0], TRANSPOSE_TILE)):
             self.tile = None  # the kernel runs over blocks of another dim
@@ -435,7 +306,7 @@ class Nest:
             scf.YieldOp([])
 
     def _tiles(self) -> None:
-        """The transposing loops j, i (`LoopOp.transposed`) in square tiles: i's tiles, j's
+        """The transposing loops j, i (`transposed`) in square tiles: i's tiles, j's
         tiles (or the kernel's block of j), then j and i within the tile, i innermost so
         stores stay contiguous. j's tiles inside i's walk along the input's lines (an
         attention head transpose: 0.24 against 0.27 ms the other way round). Each
@@ -532,13 +403,13 @@ class Nest:
             carried = list(loop.inner_iter_args)
             if position == len(self.order) - 1:
                 results = self._compute(self.lop, carried)
-                _mark_reassoc(results)
+                mark_reassoc(results)
             elif self.combiners is not None:
                 # each inner reduction starts from the identity and is combined once:
                 # rounding error grows with the loop lengths, not their product
-                inner = self._reduce(position + 1, [_identity(c, v.type)
+                inner = self._reduce(position + 1, [identity(c, v.type)
                                                     for c, v in zip(self.combiners, carried)])
-                results = [_combine(c, a, b) for c, a, b in zip(self.combiners, carried, inner)]
+                results = [combine(c, a, b) for c, a, b in zip(self.combiners, carried, inner)]
             else:
                 results = self._reduce(position + 1, carried)
             scf.YieldOp(results)
@@ -574,7 +445,7 @@ class Nest:
 
         def const(v: int) -> ir.Value:
             return arith.ConstantOp(index, v).result
-        inits = [_identity(c, a.type) for c, a in zip(self.combiners, accs)] * lanes
+        inits = [identity(c, a.type) for c, a in zip(self.combiners, accs)] * lanes
         loop = scf.ForOp(self.zero, const(main), const(lanes), inits)
         with ir.InsertionPoint(loop.body):
             carried = list(loop.inner_iter_args)
@@ -582,12 +453,12 @@ class Nest:
             for k in range(lanes):
                 self.ivs[dim] = arith.addi(loop.induction_variable, const(k))
                 lane = self._compute(self.lop, carried[k * n:(k + 1) * n])
-                _mark_reassoc(lane)
+                mark_reassoc(lane)
                 results += lane
             scf.YieldOp(results)
         out = list(accs)
         for k in range(lanes):
-            out = [_combine(c, a, b) for c, a, b in
+            out = [combine(c, a, b) for c, a, b in
                    zip(self.combiners, out, list(loop.results)[k * n:(k + 1) * n])]
         if main == size:
             return out
@@ -595,7 +466,7 @@ class Nest:
         with ir.InsertionPoint(rest.body):
             self.ivs[dim] = rest.induction_variable
             tail = self._compute(self.lop, list(rest.inner_iter_args))
-            _mark_reassoc(tail)
+            mark_reassoc(tail)
             scf.YieldOp(tail)
         return list(rest.results)
 
@@ -648,77 +519,6 @@ def _entry_alloca(t: ir.MemRefType) -> ir.Value:
         return memref.AllocaOp(t, [], []).result
 
 
-def clone_body(lop: LoopOp, load: Callable, out_values: Sequence[Optional[ir.Value]],
-               ivs: Sequence[ir.Value], value: Callable = lambda v: v, *,
-               copy: bool = False) -> list:
-    """`lop`'s scalar results at loop indices `ivs`, emitted at the current insertion
-    point (shared by the CPU and GPU kernel passes): a fill's scalar, a copy's loaded
-    input, or a generic's body cloned with its inputs from `load(buffer, access)`, its
-    outs from `out_values` (None: loaded) and values from above through `value`."""
-    if lop.fill is not None:
-        return [value(lop.fill)]
-    if copy:
-        return [load(lop.ins[0], lop.accesses[0])]
-    block = lop.op.regions[0].blocks[0]
-    args = list(block.arguments)
-    n_in = len(lop.ins)
-    outs_access = lop.accesses[n_in:]
-    mapping: dict = {}
-    for buf, acc, arg in zip(lop.ins, lop.accesses, args[:n_in]):
-        if len(list(arg.uses)):
-            mapping[arg] = load(buf, acc)
-    for k, arg in enumerate(args[n_in:]):
-        if len(list(arg.uses)):
-            v = out_values[k]
-            mapping[arg] = v if v is not None else load(lop.outs[k], outs_access[k])
-    for inner in block.operations:
-        inner = inner.operation
-        if inner.name == "linalg.yield":
-            return [mapping[v] if v in mapping else value(v) for v in inner.operands]
-        if inner.name == "linalg.index":
-            mapping[inner.results[0]] = ivs[ir.IntegerAttr(inner.attributes["dim"]).value]
-            continue
-        clone = inner.clone()
-        for i, v in enumerate(clone.operands):
-            clone.operands[i] = mapping[v] if v in mapping else value(v)
-        mapping.update(zip(inner.results, clone.results))
-    raise PassError("linalg.generic has no linalg.yield", lop.op.location)
-
-
-_IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
-             "arith.minimumf": float("inf"), "arith.maxnumf": float("-inf"),
-             "arith.minnumf": float("inf")}
-
-
-def _float_combiners(lop: LoopOp) -> Optional[list[str]]:
-    """Per output, the float op combining the accumulator with a new value, if every
-    output of the reduction body has the form `acc = combiner(acc, value)`."""
-    if lop.fill is not None:
-        return None
-    block = lop.op.regions[0].blocks[0]
-    outs = list(block.arguments)[len(lop.ins):]
-    yields = [o for o in block.operations if o.operation.name == "linalg.yield"]
-    names = []
-    for acc, v in zip(outs, yields[0].operation.operands):
-        if isinstance(v.owner, ir.Block):
-            return None
-        owner = v.owner.operation
-        if owner.name not in _IDENTITY or acc not in list(owner.operands):
-            return None
-        names.append(owner.name)
-    return names
-
-
-def _identity(combiner: str, t: ir.Type) -> ir.Value:
-    return arith.ConstantOp(t, ir.FloatAttr.get(t, _IDENTITY[combiner])).result
-
-
-def _combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
-    op = ir.Operation.create(combiner, results=[a.type], operands=[a, b])
-    op.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
-    return op.results[0]
-
-
 # a max/min reduction loop runs this many independent accumulator lanes (one 64-byte
 # vector of them), when its body has at most MINMAX_LANES_MAX_BODY ops
 MINMAX_LANE_BYTES = 64
@@ -743,15 +543,6 @@ def _carries(lop: LoopOp) -> bool:
     order = loop_order(lop)
     red = [k for k, it in enumerate(lop.iterators) if it == "reduction"]
     return bool(red) and sorted(order[len(order) - len(red):]) == red
-
-
-def _mark_reassoc(results: Sequence[ir.Value]) -> None:
-    for v in results:
-        if isinstance(v.owner, ir.Block):
-            continue
-        owner = v.owner.operation
-        if owner.name in _COMBINERS:
-            owner.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
 
 
 # ---------------------------------------------------------------- row groups
@@ -788,10 +579,10 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK,
         lop = parse(op) if op.name in _LOOP_OPS else None
         full = len(current) >= max_loops
         if lop is not None and current and not split and not full and \
-                lop.row_partial(current[0].sizes[0]) and not row_conflict(current, lop):
+                row_partial(lop, current[0].sizes[0]) and not row_conflict(current, lop):
             current.append(lop)  # per-block partial results in the row kernel
             continue
-        if lop is not None and lop.column_split(min_work) is not None:
+        if lop is not None and column_split(lop, min_work) is not None:
             close()
             current = [lop]  # threaded by column blocks, with its companions
             split = True
@@ -804,7 +595,7 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK,
                 continue
             close()
             split = False
-        if lop is None or not lop.starts_row_kernel(min_work):
+        if lop is None or not starts_row_kernel(lop, min_work):
             if op.name not in _PURE:
                 close()
             continue
@@ -821,8 +612,8 @@ def _row_tiles(group: list[LoopOp]) -> Optional[tuple[int, int]]:
     2-D `t().contiguous()`): its kernel runs over blocks of TRANSPOSE_TILE rows, each in
     tiles (`Nest._tiles`). One row at a time, a 1024 x 1024 transpose read each column
     of its input from L3 (0.19x eager's speed)."""
-    if len(group) == 1 and group[0].row_parallel():
-        tile = group[0].transposed()
+    if len(group) == 1 and row_parallel(group[0]):
+        tile = transposed(group[0])
         if tile is not None and tile[0] == 0:
             return (0, TRANSPOSE_TILE)
     return None
@@ -856,9 +647,9 @@ def join_row_runs(block: ir.Block) -> None:
     def continues(lop: Optional[LoopOp], rows: Optional[int]) -> bool:
         if lop is None:
             return False
-        if lop.row_parallel():
+        if row_parallel(lop):
             return rows in (None, lop.sizes[0])
-        return rows is not None and lop.row_partial(rows)
+        return rows is not None and row_partial(lop, rows)
 
     last_rows = None  # rows of the current run of row loops
     run_start = run_end = 0  # indices of its first and last loop ops
@@ -951,12 +742,12 @@ class Outliner:
                 return name
 
     def outline(self, fn: ir.Operation, group: list[LoopOp]) -> None:
-        split = group[0].column_split(self.parallel_min_work) or _row_tiles(group) or (0, 1)
+        split = column_split(group[0], self.parallel_min_work) or _row_tiles(group) or (0, 1)
         temps = _row_temps(group) if split == (0, 1) else []
         last = group[-1].op
         loc = last.location
         index = ir.IndexType.get()
-        reducers = [m for m in group if split == (0, 1) and not m.row_parallel()]
+        reducers = [m for m in group if split == (0, 1) and not row_parallel(m)]
         rows_per_block = _rows_per_block(group[0].sizes[0], reducers)
         n_blocks = -(-group[0].sizes[0] // rows_per_block)
         partials = {}  # output of a reduction over rows -> its [blocks, ...] partial buffer
@@ -1052,9 +843,9 @@ class Outliner:
         for m in reducers:
             for out, combiner in zip(m.outs, _float_combiners(m)):
                 t = ir.MemRefType(out.type)
-                identity = _identity(combiner, t.element_type)
+                init = identity(combiner, t.element_type)
                 buf = mapping[out]
-                _for_each(list(t.shape), lambda ivs: memref.StoreOp(identity, buf, [block, *ivs]))
+                _for_each(list(t.shape), lambda ivs: memref.StoreOp(init, buf, [block, *ivs]))
         size = arith.ConstantOp(index, rows_per_block).result
         first = arith.muli(block, size)
         end = arith.minsi(arith.addi(first, size), arith.ConstantOp(index, group[0].sizes[0]).result)
@@ -1120,9 +911,9 @@ def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str) -> None:
     blocks = ir.MemRefType(partial.type).shape[0]
 
     def body(ivs: list) -> None:
-        b, rest = ivs[0], ivs[1:]
+        rest = ivs[1:]
         acc = memref.LoadOp(out, rest).result
-        memref.StoreOp(_combine(combiner, acc, memref.LoadOp(partial, ivs).result), out, rest)
+        memref.StoreOp(combine(combiner, acc, memref.LoadOp(partial, ivs).result), out, rest)
     _for_each([blocks, *ir.MemRefType(out.type).shape], body)
 
 
@@ -1176,15 +967,10 @@ def noalias_kernel_args(module: ir.Operation) -> None:
         op.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
 
-def _functions(module: ir.Operation) -> list[ir.Operation]:
-    return [op.operation for op in module.regions[0].blocks[0].operations
-            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
-
-
 def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK,
                 row_group_max_loops: int = ROW_GROUP_MAX_LOOPS) -> None:
     outliner = Outliner(module, parallel_min_work)
-    for fn in _functions(module):
+    for fn in list(functions(module)):
         body = fn.regions[0].blocks[0]
         join_row_runs(body)
         for group in row_groups(body, parallel_min_work, row_group_max_loops):

@@ -47,12 +47,13 @@ from typing import Callable, Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, scf
 
-from ..cpu.kernels import LoopOp, clone_body, parse as parse_loop_op
+from ..common.loops import (LoopOp, clone_body, combine, identity,
+                            mark_reassoc, parse as parse_loop_op)
 from ..common.outline import CONV_GRAD_CALL as CONV_GRAD
 from ...conversion.index_check import TAKE_ERROR
 from ..common.memrefs import (VIEWS, Access, buffer_root, row_conflict,
                               static_memref)
-from ...passes import PassError
+from ...passes import PassError, functions
 
 log = logging.getLogger(__name__)
 
@@ -102,16 +103,6 @@ HOST_OPS = ("memref.alloc", "memref.dealloc", "memref.copy", "memref.expand_shap
             "func.call", "gpu.launch", "gpu.launch_func") + CONTRACTIONS
 _PURE = VIEWS + ("memref.alloc", "arith.constant")
 
-# combiners of parallel reductions: the float ones' identities; the integer ones' as a
-# function of the width (signed extremes for maxsi/minsi, all ones for minui/andi)
-_IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": float("-inf"),
-             "arith.minimumf": float("inf"), "arith.maxnumf": float("-inf"),
-             "arith.minnumf": float("inf")}
-_INT_IDENTITY: dict[str, Callable[[int], int]] = {
-    "arith.addi": lambda w: 0, "arith.muli": lambda w: 1, "arith.ori": lambda w: 0,
-    "arith.xori": lambda w: 0, "arith.andi": lambda w: -1, "arith.maxui": lambda w: 0,
-    "arith.minui": lambda w: -1, "arith.maxsi": lambda w: -(1 << (w - 1)),
-    "arith.minsi": lambda w: (1 << (w - 1)) - 1}
 _ALL_REDUCE = {"arith.addf": "add", "arith.mulf": "mul", "arith.maximumf": "maximumf",
                "arith.minimumf": "minimumf", "arith.maxnumf": "maxnumf",
                "arith.minnumf": "minnumf", "arith.addi": "add", "arith.muli": "mul",
@@ -124,7 +115,7 @@ _ALL_REDUCE = {"arith.addf": "add", "arith.mulf": "mul", "arith.maximumf": "maxi
 
 @dataclass
 class Kop:
-    """A linalg op as a loop nest (see cpu_kernels.LoopOp), plus copies/transposes."""
+    """A linalg op as a loop nest (`common.loops.LoopOp`), plus copies/transposes."""
 
     lop: LoopOp
     copy: bool = False  # body is `yield in0` (linalg.copy, linalg.transpose)
@@ -399,19 +390,6 @@ def _is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
     return False
 
 
-def _combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
-    op = ir.Operation.create(combiner, results=[a.type], operands=[a, b])
-    _mark_reassoc([op.results[0]])
-    return op.results[0]
-
-
-def _identity(combiner: str, t: ir.Type) -> ir.Value:
-    if combiner in _INT_IDENTITY:
-        width = ir.IntegerType(t).width
-        return arith.ConstantOp(t, ir.IntegerAttr.get(t, _INT_IDENTITY[combiner](width))).result
-    return arith.ConstantOp(t, ir.FloatAttr.get(t, _IDENTITY[combiner])).result
-
-
 def _lt(a: ir.Value, b: int) -> ir.Value:
     return arith.cmpi(arith.CmpIPredicate.ult, a, _idx(b))
 
@@ -442,7 +420,7 @@ def strided_loop(start: ir.Value, total: int, step: int, inits: list,
         res = list(loop.results)
         accs = res[:n]
         for u in range(1, unroll):
-            accs = [_combine(c, a, b) for c, a, b in zip(combiners, accs, res[u * n:(u + 1) * n])]
+            accs = [combine(c, a, b) for c, a, b in zip(combiners, accs, res[u * n:(u + 1) * n])]
         if main_end == total:
             return accs
         start = arith.addi(start, _idx(main_end))
@@ -458,12 +436,12 @@ def _affine_index(e: ir.AffineExpr, ivs: list) -> ir.Value:
         return ivs[e.position]
     if isinstance(e, ir.AffineConstantExpr):
         return _idx(e.value)
-    for kind, combine in ((ir.AffineAddExpr, arith.addi), (ir.AffineMulExpr, arith.muli),
-                          (ir.AffineModExpr, arith.remsi),
-                          (ir.AffineFloorDivExpr, arith.floordivsi),
-                          (ir.AffineCeilDivExpr, arith.ceildivsi)):
+    for kind, emit in ((ir.AffineAddExpr, arith.addi), (ir.AffineMulExpr, arith.muli),
+                       (ir.AffineModExpr, arith.remsi),
+                       (ir.AffineFloorDivExpr, arith.floordivsi),
+                       (ir.AffineCeilDivExpr, arith.ceildivsi)):
         if isinstance(e, kind):
-            return combine(_affine_index(e.lhs, ivs), _affine_index(e.rhs, ivs))
+            return emit(_affine_index(e.lhs, ivs), _affine_index(e.rhs, ivs))
     raise PassError(f"dg-gpu-kernels: unsupported affine index {e}")
 
 
@@ -804,18 +782,18 @@ def emit_block_per_output(k: Kop, row_block: int) -> None:
 
         def step(i: ir.Value, accs: list) -> list:
             results = Emitter(k, ivs_at(_delinearize(i, red_sizes))).compute(accs)
-            _mark_reassoc(results)
+            mark_reassoc(results)
             return results
 
         parts = strided_loop(tid[0], total, bx,
-                             [_identity(c, ft) for c, ft in zip(combiners, ftypes)], step,
+                             [identity(c, ft) for c, ft in zip(combiners, ftypes)], step,
                              combiners, UNROLL)
         sums = [_all_reduce(p, c) for p, c in zip(parts, combiners)]
         first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
         with ir.InsertionPoint(first.then_block):
             em = Emitter(k, ivs_at([None] * len(red)), dict(k.inits))
             for v, c, buf, acc in zip(sums, combiners, k.lop.outs, em.out_accesses()):
-                em.store(_combine(c, em.load(buf, acc), v), buf, acc)
+                em.store(combine(c, em.load(buf, acc), v), buf, acc)
             scf.YieldOp([])
         gpu.TerminatorOp()
 
@@ -859,11 +837,11 @@ def emit_full_reduce(k: Kop, block_size: int, unroll: int = FULL_REDUCE_UNROLL) 
 
         def red(i: ir.Value, accs: list) -> list:
             results = Emitter(k, _delinearize(i, k.sizes)).compute(accs)
-            _mark_reassoc(results)
+            mark_reassoc(results)
             return results
 
         parts = strided_loop(start, total, nblocks * block_size,
-                             [_identity(c, ft) for c, ft in zip(combiners, ftypes)], red,
+                             [identity(c, ft) for c, ft in zip(combiners, ftypes)], red,
                              combiners, unroll)
         sums = [_all_reduce(p, c) for p, c in zip(parts, combiners)]
         first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
@@ -877,16 +855,16 @@ def emit_full_reduce(k: Kop, block_size: int, unroll: int = FULL_REDUCE_UNROLL) 
     launch, bid, tid = _launch((1, 1, 1), (bx, 1, 1))
     with ir.InsertionPoint(launch.regions[0].blocks[0]):
         loop = scf.ForOp(tid[0], _idx(nblocks), _idx(bx),
-                         [_identity(c, ft) for c, ft in zip(combiners, ftypes)])
+                         [identity(c, ft) for c, ft in zip(combiners, ftypes)])
         with ir.InsertionPoint(loop.body):
-            scf.YieldOp([_combine(c, acc, memref.LoadOp(buf, [loop.induction_variable]).result)
+            scf.YieldOp([combine(c, acc, memref.LoadOp(buf, [loop.induction_variable]).result)
                          for c, acc, buf in zip(combiners, loop.inner_iter_args, partials)])
         em = Emitter(k, [None] * len(k.sizes), dict(k.inits))
         sums = [_all_reduce(p, c) for p, c in zip(loop.results, combiners)]
         first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
         with ir.InsertionPoint(first.then_block):
             for v, c, buf, acc in zip(sums, combiners, outs, em.out_accesses()):
-                em.store(_combine(c, em.load(buf, acc), v), buf, acc)
+                em.store(combine(c, em.load(buf, acc), v), buf, acc)
             scf.YieldOp([])
         gpu.TerminatorOp()
     for buf in partials:
@@ -909,14 +887,6 @@ def _all_reduce(v: ir.Value, combiner: str) -> ir.Value:
             i32, v)
         return arith.trunci(t, gpu.AllReduceOp(wide, op=red_op, uniform=True).result)
     return gpu.AllReduceOp(v, op=red_op, uniform=True).result
-
-
-def _mark_reassoc(results: Sequence[ir.Value]) -> None:
-    """Float combiners may reassociate (integer ones always can, and take no flag)."""
-    for v in results:
-        if not isinstance(v.owner, ir.Block) and v.owner.operation.name in _IDENTITY:
-            v.owner.operation.attributes["fastmath"] = ir.Attribute.parse(
-                "#arith.fastmath<reassoc>")
 
 
 class RowCache:
@@ -1195,10 +1165,10 @@ def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dic
         for dd, v in zip(range(first_red, len(m.sizes)), _delinearize(k, red_sizes)):
             ivs[dd] = v
         results = em.compute(accs)
-        _mark_reassoc(results)
+        mark_reassoc(results)
         return results
 
-    partials = _row_loop(t, total, bx, [_identity(c, ft) for c, ft in zip(combiners, ftypes)],
+    partials = _row_loop(t, total, bx, [identity(c, ft) for c, ft in zip(combiners, ftypes)],
                          tuple(red_sizes), red, combiners, cache)
     for dd in range(first_red, len(m.sizes)):
         ivs[dd] = None
@@ -1206,7 +1176,7 @@ def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dic
         total_v = _all_reduce(partial, c)
         acc = em.out_accesses()[i]
         init = em.load(b, acc)
-        final = _combine(c, init, total_v)
+        final = combine(c, init, total_v)
         if b in forwardable:
             forwarded[b] = final
         else:
@@ -1437,11 +1407,6 @@ def _drop_matmul_zero_fills(block: ir.Block) -> None:
             prev.erase()
 
 
-def _functions(module: ir.Operation) -> list[ir.Operation]:
-    return [op.operation for op in module.regions[0].blocks[0].operations
-            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
-
-
 def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                 row_block: int = ROW_BLOCK, row_cache: int = ROW_CACHE,
                 full_unroll: int = FULL_REDUCE_UNROLL) -> None:
@@ -1450,7 +1415,7 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
             raise PassError(f"dg-gpu-kernels: block sizes must be powers of two in "
                             f"[32, 1024], got {b}")
     _LAUNCHES.clear()
-    for fn in _functions(module):
+    for fn in list(functions(module)):
         if ir.StringAttr(fn.attributes["sym_name"]).value == TAKE_ERROR:
             fn.erase()  # the CUDA runtime reads and clears the index-error flag itself
             continue
@@ -1501,7 +1466,7 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
         _hoist_globals(launch)
         _expand_integer_abs(launch)
     _LAUNCHES.clear()
-    for fn in _functions(module):
+    for fn in list(functions(module)):
         if CONV_GRAD not in fn.attributes:
             _erase_host_scalars(fn.regions[0].blocks[0])
         _free_after_last_use(fn.regions[0].blocks[0])

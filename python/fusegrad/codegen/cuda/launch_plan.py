@@ -20,8 +20,8 @@ from mlir import ir
 from mlir.dialects import gpu
 
 from ...dialects.types import TensorSpec
-from ...runtime.cuda import (Constant, Image, KernelModule, LaunchPlan, PlanError, PlanFunction,
-                             TensorSig)
+from ...runtime.abi import TensorSig
+from ...runtime.cuda import Constant, Image, KernelModule, LaunchPlan, PlanError, PlanFunction
 from .kernels import OVERWRITE_ATTR
 from ..common.outline import CONV_GRAD_CALL as CONV_GRAD
 from ...conversion.index_check import ERROR_GLOBAL, SITES_ATTR
@@ -301,8 +301,8 @@ def build_plan(module: ir.Module,
         walker = _HostWalker(op, len(ins), globals_)
         steps = walker.walk()
         constants.update(walker.constants)
-        functions[name] = PlanFunction(name, [TensorSig(list(s.shape), s.dtype) for s in ins],
-                                       [TensorSig(list(s.shape), s.dtype) for s in outs], steps,
+        functions[name] = PlanFunction(name, TensorSig.of(ins),
+                                       TensorSig.of(outs), steps,
                                        dict(aliases))
     attrs = module.operation.attributes
     sites = ([ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[SITES_ATTR])]

@@ -1,0 +1,32 @@
+"""fusegrad's own torch ops: what capture puts into a graph for the tracer to carry.
+
+`fusegrad::stop_gradient` marks where gradients stop (the importer maps it to
+`dg.stop_gradient`); `fusegrad::set_grad_enabled` is a grad-mode switch the tracer passes
+over. `stop_gradient.mark_stop_gradients` puts both into Dynamo graphs; the decomposition
+table uses stop_gradient too. Importing this module defines them.
+"""
+from __future__ import annotations
+
+import torch
+
+
+@torch.library.custom_op("fusegrad::stop_gradient", mutates_args=())
+def stop_gradient(x: torch.Tensor) -> torch.Tensor:
+    return x.detach().clone()
+
+
+@stop_gradient.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("fusegrad::set_grad_enabled", mutates_args=())
+def set_grad_enabled(enabled: bool) -> None:
+    """A grad-mode switch the tracer passes over (a graph run eagerly, after a failed
+    compile, still runs its `no_grad()` blocks without grad)."""
+    torch._C._set_grad_enabled(enabled)
+
+
+@set_grad_enabled.register_fake
+def _(enabled: bool) -> None:
+    return None
