@@ -84,11 +84,11 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
         }
         build = _build_cpu if target == "cpu" else _cuda_builder(chips)
         module, _ = program.forward_module()
-        build(module, os.path.join(work, exported.FORWARD))
+        build(program, module, os.path.join(work, exported.FORWARD), "forward")
         meta["forward"] = {"function": program.name}
         if wrt:
             module, training = program.training_module(wrt)
-            build(module, os.path.join(work, exported.TRAINING))
+            build(program, module, os.path.join(work, exported.TRAINING), "training")
             fwd, bwd = program.training_names
             meta["training"] = {"fwd": fwd, "bwd": bwd, **training}
         torch.save([p.detach().cpu() for p in captured.lifted],
@@ -160,24 +160,35 @@ class _AsModule(torch.nn.Module):
         return self.fn(*args)
 
 
-def _build_cpu(module: ir.Module, directory: str) -> None:
+def _dumper(program: Program, suffix: str) -> Callable[[str, str, ir.Module], None]:
+    """The lowering's `on_stage`: each stage dumped as `<stage>-<suffix>` (FUSEGRAD_DUMP)."""
+    def on_stage(stage: str, pipeline: str, module: ir.Module) -> None:
+        program.dump(f"{stage}-{suffix}", module, pipeline)
+    return on_stage
+
+
+def _build_cpu(program: Program, module: ir.Module, directory: str, part: str) -> None:
     """Compile `module` into a shared library and its metadata in `directory`."""
     from .codegen.cpu.compile import compile_cpu
     from .runtime import cpu_library
 
     os.makedirs(directory)
+    dump = _dumper(program, part)
     with module.context, ir.Location.unknown():
-        cpu = compile_cpu(module, os.path.join(directory, cpu_library.LIBRARY))
+        cpu = compile_cpu(module, os.path.join(directory, cpu_library.LIBRARY),
+                          on_stage=lambda stage, *rest: dump(f"cpu-{stage}", *rest))
     cpu_library.write(directory, cpu)
 
 
-def _cuda_builder(chips: Sequence[str] | None) -> Callable[[ir.Module, str], None]:
+def _cuda_builder(chips: Sequence[str] | None
+                  ) -> Callable[[Program, ir.Module, str, str], None]:
     from .codegen.cuda.compile import compile_cuda
     from .pipelines import DEFAULT_CHIPS
 
-    def build(module: ir.Module, directory: str) -> None:
+    def build(program: Program, module: ir.Module, directory: str, part: str) -> None:
         """Lower `module` to a launch plan with its kernel images, saved in `directory`."""
         with module.context, ir.Location.unknown():
-            plan = compile_cuda(module, tuple(chips or DEFAULT_CHIPS))
+            plan = compile_cuda(module, tuple(chips or DEFAULT_CHIPS),
+                                on_stage=_dumper(program, part))
         plan.save(directory)
     return build

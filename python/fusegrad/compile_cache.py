@@ -97,17 +97,26 @@ def stats() -> dict[str, int]:
 # ------------------------------------------------------------------ the key
 
 @functools.lru_cache(maxsize=1)
+def source_files() -> list[str]:
+    """Every Python source of the package, relative to it, in a fixed order."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        found += [os.path.relpath(os.path.join(folder, f), root) for f in files
+                  if f.endswith(".py")]
+    return sorted(found)
+
+
 def _source_hash() -> str:
-    """sha256 over fusegrad's Python sources, so editing the compiler invalidates entries."""
+    """sha256 over fusegrad's Python sources (every subpackage), so editing the compiler
+    invalidates entries."""
+    root = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
-    for package in ("fusegrad", "fusegrad.dialects", "fusegrad.passes", "fusegrad.runtime"):
-        spec = importlib.util.find_spec(package)
-        for root in (spec.submodule_search_locations or []) if spec else []:
-            for name in sorted(os.listdir(root)):
-                if name.endswith(".py"):
-                    h.update(f"{package}/{name}\0".encode())
-                    with open(os.path.join(root, name), "rb") as f:
-                        h.update(f.read())
+    for name in source_files():
+        h.update(f"{name}\0".encode())
+        with open(os.path.join(root, name), "rb") as f:
+            h.update(f.read())
     return h.hexdigest()
 
 

@@ -123,6 +123,11 @@ PASSES: dict[str, Pass] = _table(
          "into a tensor, for targets that keep such a tensor one row at a time; the CPU "
          "pipeline passes its row-temporary limit)"),
     # codegen/common: both targets
+    Pass("dg-keep-functions", ".codegen.common.entries:keep_functions",
+         "erase the public functions not named in names=a,b (the entries a compile needs)"),
+    Pass("dg-forward-arguments", ".codegen.common.entries:forward_arguments",
+         "entries drop the results that are arguments, recorded as dg.forwarded (the "
+         "runtime hands those arguments back)"),
     Pass("dg-outline-conv-grads", ".codegen.common.outline:outline_conv_grads",
          "f32/f64 dg.conv2d_input_grad / conv2d_weight_grad -> calls of private functions "
          "tagged for dg-conv-to-torch (PyTorch's convolution_backward on the CPU)"),
@@ -140,7 +145,9 @@ PASSES: dict[str, Pass] = _table(
          "a result copied into its out-param at the end is computed in the out-param"),
     Pass("dg-widen-bool-memrefs", ".codegen.common.widen_bool_memrefs:widen_bool_memrefs",
          "store i1 memrefs as i8 (after convert-linalg-to-loops)"),
-    # codegen/cpu: library calls (codegen/cpu/library)
+    # codegen/cpu: entries and library calls (codegen/cpu/library)
+    Pass("dg-c-interface", ".codegen.common.entries:c_interface",
+         "give each entry a C interface (llvm.emit_c_interface), as the CPU runtime calls it"),
     Pass("dg-outline-conv-nhwc", ".codegen.cpu.library.conv_to_torch:outline_conv_nhwc",
          "f32/f64 channels-last convolutions (dg.conv2d_nhwc and its gradients) -> calls of "
          "private functions tagged for dg-conv-to-torch"),

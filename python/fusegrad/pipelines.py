@@ -66,6 +66,9 @@ def optimize_pipeline(target: str = "cpu") -> str:
 
 
 # ---------------------------------------------------------------- CPU lowering
+# entries as the runtime calls them: results that are arguments handed back, C interfaces
+CPU_ENTRIES = "dg-forward-arguments,dg-c-interface"
+
 # dg -> linalg on tensors, fused; convolution gradients and attention become calls of
 # functions that dg-conv-to-torch / dg-attention-to-torch turn into PyTorch's kernels
 CPU_LINALG = ",".join([
@@ -154,6 +157,7 @@ CPU_LLVM = cpu_llvm_pipeline()
 
 # ---------------------------------------------------------------- CUDA lowering
 DEFAULT_CHIPS = ("sm_80", "sm_90")
+CUDA_ENTRIES = "dg-forward-arguments"
 
 # convolution gradients: calls of outlined functions, run by cuDNN through PyTorch
 # (`conv2d_grad` plan steps), as on the CPU

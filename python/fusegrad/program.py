@@ -18,6 +18,7 @@ import itertools
 import logging
 import os
 import time
+import weakref
 from dataclasses import dataclass, field, replace
 from typing import Callable, Hashable, Iterable, Protocol, Sequence
 
@@ -137,12 +138,14 @@ class Program:
         self._forward: Executable | None = None
         # by (wrt, constant outputs)
         self._training: dict[tuple[tuple[int, ...], tuple[int, ...]], Training] = {}
-        # each training variant's optimized module (text), until its full backward is compiled
-        self._optimized_training: dict[tuple[tuple[int, ...], tuple[int, ...]], str] = {}
+        # each training variant's optimized module (text, and its dump lineage), until its
+        # full backward is compiled
+        self._optimized_training: dict[tuple[tuple[int, ...], tuple[int, ...]],
+                                       tuple[str, tuple | None]] = {}
         self._joint: dict[tuple[tuple[int, ...], tuple[int, ...] | None], Program] = {}
         self._jvp: dict[tuple[int, ...], Program] = {}
         self.seconds: dict[str, float] = {}  # compile time per stage, summed over variants
-        self.dump(stage, module)
+        self._dumped = self.dump(stage, module)  # the file copies of `module` start from
 
     @classmethod
     def from_graph(cls, gm: torch.fx.GraphModule, options: CompileOptions,
@@ -171,7 +174,10 @@ class Program:
         return _asm(self.module)
 
     def _copy(self) -> ir.Module:
-        return ir.Module.parse(self._text(), self.module.context)
+        copy = ir.Module.parse(self._text(), self.module.context)
+        if self._dumped is not None:
+            _LINEAGE.set(copy, self._dumped, [])
+        return copy
 
     def _timed(self, stage: str, since: float) -> float:
         """Add the time since `since` to `stage` (its name before any '-wrt' suffix)."""
@@ -188,7 +194,7 @@ class Program:
         with module.context, ir.Location.unknown():
             run_pipeline(module, pipeline)
         self._timed(stage, start)
-        self.dump(stage, module)
+        self.dump(stage, module, pipeline)
 
     def _optimize(self, module: ir.Module, suffix: str = "",
                   drop_cotangents: Sequence[int] = ()) -> None:
@@ -210,10 +216,12 @@ class Program:
             self._run(module, pipeline, stage + suffix)
 
     def _keep_only(self, module: ir.Module, names: Sequence[str]) -> None:
-        """Erase the public functions not in `names` (nothing calls them)."""
-        for name, fn in _public_functions(module).items():
-            if name not in names:
-                fn.erase()
+        """Erase the public functions not in `names` (nothing calls them):
+        dg-keep-functions, run in place (a pass manager would verify the module again)."""
+        from .codegen.common.entries import keep_functions
+
+        keep_functions(module.operation, ",".join(names))
+        _LINEAGE.ran(module, f"dg-keep-functions{{names={','.join(names)}}}")
 
     def _load(self, derivation: str, derive: Callable[[], tuple[ir.Module, dict]],
               names: Sequence[str], stage: str) -> tuple[list[Executable], dict]:
@@ -234,9 +242,9 @@ class Program:
             module, meta = derive()
             since = [time.perf_counter()]
 
-            def on_stage(name: str, lowered: ir.Module) -> None:
+            def on_stage(name: str, pipeline: str, lowered: ir.Module) -> None:
                 since[0] = self._timed(f"cpu-{name}", since[0])
-                self.dump(stage.replace("lowered", f"cpu-{name}"), lowered)
+                self.dump(stage.replace("lowered", f"cpu-{name}"), lowered, pipeline)
             library = os.path.join(directory, LIBRARY) if directory else None
             with module.context, ir.Location.unknown():
                 cpu = compile_cpu(module, library, on_stage=on_stage)
@@ -262,10 +270,11 @@ class Program:
         def build(directory: str | None) -> tuple[object, dict]:
             module, meta = derive()
             start = time.perf_counter()
+            def on_stage(name: str, pipeline: str, lowered: ir.Module) -> None:
+                self.dump(stage.replace("lowered", name), lowered, pipeline)
             with module.context, ir.Location.unknown():
-                plan = compile_cuda(module)
+                plan = compile_cuda(module, on_stage=on_stage)
             self._timed("cuda", start)
-            self.dump(stage.replace("lowered", "cuda"), module)
             return plan, meta
 
         plan, meta = compiled(self._text(), derivation, self.options, build)
@@ -309,7 +318,7 @@ class Program:
         else:
             def derive() -> tuple[ir.Module, dict]:
                 module, meta = self.training_module(wrt, constant=constant)
-                self._optimized_training[variant] = _asm(module)
+                self._optimized_training[variant] = (_asm(module), _LINEAGE.get(module))
                 self._keep_only(module, self.training_names[:1])
                 return module, meta
 
@@ -334,11 +343,13 @@ class Program:
         without = "-" + _key(missing, "without") if missing else ""
 
         def derive() -> tuple[ir.Module, dict]:
-            text = None if missing else self._optimized_training.pop(variant, None)
-            if text is None:
+            saved = None if missing else self._optimized_training.pop(variant, None)
+            if saved is None:
                 module, meta = self.training_module(wrt, missing, constant)
             else:
-                module, meta = ir.Module.parse(text, self.module.context), {}
+                module, meta = ir.Module.parse(saved[0], self.module.context), {}
+                if saved[1] is not None:
+                    _LINEAGE.set(module, *saved[1])
             self._keep_only(module, self.training_names[1:])
             return module, meta
 
@@ -415,29 +426,71 @@ class Program:
         return self._derived(self._jvp, wrt, f"dg-jvp{{wrt={_csv(wrt)}}}", "jvp", _key(wrt))
 
     # ------------------------------------------------------------ observability
-    def dump(self, stage: str, module: ir.Module) -> None:
-        """Write `module` to `<dump_dir>/<label>.<stage>.mlir` when dumping is on."""
-        if self.options.dump_dir:
-            dump_text(self.options.dump_dir, self.label, stage, "mlir",
-                      module.operation.get_asm(enable_debug_info=True))
+    def dump(self, stage: str, module: ir.Module, pipeline: str | None = None) -> str | None:
+        """Write `module` to `<dump_dir>/<label>.<stage>.mlir` when dumping is on, listed
+        with the dump it was made from and the pipeline that made it from that one (which
+        `fusegrad-opt -p` reruns). `pipeline`: what just ran on `module`. Returns the
+        file's name (None when not dumping)."""
+        if not self.options.dump_dir:
+            return None
+        if pipeline:
+            _LINEAGE.ran(module, pipeline)
+        source, since = _LINEAGE.get(module) or (None, [])
+        name = dump_text(self.options.dump_dir, self.label, stage, "mlir",
+                         module.operation.get_asm(enable_debug_info=True),
+                         source=source, pipeline=",".join(since) or None)
+        _LINEAGE.set(module, name, [])
+        return name
 
 
-def dump_text(dump_dir: str, label: str, stage: str, ext: str, text: str) -> None:
+class _Lineage:
+    """Per module, the dump it was last written as and the pipelines run on it since:
+    the provenance each dump lists. Only tracked while dumping (`Program.dump`). Keyed
+    by identity: `ir.Module`'s hash follows its contents (it changed across a lowering)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[weakref.ref, str | None, list[str]]] = {}
+
+    def get(self, module: ir.Module) -> tuple[str | None, list[str]] | None:
+        entry = self._by_id.get(id(module))
+        if entry is None or entry[0]() is not module:
+            return None
+        return entry[1], entry[2]
+
+    def set(self, module: ir.Module, source: str | None, since: list[str]) -> None:
+        self._by_id = {k: e for k, e in self._by_id.items() if e[0]() is not None}
+        self._by_id[id(module)] = (weakref.ref(module), source, since)
+
+    def ran(self, module: ir.Module, pipeline: str) -> None:
+        """Note that `pipeline` ran on `module` since its last dump (if it is tracked)."""
+        known = self.get(module)
+        if known is not None:
+            self.set(module, known[0], [*known[1], pipeline])
+
+
+_LINEAGE = _Lineage()
+
+
+def dump_text(dump_dir: str, label: str, stage: str, ext: str, text: str, *,
+              source: str | None = None, pipeline: str | None = None) -> str:
     """Write `<dump_dir>/<label>.<stage>.<ext>` and list it in `<dump_dir>/index.txt`
-    (one line per file, in the order written: file, graph, stage). A file that cannot
-    be written is a warning: the dump is for looking at, the compile goes on."""
+    (one line per file, in the order written, tab-separated: file, graph, stage, the
+    dump it was made from and the pipeline that made it, `-` where it was not made by
+    passes). A file that cannot be written is a warning: the dump is for looking at,
+    the compile goes on. Returns the file's name."""
     name = f"{label}.{stage}.{ext}"
     try:
         os.makedirs(dump_dir, exist_ok=True)
         with open(os.path.join(dump_dir, name), "w") as f:
             f.write(text)
         with open(os.path.join(dump_dir, "index.txt"), "a") as f:
-            f.write(f"{name}\t{label}\t{stage}\n")
+            f.write(f"{name}\t{label}\t{stage}\t{source or '-'}\t{pipeline or '-'}\n")
     except OSError as e:
         log.warning("FUSEGRAD_DUMP: cannot write %s (%s); the compile goes on without it",
                     name, e)
-        return
+        return name
     log.info("wrote %s", os.path.join(dump_dir, name))
+    return name
 
 
 class _Interpreted:

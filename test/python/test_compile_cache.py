@@ -269,6 +269,17 @@ def test_changed_version_misses(cache, monkeypatch):
     assert len(_entries(cache)) == 2
 
 
+def test_the_source_hash_covers_every_module_of_the_package():
+    """Editing any part of the compiler (a pass in codegen/cpu/, an ATen mapping in
+    frontend/) must miss: the hash reads every source of every subpackage."""
+    package = os.path.dirname(compile_cache.__file__)
+    every = sorted(os.path.relpath(os.path.join(d, f), package)
+                   for d, _, files in os.walk(package) if "__pycache__" not in d
+                   for f in files if f.endswith(".py"))
+    assert compile_cache.source_files() == every
+    assert "codegen/cpu/kernels.py" in every and "frontend/importer.py" in every
+
+
 def test_forward_and_backward_compiled_apart_hit_apart(cache, monkeypatch):
     """A graph compiling its backward at the first backward (above PAIRED_BACKWARD_MAX_OPS
     ops) stores the forward and the backward as two entries; a new process loads both."""

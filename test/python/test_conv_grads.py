@@ -14,11 +14,12 @@ from fusegrad.dialects.builder import Builder
 from fusegrad.dialects.interpreter import run_function
 from fusegrad.dialects.types import TensorSpec
 from fusegrad.pass_manager import run_pipeline
-from fusegrad.codegen.cpu.compile import _entries
+from fusegrad.codegen.common.entries import entry_signatures
 from fusegrad.codegen.cpu.llvm.jit import jit_module
-from fusegrad.pipelines import PIPELINES
+from fusegrad.pipelines import PIPELINES as NAMED_PIPELINES
 
-CPU_PIPELINE = PIPELINES["dg-lower-to-llvm"][0]
+# entries given a C interface, as compile_cpu does, so jit_module can call them
+CPU_PIPELINE = "dg-c-interface," + NAMED_PIPELINES["dg-lower-to-llvm"][0]
 
 CONFIGS = {  # (N, C, H, W), (O, KH, KW), stride, padding, dilation, groups
     "stride2": ((2, 3, 9, 9), (4, 3, 3), (2, 2), (1, 1), (1, 1), 1),
@@ -95,7 +96,7 @@ def test_gradient_ops_match_eager(config, dtype):
     for how, pipeline in PIPELINES.items():
         module = _module(x, wt, g, attrs)
         with module.context:
-            entries = _entries(module)
+            entries = entry_signatures(module)
             run_pipeline(module, pipeline)
         cm = jit_module(module, entries)
         (got_dx,) = cm.function("input_grad")(g, wt)
@@ -154,7 +155,7 @@ def test_grouped_convolutions_match_eager_in_either_layout(config, layout):
     with module.context, ir.Location.unknown(), ir.InsertionPoint(module.body):
         func.FuncOp.from_py_func(TensorSpec.of(x).to_mlir(), TensorSpec.of(wt).to_mlir(),
                                  name="forward")(lambda x_, w_: Builder().conv2d(x_, w_, **attrs))
-        entries = _entries(module)
+        entries = entry_signatures(module)
         run_pipeline(module, CPU_PIPELINE.replace("dg-conv-to-torch,",
                                                   f"dg-conv-to-torch{{layout={layout}}},"))
     assert str(module).count("call @__fusegrad_conv2d(") == 1

@@ -1,8 +1,10 @@
 """The public functions of a module as the runtime sees them: tensors in, tensors out.
 
 Both targets compile each public (entry) function for the caller's tensors: read its
-signature before lowering (`entry_signatures`), and drop results that are just
-arguments, which the runtime hands back instead of copying (`forward_arguments`).
+signature before lowering (`entry_signatures`), keep the entries a compile needs
+(dg-keep-functions), and drop results that are just arguments, which the runtime hands
+back instead of copying (dg-forward-arguments); the CPU calls entries through their C
+interface (dg-c-interface).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from mlir.dialects import func
 
 from ...dialects.core import is_public
 from ...dialects.types import TensorSpec
+from ...passes import functions
 
 
 def entry_signatures(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
@@ -34,14 +37,24 @@ def entry_signatures(module: ir.Module) -> dict[str, tuple[list[TensorSpec], lis
     return entries
 
 
-def forward_arguments(module: ir.Module, names) -> dict[str, dict[int, int]]:
+FORWARDED = "dg.forwarded"  # [result, argument, result, argument, ...] of an entry
+
+
+def keep_functions(module: ir.Operation, names: str = "") -> None:
+    """Erase the public functions not in `names` (comma-separated): a compile lowers the
+    entries it needs (a forward alone, its backward later) from a module holding more."""
+    keep = {n.strip() for n in names.split(",") if n.strip()}
+    for op in list(functions(module)):
+        if is_public(op) and ir.StringAttr(op.attributes["sym_name"]).value not in keep:
+            op.erase()
+
+
+def forward_arguments(module: ir.Operation) -> None:
     """Drop results that are just arguments (a forward returning an input it saves for
-    the backward) from the entries: the runtime hands the argument back instead of
-    copying it into a fresh buffer. Returns, per entry, result index -> argument index."""
-    forwarded: dict[str, dict[int, int]] = {}
-    for op in module.body.operations:
-        op = op.operation
-        if op.name != "func.func" or ir.StringAttr(op.attributes["sym_name"]).value not in names:
+    the backward) from the entries, recording them as `dg.forwarded`: the runtime hands
+    the argument back instead of copying it into a fresh buffer."""
+    for op in functions(module):
+        if not is_public(op):
             continue
         block = op.regions[0].blocks[0]
         ret = block.operations[len(block.operations) - 1].operation
@@ -56,5 +69,24 @@ def forward_arguments(module: ir.Module, names) -> dict[str, dict[int, int]]:
         ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
         op.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(ftype.inputs, [v.type for v in kept]))
-        forwarded[ir.StringAttr(op.attributes["sym_name"]).value] = mapping
-    return forwarded
+        op.attributes[FORWARDED] = ir.DenseI64ArrayAttr.get(
+            [i for pair in sorted(mapping.items()) for i in pair])
+
+
+def forwarded(module: ir.Module) -> dict[str, dict[int, int]]:
+    """Per entry, result index -> argument index, as `dg-forward-arguments` recorded."""
+    out = {}
+    for op in functions(module.operation):
+        if FORWARDED in op.attributes:
+            pairs = list(ir.DenseI64ArrayAttr(op.attributes[FORWARDED]))
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = dict(zip(pairs[::2],
+                                                                           pairs[1::2]))
+    return out
+
+
+def c_interface(module: ir.Operation) -> None:
+    """Give each entry a C interface (`llvm.emit_c_interface`): the CPU runtime calls
+    `_mlir_ciface_<name>` with one pointer per memref descriptor."""
+    for op in functions(module):
+        if is_public(op):
+            op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()

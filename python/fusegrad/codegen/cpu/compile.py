@@ -16,11 +16,10 @@ from typing import Callable
 
 from mlir import ir
 
-from ...dialects.types import TensorSpec
 from ...pass_manager import run_pipeline
-from ...pipelines import BUFFERIZE, CPU_LINALG, cpu_llvm_pipeline
+from ...pipelines import BUFFERIZE, CPU_ENTRIES, CPU_LINALG, cpu_llvm_pipeline
 from ...runtime import cpu_library
-from ..common.entries import entry_signatures, forward_arguments
+from ..common.entries import entry_signatures, forwarded as forwarded_results
 from .llvm import native_code
 from .llvm.jit import jit_module, module_facts
 
@@ -45,40 +44,36 @@ def host_llvm_pipeline() -> str:
     return cpu_llvm_pipeline(ldexp=_host_has_avx512f())
 
 
-def _entries(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
-    """The entries, each given a C interface for the runtime."""
-    try:
-        entries = entry_signatures(module)
-    except TypeError as e:
-        raise TypeError(f"compile_cpu: {e}") from None
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value in entries:
-            op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
-    return entries
+def cpu_stages() -> list[tuple[str, str]]:
+    """(stage, pipeline) pairs `compile_cpu` runs, each dumped as `cpu-<stage>`."""
+    return [("linalg", f"{CPU_ENTRIES},{CPU_LINALG}"), ("bufferized", BUFFERIZE),
+            ("llvm", host_llvm_pipeline())]
 
 
 def compile_cpu(module: ir.Module, library: str | None = None,
-                on_stage: Callable[[str, ir.Module], None] | None = None):
+                on_stage: Callable[[str, str, ir.Module], None] | None = None):
     """Lower `module` (dg on tensors) in place to LLVM and compile it for this host.
 
     Returns a `fusegrad.runtime.cpu.CpuModule` with one entry per public function.
     With `library`, the code is also that shared library (for `runtime.cpu_library`).
-    `on_stage(name, module)` sees the module after each of the three sub-pipelines
-    ("linalg", "bufferized", "llvm"; FUSEGRAD_DUMP writes them). LLVM runs in
+    `on_stage(name, pipeline, module)` sees the module after each of the three stages
+    (`cpu_stages`; FUSEGRAD_DUMP writes them, with the pipeline that made each). LLVM runs in
     parallel processes (`native_code`) for big modules where its tools and a C
     compiler are found, else in the ExecutionEngine (`FUSEGRAD_CPU_CODEGEN=engine`
     always asks for it).
     """
     t0 = time.perf_counter()
     with module.context:
-        entries = _entries(module)
-        forwarded = forward_arguments(module, entries)
-        for stage, pipeline in (("linalg", CPU_LINALG), ("bufferized", BUFFERIZE),
-                                ("llvm", host_llvm_pipeline())):
+        try:
+            entries = entry_signatures(module)
+        except TypeError as e:
+            raise TypeError(f"compile_cpu: {e}") from None
+        for stage, pipeline in cpu_stages():
             run_pipeline(module, pipeline)
+            if stage == "linalg":
+                forwarded = forwarded_results(module)
             if on_stage is not None:
-                on_stage(stage, module)
+                on_stage(stage, pipeline, module)
     t1 = time.perf_counter()
     tools = native_code.toolchain()
     with tempfile.TemporaryDirectory(prefix="fusegrad-lib-") as tmp:

@@ -9,14 +9,14 @@ import argparse
 import logging
 import sys
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from mlir import ir
 
 from ...pass_manager import run_pipeline
-from ...pipelines import DEFAULT_CHIPS, cuda_pipeline
+from ...pipelines import CUDA_ENTRIES, DEFAULT_CHIPS, cuda_pipeline
 from ...runtime.cuda import LaunchPlan, PlanError
-from ..common.entries import forward_arguments
+from ..common.entries import forwarded as forwarded_results
 from .kernels import FULL_REDUCE_UNROLL, POINTWISE_BLOCK, ROW_BLOCK, ROW_CACHE
 from .launch_plan import build_plan, entry_signatures, format_plan
 from .ptxas import PtxasError, assemble, find_ptxas
@@ -27,19 +27,25 @@ log = logging.getLogger(__name__)
 def compile_cuda(module: ir.Module, chips: Sequence[str] = DEFAULT_CHIPS,
                  cubin: Optional[bool] = None, block_size: int = POINTWISE_BLOCK,
                  row_block: int = ROW_BLOCK, row_cache: int = ROW_CACHE,
-                 full_unroll: int = FULL_REDUCE_UNROLL) -> LaunchPlan:
+                 full_unroll: int = FULL_REDUCE_UNROLL,
+                 on_stage: Callable[[str, str, ir.Module], None] | None = None) -> LaunchPlan:
     """Lower `module` (dg on tensors, fused or not) in place and return its launch plan.
 
     `cubin`: assemble cubins with ptxas (True: required; None: when ptxas is
     found, else PTX only, which the driver JIT-compiles; False: PTX only).
+    `on_stage("cuda", pipeline, module)` sees the lowered module and the pipeline that
+    lowered it (FUSEGRAD_DUMP writes it).
     """
     t0 = time.perf_counter()
+    lowering = cuda_pipeline(chips, f"block-size={block_size} row-block={row_block} "
+                                    f"row-cache={row_cache} full-unroll={full_unroll}")
     with module.context:
         entries = entry_signatures(module)
-        forwarded = forward_arguments(module, entries)
-        run_pipeline(module, cuda_pipeline(chips, f"block-size={block_size} "
-                                           f"row-block={row_block} row-cache={row_cache} "
-                                           f"full-unroll={full_unroll}"))
+        run_pipeline(module, CUDA_ENTRIES)
+        forwarded = forwarded_results(module)
+        run_pipeline(module, lowering)
+        if on_stage is not None:
+            on_stage("cuda", f"{CUDA_ENTRIES},{lowering}", module)
         plan = build_plan(module, entries, forwarded)
     t1 = time.perf_counter()
     if cubin or (cubin is None and find_ptxas() is not None):
