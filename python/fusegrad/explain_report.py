@@ -6,7 +6,7 @@ graph breaks (with Dynamo's reasons) and the same eager parts (ops fusegrad
 cannot compile, split off by `graph_split`). Each compiled graph or part is
 captured, imported to dg and put through the optimising stages one by one
 (dg-autodiff when an input requires grad, dg-remat, dg-fuse), timing each;
-the report counts dg ops and kernels (`passes.fuse.count_kernels`) per
+the report counts dg ops and kernels (`transforms.fusion.fuse.count_kernels`) per
 function and the bytes saved for backward before and after rematerialization.
 """
 from __future__ import annotations

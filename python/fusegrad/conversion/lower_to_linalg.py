@@ -1,7 +1,7 @@
 """dg-lower-to-linalg: replace every dg op by its `lower` rule's linalg/tensor IR.
 
 Ops are lowered outermost first, in block order; a fusion region (see
-dialects/region_ops.py) is lowered as a whole by passes/fusion_lowering.py.
+dialects/region_ops.py) is lowered as a whole by conversion/fusion_regions.py.
 A rule may also decompose its op into other dg ops, which are then lowered by
 their own rules (the gradients of dg.conv2d lower to forward convolutions).
 """

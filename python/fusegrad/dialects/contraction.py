@@ -9,7 +9,7 @@ from .lazy_torch import torch
 define("matmul", ("lhs", "rhs"), kind=Kind.CONTRACTION,
        summary="[..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast explicitly)")
 # A product accumulated onto a tensor and rounded once: a 16-bit float linear layer's
-# `x @ W^T + bias` as a library gemm with beta = 1 (passes/matmul_precision.py), which
+# `x @ W^T + bias` as a library gemm with beta = 1 (transforms/fusion/narrow_matmuls.py), which
 # a matmul and an add would round twice
 define("matmul_add", ("lhs", "rhs", "acc"), kind=Kind.CONTRACTION,
        summary="lhs @ rhs + acc, rounded once; acc has the product's shape and dtype")
@@ -19,7 +19,7 @@ define("conv2d", ("x", "weight"), attrs=dict(_CONV_ATTRS), kind=Kind.CONTRACTION
        summary="NCHW input x OIHW weight, zero padding [ph, pw], no bias (add it explicitly)")
 # The two halves of dg.conv2d's derivative, as ops of their own so that a target can
 # run them as one library call (PyTorch's convolution_backward on the CPU,
-# passes/conv_library.py); their lowering is the decomposition into forward
+# codegen/cpu/library/conv_to_torch.py); their lowering is the decomposition into forward
 # convolutions. Each takes the forward's attributes plus the shape of the operand
 # it does not read.
 define("conv2d_input_grad", ("grad", "weight"),

@@ -4,7 +4,7 @@ oneDNN runs a convolution on channels-last activations without reordering them i
 its blocked layout and back, which it does per call for NCHW tensors: on the benchmark
 CNN (32x3x32x32, convs 3->32 and 32->64, one thread) its five library calls took
 5.7 ms channels-last against 7.0 ms NCHW, and converting per call costs more than it
-saves. dg-channels-last (passes/channels_last.py) rewrites whole regions of a graph to
+saves. dg-channels-last (transforms/channels_last.py) rewrites whole regions of a graph to
 NHWC around these ops, so that no conversion is left between them.
 
 Each twin means its NCHW op between transposes (`decomposition`): that is its
@@ -101,7 +101,7 @@ def decomposition(op: str, attrs: dict) -> Callable:
 @lowering(*TWINS)
 def _twin_lower(op, operands, *, op_name, attrs, out):
     """The decomposition (dg ops that dg-lower-to-linalg lowers in turn); the CPU pipeline
-    calls PyTorch's kernels on the NHWC buffers instead (passes/conv_library.py)."""
+    calls PyTorch's kernels on the NHWC buffers instead (codegen/cpu/library/conv_to_torch.py)."""
     from .builder import Builder
     return list(decomposition(op_name, attrs)(Builder(), *operands))
 

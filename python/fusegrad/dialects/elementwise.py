@@ -189,7 +189,7 @@ def _convert_ref(x, *, op, attrs, out):
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
 # Scalar rules emit arith/math on one element; the single-op lowering and the
-# fusion lowering both wrap them in a linalg.generic (passes/linalg_builders).
+# fusion lowering both wrap them in a linalg.generic (conversion/linalg_builders.py).
 # Integers are signed; i1 is unsigned (False < True) like torch.bool.
 _FLOAT_UNARY = {
     "exp": "ExpOp", "log": "LogOp", "log1p": "Log1pOp", "expm1": "ExpM1Op", "sqrt": "SqrtOp",

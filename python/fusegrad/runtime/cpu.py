@@ -1,6 +1,6 @@
 """CPU runtime: run compiled entry functions on torch tensors, zero-copy.
 
-Entries follow the ABI that `passes.pipelines.CPU_PIPELINE` produces: every
+Entries follow the ABI that `pipelines.py` (dg-lower-to-llvm) produces: every
 argument is an identity-layout (row-major, contiguous) memref, inputs first,
 then one out-param per result; the packed wrapper of `_mlir_ciface_<name>`
 takes an array of pointers to memref descriptors. Descriptors are built
@@ -50,10 +50,10 @@ def load_builtins() -> None:
         ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
     else:
         log.warning("libgcc_s not found: f16 conversions in compiled code will not link")
-    # BLAS (sgemm_/dgemm_, see passes/blas.py): PyTorch's CPU library carries it
+    # BLAS (sgemm_/dgemm_, see codegen/cpu/library/matmul_to_blas.py): PyTorch's CPU library carries it
     lib = Path(torch.__file__).parent / "lib"
     ctypes.CDLL(str(lib / "libtorch_cpu.so"), mode=ctypes.RTLD_GLOBAL)
-    # GOMP_parallel (passes/gomp.py): the OpenMP runtime PyTorch runs its threads on
+    # GOMP_parallel (codegen/cpu/llvm/gomp_launchers.py): the OpenMP runtime PyTorch runs its threads on
     gomp = sorted(lib.glob("libgomp*.so*")) or [ctypes.util.find_library("gomp")]
     if gomp[0] is None:
         raise RuntimeError("fusegrad: libgomp (PyTorch's OpenMP runtime) not found next to "
@@ -94,7 +94,7 @@ class _Arguments:
 
 class _Workspace(threading.local):
     """This thread's workspace: the memory compiled code keeps its temporaries in
-    (`passes/workspace.py`). One buffer per thread serves every entry (calls on a
+    (`codegen/cpu/plan_workspace.py`). One buffer per thread serves every entry (calls on a
     thread never overlap), grows to the largest workspace asked for and is kept, so
     steady-state calls neither allocate nor page-fault their temporaries."""
 
@@ -247,7 +247,7 @@ class OutOfRangeIndex(IndexError):
 
 
 class IndexErrors:
-    """The module's out-of-range-index report (passes/index_check.py): the function that
+    """The module's out-of-range-index report (conversion/index_check.py): the function that
     takes (reads and clears) the failing site, and the sites' descriptions."""
 
     def __init__(self, take: "CpuFunction", sites: Sequence[str]) -> None:
@@ -272,8 +272,8 @@ class CpuModule:
     can be weakly referenced and lives as long as some function of it).
     `forwarded`: per entry, result index -> argument index of results handed
     back as arguments. `index_errors`, when the code checks indices: the
-    function that takes the failing site, and the sites (passes/index_check.py).
-    `workspaces`: per entry that takes one, its workspace bytes (passes/workspace.py).
+    function that takes the failing site, and the sites (conversion/index_check.py).
+    `workspaces`: per entry that takes one, its workspace bytes (codegen/cpu/plan_workspace.py).
     """
 
     def __init__(self, lookup: Callable[[str], int], owner: object, entries: Entries,

@@ -5,7 +5,7 @@ binding `cuda-bindings` is imported when a real driver is first needed), so a
 plan written on a machine without a GPU runs where only torch and
 cuda-bindings are installed.
 
-A **launch plan** (`LaunchPlan`) is what `fusegrad.passes.gpu_launch_plan`
+A **launch plan** (`LaunchPlan`) is what `fusegrad.codegen.cuda.launch_plan`
 reads off the host function after the CUDA pipeline: per public function, its
 input/output signatures and a list of steps over named buffers (`arg<i>`:
 the function's arguments, inputs then the outputs it computes; `t<i>`:

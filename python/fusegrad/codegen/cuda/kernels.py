@@ -374,7 +374,7 @@ def _erase_host_scalars(block: ir.Block) -> None:
 
 def _hoist_globals(launch: ir.Operation) -> None:
     """Move the `memref.get_global`s in a kernel (the index-error flag an out-of-range
-    gather sets, passes/index_check.py) before its launch: the kernel then takes the
+    gather sets, conversion/index_check.py) before its launch: the kernel then takes the
     global's buffer as an argument, which the launch plan binds to device memory; the
     global itself stays on the host side."""
     for op in _nested(launch, "memref.get_global"):

@@ -10,7 +10,7 @@ Two public steps, so other passes can reuse them:
   backward needs that is not saved is recomputed in it (dg-remat picks `saved`).
 
 The pass runs both (or only the first with `joint=true`); see the "Autodiff
-contract" in docs/ARCHITECTURE.md for the functions' signatures and attributes.
+contract" in docs/autodiff.md for the functions' signatures and attributes.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ on the 16-bit floats.
 
 `convert_bf16(convert_f32(a) @ convert_f32(b))` is a product of bf16 values accumulated
 in f32 and rounded once: what a bf16 matmul through PyTorch's kernel computes
-(oneDNN accumulates in f32; passes/blas.py), in a quarter of the time where the CPU
+(oneDNN accumulates in f32; codegen/cpu/library/matmul_to_blas.py), in a quarter of the time where the CPU
 multiplies bf16 natively (AMX: 194 us against 900 us for an f32 256 x 512 x 1024
 product here). PyTorch's decompositions of addmm, bmm and friends compute 16-bit
 floats in f32 (`pw_cast_for_opmath`) and autodiff's gradients of them are the same

@@ -10,7 +10,7 @@ channels-last. Eager PyTorch runs whatever layout the model's tensors happen to 
 per call signature and process, conversions included, and the call converts its
 activations when channels-last wins. Ungrouped convolutions are not converted per call:
 the copies cost more than the faster kernel saves (the benchmark CNN's second conv, 1.7 ms
-NCHW against 2.1 ms converted); dg-channels-last (passes/channels_last.py) moves them,
+NCHW against 2.1 ms converted); dg-channels-last (transforms/channels_last.py) moves them,
 and the ops between them, to NHWC buffers instead, which the helpers pass as they are
 (layout NHWC).
 """

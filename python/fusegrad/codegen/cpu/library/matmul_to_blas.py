@@ -6,9 +6,8 @@ their buffers: one part of a split) become calls to
 the BLAS `sgemm_`/`dgemm_` (Fortran ABI) that PyTorch's CPU library already
 carries (the runtime makes its symbols visible to the JIT). bf16/f16 ones call
 PyTorch's `baddbmm` through its C shim (`torch_calls`): oneDNN's kernels, which
-accumulate in f32 as eager's matmul does (linalg's loops accumulated in bf16: a
-64 x 64 x 64 product was 9x further from the exact one than eager's, and ran as
-scalar loops). Loops remain for everything else (integers, strided operands).
+accumulate in f32 as eager's matmul does (linalg's loops accumulate in bf16: a
+64 x 64 x 64 product 9x further from the exact one than eager's, and as scalar loops). Loops remain for everything else (integers, strided operands).
 
 Transposes cost no copy: an operand that is a `linalg.transpose` of a buffer
 (read by nothing but that matmul afterwards) is read in place through BLAS's

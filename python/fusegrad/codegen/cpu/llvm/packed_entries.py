@@ -5,7 +5,7 @@ The runtime calls an entry `_mlir_ciface_f` through `_mlir__mlir_ciface_f(void *
 a result, if any, is stored where `args[n]` points. One pointer crosses ctypes whatever
 the entry's arity (a training graph's backward takes hundreds of memrefs). The MLIR
 ExecutionEngine adds these wrappers itself; code compiled by LLVM's command-line tools
-(`passes/native_code.py`) needs them in the module, with the same names and ABI, so a
+(`codegen/cpu/llvm/native_code.py`) needs them in the module, with the same names and ABI, so a
 library built either way loads the same (`runtime.cpu_library`).
 """
 from __future__ import annotations
