@@ -185,7 +185,7 @@ _REMOVED = [
 
 def _flash_attention_for_cpu(decomposition: Callable) -> Callable:
     """PyTorch's CPU flash attention, kept for `dg.attention` (its kernel runs it, see
-    passes/attention_library.py) where that computes it exactly (f32/f64, no dropout,
+    codegen/cpu/library/attention_to_torch.py) where that computes it exactly (f32/f64, no dropout,
     key/value heads dividing the query heads, a mask of the query's dtype or bool) and
     pays (`attention.MIN_KEYS` keys or more). Otherwise `decomposition`, the math form,
     which autodiff and dg-fuse work on like any other ops."""

@@ -52,7 +52,7 @@ def _no_mapping(target: Any) -> str:
     if namespace not in ("aten", "prims"):
         return (f"a custom operator of the '{namespace}' library, whose kernel fusegrad "
                 "cannot see into")
-    return "no dg mapping for this op; add one to fusegrad/aten_ops.py"
+    return "no dg mapping for this op; add one to fusegrad/frontend/aten_ops/"
 
 
 class UnsupportedOp(Exception):
@@ -289,7 +289,7 @@ class _GraphImporter:
             except ShapeError as e:
                 raise ImporterError(f"importer bug: mapping node '{node.name}' ({node.target}) at "
                                     f"{describe_location(node)} built invalid dg: {e}; fix its "
-                                    "mapping in fusegrad/aten_ops.py") from e
+                                    "mapping in fusegrad/frontend/aten_ops/") from e
             results = list(result) if isinstance(result, (tuple, list)) else [result]
             self.env[node] = results if isinstance(node.meta.get("val"), (tuple, list)) \
                 else results[0]
@@ -303,7 +303,7 @@ class _GraphImporter:
             if have != want:
                 raise ImporterError(f"importer bug: node '{node.name}' ({node.target}) result "
                                     f"#{i} is {have} but PyTorch says {want}; fix its mapping "
-                                    "in fusegrad/aten_ops.py")
+                                    "in fusegrad/frontend/aten_ops/")
 
 
 def import_graph(gm: torch.fx.GraphModule, *, name: str = "main",

@@ -1,0 +1,214 @@
+"""The table's core: the registration (`handles` into `HANDLERS`, `RANDOM_OPS`), the
+tables of ops skipped (`IGNORED`) or kept eager by design (`KEPT_EAGER`), what a handler
+sees (`Emit`) and raises (`Unsupported`) or returns for a result it does not compute
+(`Unavailable`), and the helpers shared by the op families (dtype promotion, `coerce`,
+`reshape`, dim normalisation, `slice_dim`, `_clip`, the scan `_scan`)."""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+from mlir import ir
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from .. import custom_ops  # noqa: F401  (defines torch.ops.fusegrad.stop_gradient)
+from ...dialects.builder import Builder, spec
+from ...dialects.types import TensorSpec, from_torch_dtype, torch_dtype
+
+aten = torch.ops.aten
+
+
+class Unsupported(Exception):
+    """This call of the op has no exact dg mapping (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A result the importer did not compute; using it makes the op unsupported."""
+
+    what: str
+
+
+@dataclass
+class Emit:
+    """What a handler sees: a located builder, the node and its result specs."""
+
+    b: Builder
+    node: torch.fx.Node
+    out: list[TensorSpec | None]
+    importer: Any
+
+    @property
+    def out0(self) -> TensorSpec:
+        return self.out[0]
+
+    def seed(self) -> ir.Value:
+        return self.importer.next_seed(self.b)
+
+    def result_used(self, index: int) -> bool:
+        return any(u.target is operator.getitem and u.args[1] == index for u in self.node.users)
+
+
+HANDLERS: dict[torch._ops.OpOverload, Callable[..., Any]] = {}
+
+# ops the importer skips: static metadata checks that tracing already performed on the
+# (specialised) shapes and dtypes. Data-dependent asserts (_assert_async) are NOT here:
+# dropping one would hide the error eager raises on bad input.
+IGNORED = frozenset({torch.ops.aten._assert_tensor_metadata.default})
+RANDOM_OPS: set[torch._ops.OpOverload] = set()
+
+
+def handles(*ops: torch._ops.OpOverload, random: bool = False) -> Callable[[Callable], Callable]:
+    def register(fn: Callable) -> Callable:
+        for op in ops:
+            if op in HANDLERS:
+                raise ValueError(f"{op} is mapped twice")
+            HANDLERS[op] = fn
+            if random:
+                RANDOM_OPS.add(op)
+        return fn
+    return register
+
+
+# ops without a mapping by design, and why (the importer's message)
+KEPT_EAGER: dict[Any, str] = {
+    # an nn.LSTM layer traces to it; it runs inside the compiled graph, its backward too
+    # (torch_compile.trace_or_warn_rnns)
+    aten.mkldnn_rnn_layer.default: "PyTorch's LSTM kernel (oneDNN), kept as it is by "
+                                   "design; the ops around it compile",
+}
+
+
+# ------------------------------------------------------------------ helpers
+def _opmath(dtype: str) -> str:
+    return "f32" if dtype in ("f16", "bf16") else dtype
+
+
+def _meta(x: Any) -> Any:
+    if isinstance(x, ir.Value):
+        s = spec(x)
+        return torch.empty(s.shape, dtype=torch_dtype(s.dtype), device="meta")
+    return x
+
+
+def promoted(*xs: Any) -> str:
+    """PyTorch's computation dtype for an elementwise op over `xs`."""
+    compute, _ = elementwise_dtypes(*[_meta(x) for x in xs],
+                                    type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    return from_torch_dtype(compute)
+
+
+def coerce(em: Emit, x: Any, dtype: str, shape: Sequence[int]) -> ir.Value:
+    """`x` (a value or a Python scalar) converted to `dtype` and broadcast to `shape`."""
+    if not isinstance(x, ir.Value):
+        if isinstance(x, complex):
+            raise Unsupported("complex scalars are not supported")
+        return em.b.full(shape=tuple(shape), dtype=dtype, value=float(x))
+    if spec(x).dtype != dtype:
+        x = em.b.convert(x, dtype=dtype)
+    return em.b.broadcast_to(x, tuple(shape))
+
+
+def cast(em: Emit, x: ir.Value, dtype: str) -> ir.Value:
+    return x if spec(x).dtype == dtype else em.b.convert(x, dtype=dtype)
+
+
+def full_as(em: Emit, x: ir.Value, value: float) -> ir.Value:
+    return em.b.full_like(x, value)
+
+
+def norm_dim(d: int, rank: int) -> int:
+    r = max(rank, 1)
+    if not -r <= d < r:
+        raise Unsupported(f"dim {d} out of range for rank {rank}")
+    return d % r
+
+
+def norm_dims(dims: Any, rank: int) -> list[int]:
+    """Sorted non-negative reduction dims; None or [] mean all dims (none for a 0-d tensor)."""
+    if rank == 0:
+        return []
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({norm_dim(d, rank) for d in dims})
+
+
+def reshape(em: Emit, x: ir.Value, shape: Sequence[int]) -> ir.Value:
+    return x if spec(x).shape == tuple(shape) else em.b.reshape(x, shape=tuple(shape))
+
+
+def to_bool(em: Emit, x: Any, shape: Sequence[int]) -> ir.Value:
+    """Truthiness of `x` as i1 (x != 0)."""
+    if isinstance(x, ir.Value) and spec(x).dtype == "i1":
+        return em.b.broadcast_to(x, tuple(shape))
+    if not isinstance(x, ir.Value):
+        return em.b.full(shape=tuple(shape), dtype="i1", value=float(bool(x)))
+    x = em.b.broadcast_to(x, tuple(shape))
+    return em.b.compare(x, full_as(em, x, 0.0), direction="ne")
+
+
+# ------------------------------------------------------------------ shared helpers
+_BOOL_ARITH = {"add": "or", "mul": "and", "max": "or", "min": "and"}
+
+
+def slice_dim(em: Emit, x: ir.Value, dim: int, start: int, end: int, step: int = 1) -> ir.Value:
+    s = spec(x)
+    starts = [0] * s.rank
+    limits = list(s.shape)
+    strides = [1] * s.rank
+    starts[dim], limits[dim], strides[dim] = start, end, step
+    if end <= start:  # an empty slice: nothing to read
+        shape = list(s.shape)
+        shape[dim] = 0
+        return em.b.full(shape=shape, dtype=s.dtype, value=0.0)
+    if starts == [0] * s.rank and limits == list(s.shape) and step == 1:
+        return x
+    return em.b.slice(x, start=starts, limit=limits, stride=strides)
+
+
+def _clip(em: Emit, x: ir.Value, lo: ir.Value | None, hi: ir.Value | None,
+          at_bounds: bool) -> ir.Value:
+    """`x` limited to [lo, hi] by selects, which pass the gradient where `x` is kept:
+    at the bounds too if `at_bounds` (clamp), else not (relu, hardtanh). dg.max/min
+    would split it at a tie, as torch.maximum does: relu's gradient at 0 was 0.5.
+    A NaN `x` is kept (its comparisons are false)."""
+    below, above = ("lt", "gt") if at_bounds else ("le", "ge")
+    y = x
+    if lo is not None:
+        y = em.b.select(em.b.compare(y, lo, direction=below), lo, y)
+    if hi is not None:  # compares y: with lo > hi, hi wins (min(max(x, lo), hi))
+        y = em.b.select(em.b.compare(y, hi, direction=above), hi, y)
+    return y
+
+
+def _scan(em: Emit, values: list[ir.Value], d: int, identities: list[float],
+          combine: Callable[[list, list], list]) -> list[ir.Value]:
+    """Inclusive scan along dim d of tuples of same-shaped `values` (Hillis-Steele): log2(n)
+    rounds, each combining every element with the running result k places back (k = 1,
+    2, 4, ...; `identities` fill in before the start). `combine(earlier, later)` takes
+    and returns tuples; it must be associative. No scan op: plain dg ops, differentiable."""
+    s = spec(values[0])
+    n = s.shape[d]
+    k = 1
+    while k < n:
+        limit = list(s.shape)
+        limit[d] = n - k
+        low = [0] * s.rank
+        low[d] = k
+        earlier = [em.b.pad(em.b.slice(v, start=[0] * s.rank, limit=limit, stride=[1] * s.rank),
+                            low=low, high=[0] * s.rank, interior=[0] * s.rank, value=identity)
+                   for v, identity in zip(values, identities)]
+        values = combine(earlier, values)
+        k *= 2
+    return values
+
+
+def _running_sum(em: Emit, x: ir.Value, d: int) -> ir.Value:
+    """Inclusive prefix sums along dim d as a scan of adds (exact for integers, which no
+    BLAS matmul serves)."""
+    return _scan(em, [x], d, [0.0], lambda e, l: [em.b.add(e[0], l[0])])[0]
