@@ -69,31 +69,14 @@ def dtype_of(element: ir.Type) -> str:
 
 
 @dataclass(frozen=True)
-class TensorSpec:
-    """A static tensor type: shape and dtype name (`f32`, `i64`, `i1`, ...)."""
-
-    shape: tuple[int, ...]
-    dtype: str
+class TensorSpec(abi.TensorSig):
+    """A static tensor type: shape and dtype name (`f32`, `i64`, `i1`, ...); the runtime's
+    tensor signature with the compiler's checks and MLIR conversions."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        super().__post_init__()
         if self.dtype not in abi.DTYPES:
             raise TypeError(f"unknown dtype {self.dtype!r}; expected one of {DTYPES}")
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * abi.itemsize(self.dtype)
 
     def with_shape(self, shape: Iterable[int]) -> "TensorSpec":
         return TensorSpec(tuple(shape), self.dtype)
@@ -113,6 +96,3 @@ class TensorSpec:
     @staticmethod
     def of(t: torch.Tensor) -> "TensorSpec":
         return TensorSpec(tuple(t.shape), from_torch_dtype(t.dtype))
-
-    def __str__(self) -> str:
-        return "tensor<" + "".join(f"{d}x" for d in self.shape) + self.dtype + ">"

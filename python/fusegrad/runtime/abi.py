@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 # dg dtype name -> (torch dtype name, bytes per element, is a float)
 DTYPES: dict[str, tuple[str, int, bool]] = {
@@ -53,7 +53,8 @@ def itemsize(name: str) -> int:
 
 @dataclass(frozen=True)
 class TensorSig:
-    """A tensor's signature as compiled code sees it: shape and dg dtype name."""
+    """A tensor's signature as compiled code sees it: shape and dg dtype name. The
+    compiler's `dialects.types.TensorSpec` is one, with MLIR conversions added."""
 
     shape: tuple[int, ...]
     dtype: str
@@ -62,11 +63,19 @@ class TensorSig:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
 
     @property
-    def nbytes(self) -> int:
-        n = itemsize(self.dtype)
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
         for d in self.shape:
             n *= d
         return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * itemsize(self.dtype)
 
     def to_json(self) -> dict[str, Any]:
         return {"shape": list(self.shape), "dtype": self.dtype}
@@ -74,11 +83,6 @@ class TensorSig:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TensorSig":
         return cls(tuple(data["shape"]), data["dtype"])
-
-    @classmethod
-    def of(cls, specs: Iterable[Any]) -> list["TensorSig"]:
-        """Signatures of objects with `shape` and `dtype` (`dialects.types.TensorSpec`)."""
-        return [cls(tuple(s.shape), s.dtype) for s in specs]
 
     def __str__(self) -> str:
         return "tensor<" + "".join(f"{d}x" for d in self.shape) + self.dtype + ">"

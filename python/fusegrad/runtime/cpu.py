@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -32,12 +32,6 @@ from .abi import TensorSig, torch_dtype
 log = logging.getLogger(__name__)
 
 _PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-class Spec(Protocol):
-    """A tensor signature: `dialects.types.TensorSpec`, or `abi.TensorSig` without MLIR."""
-
-    shape: tuple[int, ...]
-    dtype: str
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,7 +72,7 @@ class _Arguments:
     each descriptor's data pointer: building descriptors anew was most of the per-call
     cost."""
 
-    def __init__(self, specs: Sequence[Spec]) -> None:
+    def __init__(self, specs: Sequence[TensorSig]) -> None:
         self.descriptors = []
         for spec in specs:
             d = descriptor_type(len(spec.shape))()
@@ -136,8 +130,8 @@ class CpuFunction:
     never copied. Callers that hand results to users make them unaliased.
     `workspace`: bytes of temporaries the entry takes as its last argument (0: none)."""
 
-    def __init__(self, name: str, fn: Callable, inputs: Sequence[Spec],
-                 outputs: Sequence[Spec], owner: object,
+    def __init__(self, name: str, fn: Callable, inputs: Sequence[TensorSig],
+                 outputs: Sequence[TensorSig], owner: object,
                  index_errors: "IndexErrors | None" = None,
                  forwarded: Mapping[int, int] | None = None, workspace: int = 0) -> None:
         self.name = name
@@ -260,7 +254,7 @@ class IndexErrors:
             raise OutOfRangeIndex(f"@{function}: index out of range in {self.sites[site - 1]}")
 
 
-Entries = Mapping[str, tuple[Sequence[Spec], Sequence[Spec]]]
+Entries = Mapping[str, tuple[Sequence[TensorSig], Sequence[TensorSig]]]
 
 
 class CpuModule:

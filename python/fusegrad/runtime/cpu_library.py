@@ -56,8 +56,8 @@ def write(directory: str, cpu: CpuModule, extra: Mapping[str, Any] | None = None
     meta.update({
         "format": FORMAT, "version": VERSION, "library": LIBRARY,
         "sha256": sha256_file(library),
-        "entries": {name: {"inputs": [TensorSig.of([s])[0].to_json() for s in ins],
-                           "outputs": [TensorSig.of([s])[0].to_json() for s in outs],
+        "entries": {name: {"inputs": [TensorSig(s.shape, s.dtype).to_json() for s in ins],
+                           "outputs": [TensorSig(s.shape, s.dtype).to_json() for s in outs],
                            "forwarded": {str(k): i for k, i in cpu.forwarded.get(name, {}).items()},
                            "workspace": cpu.workspaces.get(name, 0)}
                     for name, (ins, outs) in cpu.entries.items()},

@@ -38,6 +38,7 @@ PARAMETERS = "parameters.pt"
 FORWARD = "forward"
 TRAINING = "training"
 
+
 class ArtifactError(RuntimeError):
     """An artifact folder is missing, of another format or version, or called wrongly."""
 

@@ -9,7 +9,7 @@ at given loop indices, so a target decides the loops and the loads and stores al
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable, Container, Optional, Sequence
 
 from mlir import ir
 from mlir.dialects import arith
@@ -241,3 +241,26 @@ def clone_body(lop: LoopOp, load: Callable, out_values: Sequence[Optional[ir.Val
             clone.operands[i] = mapping[v] if v in mapping else value(v)
         mapping.update(zip(inner.results, clone.results))
     raise PassError("linalg.generic has no linalg.yield", lop.op.location)
+
+
+def reduction_combiners(lop: LoopOp, allowed: Container[str],
+                        sole_use: bool = False) -> Optional[list[str]]:
+    """Per output, the op combining the accumulator with a new value, when every output
+    of the body has the form `acc = combiner(acc, value)` with a combiner in `allowed`
+    (and, with `sole_use`, the accumulator read by nothing else); else None."""
+    if lop.fill is not None or lop.copy:
+        return None
+    block = lop.op.regions[0].blocks[0]
+    outs = list(block.arguments)[len(lop.ins):]
+    yields = [o for o in block.operations if o.operation.name == "linalg.yield"]
+    names = []
+    for acc, v in zip(outs, yields[0].operation.operands):
+        if isinstance(v.owner, ir.Block):
+            return None
+        owner = v.owner.operation
+        if owner.name not in allowed or acc not in list(owner.operands):
+            return None
+        if sole_use and len(list(acc.uses)) != 1:
+            return None
+        names.append(owner.name)
+    return names

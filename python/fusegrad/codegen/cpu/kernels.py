@@ -37,7 +37,8 @@ from typing import Callable, Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf, vector
 
-from ..common.loops import FLOAT_IDENTITY, LoopOp, clone_body, combine, identity, mark_reassoc, parse
+from ..common.loops import (FLOAT_IDENTITY, LoopOp, clone_body, combine, identity, mark_reassoc,
+                            parse, reduction_combiners)
 from ..common.memrefs import (VIEWS, Access, buffer_root, dynamic_offset,
                               passed_as, row_conflict, row_local)
 from ...passes import functions
@@ -86,20 +87,7 @@ _LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose", "linalg.copy",
 def _float_combiners(lop: LoopOp) -> Optional[list[str]]:
     """Per output, the float op combining the accumulator with a new value, if every
     output of the reduction body has the form `acc = combiner(acc, value)`."""
-    if lop.fill is not None:
-        return None
-    block = lop.op.regions[0].blocks[0]
-    outs = list(block.arguments)[len(lop.ins):]
-    yields = [o for o in block.operations if o.operation.name == "linalg.yield"]
-    names = []
-    for acc, v in zip(outs, yields[0].operation.operands):
-        if isinstance(v.owner, ir.Block):
-            return None
-        owner = v.owner.operation
-        if owner.name not in FLOAT_IDENTITY or acc not in list(owner.operands):
-            return None
-        names.append(owner.name)
-    return names
+    return reduction_combiners(lop, FLOAT_IDENTITY)
 
 
 def row_parallel(lop: LoopOp) -> bool:

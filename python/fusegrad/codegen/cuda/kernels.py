@@ -47,8 +47,8 @@ from typing import Callable, Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, scf
 
-from ..common.loops import (LoopOp, clone_body, combine, identity,
-                            mark_reassoc, parse as parse_loop_op)
+from ..common.loops import (LoopOp, clone_body, combine, identity, mark_reassoc,
+                            parse as parse_loop_op, reduction_combiners)
 from ..common.outline import CONV_GRAD_CALL as CONV_GRAD
 from ...conversion.index_check import TAKE_ERROR
 from ..common.memrefs import (VIEWS, Access, buffer_root, row_conflict,
@@ -149,24 +149,11 @@ class Kop:
 
     def combiners(self) -> Optional[list[str]]:
         """The combiner per output when every output is `acc = combiner(acc, value)` with an
-        associative combiner `gpu.all_reduce` has (float, or integer: `_ALL_REDUCE`)."""
-        if self.lop.fill is not None or self.copy:
+        associative combiner `gpu.all_reduce` has (float, or integer: `_ALL_REDUCE`), the
+        accumulator feeding only the combiner."""
+        if self.copy:
             return None
-        block = self.op.regions[0].blocks[0]
-        outs = list(block.arguments)[len(self.lop.ins):]
-        yields = [o for o in block.operations if o.operation.name == "linalg.yield"]
-        names = []
-        for acc, v in zip(outs, yields[0].operation.operands):
-            if isinstance(v.owner, ir.Block):
-                return None
-            owner = v.owner.operation
-            if owner.name not in _ALL_REDUCE or acc not in list(owner.operands):
-                return None
-            # the accumulator may feed only the combiner
-            if len(list(acc.uses)) != 1:
-                return None
-            names.append(owner.name)
-        return names
+        return reduction_combiners(self.lop, _ALL_REDUCE, sole_use=True)
 
     def row_reducible(self) -> bool:
         """A reduction over trailing dims (not dim 0), `combiners()`, long enough."""

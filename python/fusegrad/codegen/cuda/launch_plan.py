@@ -301,8 +301,8 @@ def build_plan(module: ir.Module,
         walker = _HostWalker(op, len(ins), globals_)
         steps = walker.walk()
         constants.update(walker.constants)
-        functions[name] = PlanFunction(name, TensorSig.of(ins),
-                                       TensorSig.of(outs), steps,
+        functions[name] = PlanFunction(name, [TensorSig(s.shape, s.dtype) for s in ins],
+                                       [TensorSig(s.shape, s.dtype) for s in outs], steps,
                                        dict(aliases))
     attrs = module.operation.attributes
     sites = ([ir.StringAttr(s).value for s in ir.ArrayAttr(attrs[SITES_ATTR])]
