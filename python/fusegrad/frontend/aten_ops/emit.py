@@ -175,7 +175,7 @@ def _clip(em: Emit, x: ir.Value, lo: ir.Value | None, hi: ir.Value | None,
           at_bounds: bool) -> ir.Value:
     """`x` limited to [lo, hi] by selects, which pass the gradient where `x` is kept:
     at the bounds too if `at_bounds` (clamp), else not (relu, hardtanh). dg.max/min
-    would split it at a tie, as torch.maximum does: relu's gradient at 0 was 0.5.
+    would split it at a tie, as torch.maximum does (relu's gradient at 0 would be 0.5).
     A NaN `x` is kept (its comparisons are false)."""
     below, above = ("lt", "gt") if at_bounds else ("le", "ge")
     y = x

@@ -72,8 +72,8 @@ def _prod(em: Emit, x: ir.Value, dim: int | None = None, keepdim: bool = False, 
 
 def _variance(em: Emit, x: ir.Value, dims: list[int], correction: float) -> tuple[ir.Value, ir.Value]:
     """(var, mean) over dims, both without the reduced dims, in x's dtype (computed in
-    f32 for 16-bit floats, as eager's: rounding the mean and each square was 10x further
-    from the exact f16 variance)."""
+    f32 for 16-bit floats, as eager's: rounding the mean and each square to f16 lands 10x
+    further from the exact variance)."""
     dtype = spec(x).dtype
     if _opmath(dtype) != dtype:
         var, mean = _variance(em, cast(em, x, _opmath(dtype)), dims, correction)
