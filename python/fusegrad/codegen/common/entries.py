@@ -13,7 +13,7 @@ from mlir.dialects import func
 
 from ...dialects.core import is_public
 from ...dialects.types import TensorSpec
-from ...passes import functions
+from ...passes import PassError, functions
 
 
 def entry_signatures(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
@@ -44,6 +44,9 @@ def keep_functions(module: ir.Operation, names: str = "") -> None:
     """Erase the public functions not in `names` (comma-separated): a compile lowers the
     entries it needs (a forward alone, its backward later) from a module holding more."""
     keep = {n.strip() for n in names.split(",") if n.strip()}
+    if not keep:
+        raise PassError("name the public functions to keep "
+                        "(names=f_fwd,f_bwd)")
     for op in list(functions(module)):
         if is_public(op) and ir.StringAttr(op.attributes["sym_name"]).value not in keep:
             op.erase()
