@@ -86,7 +86,7 @@ phase() {
             local t=$(( $(left) - ${TESTS_RESERVE_S:-45} ))
             (( t > 30 )) || { echo "no time left"; return; }
             timeout "$t" python3 -m pytest -q -n 14 -p no:cacheprovider --timeout 300 \
-                -rfE test/python/test_cuda_gpu.py > "$OUT/tests.log" 2>&1
+                -rfE test/python/cuda/test_cuda_gpu.py > "$OUT/tests.log" 2>&1
             echo "pytest rc=$? (124: out of time)"
             grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.log" | tail -60 ;;
         profile)

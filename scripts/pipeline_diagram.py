@@ -4,7 +4,7 @@
 
 Each box is a stage of `fusegrad.compile`; the passes listed in it are the elements of
 the named pipeline that runs there (`fusegrad/pipelines.py`), dg passes in black,
-upstream MLIR passes in grey. test/python/test_docs.py checks that the committed
+upstream MLIR passes in grey. test/python/unit/test_docs.py checks that the committed
 picture is what this script draws, so it cannot drift from the code.
 """
 from __future__ import annotations

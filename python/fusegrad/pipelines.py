@@ -236,7 +236,7 @@ PIPELINES: dict[str, tuple[str, str]] = {  # name -> (pipeline, description)
     "dg-cpu-bufferize": (BUFFERIZE, "tensors -> memrefs, results -> out-params, "
                          "temporaries freed"),
     "dg-cpu-llvm": (CPU_LLVM, "memrefs and loops -> LLVM dialect"),
-    "dg-lower-to-llvm": (",".join([CPU_LINALG, BUFFERIZE, CPU_LLVM]),
+    "dg-lower-to-llvm": ("dg-cpu-linalg,dg-cpu-bufferize,dg-cpu-llvm",
                          "the whole CPU lowering: dg-cpu-linalg, dg-cpu-bufferize, "
                          "dg-cpu-llvm"),
     "dg-gpu-linalg": (CUDA_LINALG, "dg -> linalg on tensors (CUDA target)"),
@@ -246,7 +246,8 @@ PIPELINES: dict[str, tuple[str, str]] = {  # name -> (pipeline, description)
                        "(constants sunk first)"),
     "dg-gpu-nvvm": (nvvm_pipeline(), "NVVM targets sm_80 and sm_90, kernels -> NVVM "
                     "(bare-pointer ABI) -> PTX gpu.binary per kernel"),
-    "dg-lower-to-cuda": (cuda_pipeline(), "the whole CUDA lowering: dg-gpu-linalg, "
+    "dg-lower-to-cuda": ("dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels,dg-widen-bool-memrefs,"
+                         "dg-gpu-outline,dg-gpu-nvvm", "the whole CUDA lowering: dg-gpu-linalg, "
                          "dg-gpu-bufferize, dg-gpu-kernels, dg-gpu-outline, dg-gpu-nvvm "
                          "(host memref code + one PTX gpu.binary per kernel)"),
 }

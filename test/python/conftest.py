@@ -1,10 +1,38 @@
-"""Shared pytest hooks for the Python test suite."""
+"""Shared pytest hooks for the Python test suite.
+
+The tests live in four folders, each a marker (registered in pyproject.toml) that
+`pytest_collection_modifyitems` gives every test in it: unit/ (IR-level: the dialect,
+passes, lowering of small IR, the runtimes with fakes, layering, docs, CLI), frontend/
+(capture, import, graph splitting, explain, devices), e2e/ (programs and models compiled and run
+against eager: training, HF models, OpInfo, export, benchmarks, distributed) and cuda/
+(CUDA codegen, PTX and ptxas, the fake driver, and the GPU-only tests). So
+`pytest -m "not e2e" test/python` and `pytest test/python/unit` select alike. The helpers
+beside this file (compile_options, cuda_fakes, cuda_plans) are importable from every
+folder: pyproject.toml puts test/python on the path (`pythonpath`).
+"""
 from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 
 import pytest
+
+FOLDERS = ("unit", "frontend", "e2e", "cuda")
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test gets its folder's marker; a test file outside the folders is an error."""
+    for item in items:
+        try:
+            folder = Path(item.path).relative_to(HERE).parts[0]
+        except ValueError:
+            continue  # not a test of this suite
+        if folder not in FOLDERS:
+            raise pytest.UsageError(f"{item.nodeid}: a test file belongs in one of "
+                                    f"{', '.join(f'test/python/{f}/' for f in FOLDERS)}")
+        item.add_marker(folder)
 
 
 def pytest_configure(config):
@@ -66,7 +94,7 @@ def no_fallback():
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """One line with how much of the OpInfo suite ran (test_opinfo.STATS)."""
     import sys
-    mod = sys.modules.get("test_opinfo") or sys.modules.get("test.python.test_opinfo")
+    mod = sys.modules.get("test_opinfo") or sys.modules.get("e2e.test_opinfo")
     if mod is not None and mod.STATS["ops"]:
         s = mod.STATS
         terminalreporter.write_line(

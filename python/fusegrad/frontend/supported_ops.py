@@ -1,7 +1,7 @@
 """The ops fusegrad claims, by OpInfo name: `op_db` entries (name + variant).
 
 Every claimed op is tested on every float32 OpInfo sample (and float64 where
-cheap) against eager PyTorch in `test/python/test_opinfo.py`. A claim may
+cheap) against eager PyTorch in `test/python/e2e/test_opinfo.py`. A claim may
 exclude samples with `unsupported(sample) -> reason | None`: for those the
 importer must raise `UnsupportedOp` (the graph then runs eagerly) rather
 than compute anything. `stochastic` ops are checked statistically.

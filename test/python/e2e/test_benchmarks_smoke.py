@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 SUITE = os.path.join(ROOT, "benchmarks", "suite.py")
 _spec = importlib.util.spec_from_file_location("suite", SUITE)
 suite = sys.modules["suite"] = importlib.util.module_from_spec(_spec)  # dataclasses look it up

@@ -111,7 +111,7 @@ def _cheap_sample_tracking():
 
 def samples_of(op, dtype: torch.dtype, device: str = "cpu") -> list:
     """Up to MAX_SAMPLES samples on `device`, less those making their result on another
-    device (`fusegrad.compile` refuses them: test_compile's DeviceError tests; a
+    device (`fusegrad.compile` refuses them: frontend/test_compile_devices.py; a
     factory without tensor inputs or a device makes a CPU tensor)."""
     with _cheap_sample_tracking():
         samples = [s for s in op.sample_inputs(device, dtype, requires_grad=False)

@@ -1,6 +1,7 @@
 """The CUDA target without a GPU: every kernel compiles to PTX that ptxas accepts for
 sm_80 and sm_90, plans survive save/load, and a compiled plan drives the (fake)
-driver with the right launches."""
+driver with the right launches. (Whole models' training graphs:
+e2e/test_cuda_model_graphs.py.)"""
 from __future__ import annotations
 
 import importlib.util
@@ -8,28 +9,18 @@ import os
 
 import pytest
 import torch
-from mlir import ir
 
 from cuda_fakes import FakeDriver
-from fusegrad.context import make_context
-from fusegrad.codegen.cuda.compile import compile_cuda
+from cuda_plans import PTXAS, check_images, compile_plan, needs_ptxas
 from fusegrad.codegen.cuda.launch_plan import format_plan
-from fusegrad.codegen.cuda.ptxas import find_ptxas
-from fusegrad.pass_manager import run_pipeline
 from fusegrad.runtime.cuda import CudaProgram, LaunchPlan
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 _spec = importlib.util.spec_from_file_location(
     "cuda_kernels_bench", os.path.join(REPO, "benchmarks", "cuda_kernels.py"))
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
-
-PTXAS = find_ptxas()
-if PTXAS is None and os.environ.get("CI"):  # CI must assemble every kernel, not skip it
-    pytest.fail("ptxas not found (CUDA toolkit, CUDA_HOME, or "
-                "pip install nvidia-cuda-nvcc-cu12)", pytrace=False)
-needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas not found (CUDA toolkit, or "
-                                 "pip install nvidia-cuda-nvcc-cu12)")
 
 _MATH = ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "exp2")
 
@@ -80,36 +71,18 @@ PROGRAMS = {
 }
 
 
-def _compile(text: str, pre: str, cubin: bool) -> LaunchPlan:
-    with make_context():
-        module = ir.Module.parse(text)
-        run_pipeline(module, pre)
-        return compile_cuda(module, cubin=cubin)
-
-
-def _check_images(plan: LaunchPlan) -> None:
-    assert plan.modules
-    for m in plan.modules.values():
-        assert sorted(m.images) == ["sm_80", "sm_90"], m.name
-        for chip, img in m.images.items():
-            assert f".target {chip}".encode() in img.ptx
-            for k in m.kernels:
-                assert f".entry {k}(".encode() in img.ptx
-            assert img.cubin is not None and img.cubin[:4] == b"\x7fELF", (m.name, chip)
-
-
 @needs_ptxas
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_program_kernels_assemble(name):
     text, pre = PROGRAMS[name]
-    plan = _compile(text, pre, cubin=True)
-    _check_images(plan)
+    plan = compile_plan(text, pre, cubin=True)
+    check_images(plan)
     launches = [s for f in plan.functions.values() for s in f.steps if s["op"] == "launch"]
     assert launches and all(s["block"][0] <= 1024 for s in launches)
 
 
 def test_softmax_is_one_row_kernel_without_spills():
-    plan = _compile(bench.softmax_text(64, 1000), "dg-fuse", cubin=False)
+    plan = compile_plan(bench.softmax_text(64, 1000), "dg-fuse", cubin=False)
     (f,) = plan.functions.values()
     assert [s["op"] for s in f.steps] == ["launch"]
     assert f.steps[0]["grid"] == [64, 1, 1] and f.steps[0]["block"] == [128, 1, 1]
@@ -124,7 +97,7 @@ def test_softmax_is_one_row_kernel_without_spills():
 def test_scatter_combines_are_atomic():
     """Integer sums and minima are atomic instructions; float maxima and products loop on
     a compare-and-swap of the element's bits (an f32 cmpxchg is invalid LLVM)."""
-    plan = _compile(_scatter_text(), "dg-fuse", cubin=False)
+    plan = compile_plan(_scatter_text(), "dg-fuse", cubin=False)
     atoms = [[line.split()[0] for line in m.images["sm_90"].ptx.decode().splitlines()
               if line.strip().startswith("atom")] for m in plan.modules.values()]
     assert sorted(a for found in atoms for a in found) == [
@@ -132,64 +105,8 @@ def test_scatter_combines_are_atomic():
         "atom.relaxed.gpu.cas.b32"]
 
 
-def _assemble_training_graphs(model, step, tmp_path) -> tuple[set, list]:
-    """Compile `model` as fusegrad.compile would (run by the reference interpreter), run
-    `step(compiled)` (forward and backward), and lower every fused training graph to
-    cubins for sm_80 and sm_90. Returns the plan steps' ops and the index sites. A graph
-    whose backward was compiled for outputs without gradient is lowered in that form
-    only: its forward is the same as in the full one."""
-    import glob
-
-    import fusegrad
-    step(fusegrad.compile(model, executor="reference", dump_dir=str(tmp_path)))
-    dumps = sorted(glob.glob(str(tmp_path / "*.fused-wrt*.mlir")))
-    paths = [p for p in dumps if not any(q != p and q.startswith(p[:-len(".mlir")] + "-without")
-                                         for q in dumps)]
-    assert paths
-    ops, sites = set(), []
-    for path in paths:
-        with open(path) as f:
-            plan = _compile(f.read(), "dg-verify", cubin=True)
-        _check_images(plan)
-        ops |= {s["op"] for f in plan.functions.values() for s in f.steps}
-        sites += plan.index_sites
-    return ops, sites
-
-
-@needs_ptxas
-@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer", "transformer_norm_first"])
-def test_model_test_graphs_assemble(tmp_path, name):
-    """The models of test_models (BatchNorm, max-pool, both transformer layouts)."""
-    from test_models import make
-
-    model, _, x = make(name)
-    ops, _ = _assemble_training_graphs(model, lambda c: c(x).square().sum().backward(),
-                                       tmp_path)
-    assert "launch" in ops and "matmul" in ops
-    if name == "cnn":
-        assert "conv2d" in ops
-
-
-@needs_ptxas
-@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "mistral", "t5", "vit"])
-def test_hf_model_training_graphs_assemble(tmp_path, name):
-    """The HF models of test_hf_models (embeddings, checked gathers, scatter-add
-    gradients, dropout, attention)."""
-    pytest.importorskip("transformers")
-    from test_hf_models import MODELS as HF_MODELS
-
-    torch.manual_seed(0)
-    model, batch = HF_MODELS[name]()
-    model.train()  # dropout on: its random keys must run in kernels too
-    ops, sites = _assemble_training_graphs(model, lambda c: c(**batch).loss.backward(),
-                                           tmp_path)
-    assert "launch" in ops and "matmul" in ops
-    if name != "vit":
-        assert "index_flag" in ops and sites
-
-
 def test_compiled_plan_drives_the_driver(tmp_path):
-    plan = _compile(bench.softmax_text(64, 1000), "dg-fuse", cubin=False)
+    plan = compile_plan(bench.softmax_text(64, 1000), "dg-fuse", cubin=False)
     plan.save(tmp_path)
     back = LaunchPlan.load(tmp_path)
     assert format_plan(back) == format_plan(plan)

@@ -16,7 +16,7 @@ from fusegrad.dialects.elementwise import BINARY, UNARY
 from fusegrad.dialects.irdl import dialect_irdl
 from fusegrad.dialects.verify import VerifyError, verify
 
-DIALECT_TESTS = Path(__file__).resolve().parents[1] / "Dialect"
+DIALECT_TESTS = Path(__file__).resolve().parents[2] / "Dialect"
 F = TensorSpec((2, 3), "f32")
 I32 = TensorSpec((2, 3), "i32")
 B = TensorSpec((2, 3), "i1")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "python" / "fusegrad"
+PACKAGE = Path(__file__).resolve().parents[3] / "python" / "fusegrad"
 
 # layer -> the layers it must not import (by module-name prefix under fusegrad.)
 FORBIDDEN = {

@@ -27,9 +27,10 @@ from fusegrad.codegen.cuda.compile import compile_cuda  # noqa: E402
 from fusegrad.pass_manager import run_pipeline  # noqa: E402
 from fusegrad.runtime.cuda import CudaProgram  # noqa: E402
 
-import test_opinfo as opinfo  # noqa: E402
+from e2e import test_opinfo as opinfo  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 _spec = importlib.util.spec_from_file_location(
     "cuda_kernels_bench", os.path.join(REPO, "benchmarks", "cuda_kernels.py"))
 bench = importlib.util.module_from_spec(_spec)
@@ -156,7 +157,7 @@ def test_hf_model_trains_on_cuda_like_eager(name, graphs):
     import warnings
 
     import fusegrad
-    from test_hf_models import MODELS as HF_MODELS, train
+    from e2e.test_hf_models import MODELS as HF_MODELS, train
 
     pytest.importorskip("transformers")
     torch.manual_seed(0)

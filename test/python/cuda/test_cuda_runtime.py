@@ -1,6 +1,6 @@
 """The CUDA runtime without a GPU: plans, serialisation, launches against a fake driver.
 
-(That it imports without MLIR is test_layering.py's check of the whole runtime.)
+(That it imports without MLIR is unit/test_layering.py's check of the whole runtime.)
 """
 from __future__ import annotations
 

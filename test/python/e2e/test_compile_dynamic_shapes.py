@@ -1,0 +1,163 @@
+"""Inputs that change between calls: new shapes, dtypes and float values compile
+again (one static variant each, past Dynamo's recompile limit); a float or a size
+that changes at nearly every call runs eagerly after a cap, with one warning."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import fusegrad
+from compile_options import OPTIONS, compiled, f_pointwise
+from fusegrad.frontend.backend import FusegradFallbackWarning, fusegrad_backend
+
+pytestmark = pytest.mark.usefixtures("no_fallback")
+
+
+def test_recompiles_on_new_shape_and_caches():
+    calls = []
+
+    def counting(gm, example_inputs):
+        calls.append(tuple(example_inputs[0].shape))
+        return fusegrad_backend(gm, example_inputs, **OPTIONS)
+
+    cf = torch.compile(f_pointwise, backend=counting, dynamic=False)
+    for shape in [(2, 3), (2, 3), (4, 7), (2, 3)]:
+        x, y = torch.randn(shape), torch.randn(shape)
+        torch.testing.assert_close(cf(x, y), f_pointwise(x, y))
+    assert calls == [(2, 3), (4, 7)]
+
+
+def test_dynamic_shapes_are_specialised_per_shape():
+    """torch.compile marks dims dynamic after a shape change; fusegrad compiles one
+    static variant per concrete shape instead of falling back to eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+    def fn(x):
+        return model(x.view(x.shape[0], -1)).sum(1)
+    compiled = torch.compile(fn, backend="fusegrad")
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        for batch in (2, 3, 5, 3):
+            x = torch.randn(batch, 2, 4, requires_grad=True)
+            got = compiled(x)
+            got.sum().backward()
+            want_x = x.detach().clone().requires_grad_()
+            want = fn(want_x)
+            want.sum().backward()
+            torch.testing.assert_close(got, want)
+            torch.testing.assert_close(x.grad, want_x.grad)
+
+
+def test_fusegrad_compile_takes_more_shapes_than_dynamos_recompile_limit(monkeypatch):
+    """With `dynamic` left to Dynamo, a graph made dynamic after a shape change is
+    compiled per shape by fusegrad: no shape reaches Dynamo's recompile limit (which
+    would run it eagerly)."""
+    from fusegrad.frontend import backend
+
+    shapes = []
+    compile_graph = backend.compile_graph
+
+    def counting(gm, example_inputs, options):
+        shapes.append(tuple(example_inputs[0].shape))
+        return compile_graph(gm, example_inputs, options)
+    monkeypatch.setattr(backend, "compile_graph", counting)
+    cf = compiled(f_pointwise)
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for rows in (2, 3, 4, 5):
+            x, y = torch.randn(rows, 5), torch.randn(rows, 5)
+            torch.testing.assert_close(cf(x, y), f_pointwise(x, y))
+    assert shapes == [(2, 5), (3, 5), (4, 5), (5, 5)]
+
+
+def test_float_arguments_that_change_are_compiled_per_value(monkeypatch):
+    """Dynamo passes a float argument whose value changed as a 0-d tensor read with
+    `.item()`, which tracing cannot follow (the whole graph used to run eagerly):
+    each value compiles with the value baked in, gradients included."""
+    from fusegrad.frontend import backend
+
+    values = []
+    compile_graph = backend.compile_graph
+
+    def counting(gm, example_inputs, options):
+        values.append(len(example_inputs))
+        return compile_graph(gm, example_inputs, options)
+    monkeypatch.setattr(backend, "compile_graph", counting)
+
+    def fn(x, w, temperature):
+        return torch.softmax(x @ w / temperature, -1) * torch.clamp(x.sum(1, keepdim=True),
+                                                                      max=temperature)
+    cf = compiled(fn)
+    x, w = torch.randn(4, 5, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        for t in (0.5, 2.0, 0.7, 2.0):
+            got = cf(x, w, t)
+            want = fn(x, w, t)
+            torch.testing.assert_close(got, want)
+            for g, e in zip(torch.autograd.grad(got.sum(), [x, w]),
+                            torch.autograd.grad(want.sum(), [x, w])):
+                torch.testing.assert_close(g, e)
+    assert len(values) == 3  # 0.5 specialised by Dynamo, then 2.0 and 0.7 per value
+
+
+def test_a_float_taking_many_values_runs_eagerly_after_the_cap(monkeypatch):
+    """A float that changes at every call would compile at every call: past
+    FLOAT_VALUES_COMPILED values the graph runs eagerly for new ones, with one warning
+    naming the argument."""
+    from fusegrad.frontend import backend
+
+    monkeypatch.setattr(backend, "FLOAT_VALUES_COMPILED", 2)
+
+    def fn(x, scale):
+        return (x * scale).tanh()
+    cf = compiled(fn)
+    x = torch.randn(3, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for scale in (0.5, 1.5, 2.5, 3.5, 4.5, 1.5):
+            torch.testing.assert_close(cf(x, scale), fn(x, scale))
+    messages = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert len(messages) == 1 and "L_scale_" in messages[0] and "as a tensor" in messages[0]
+
+
+def test_nan_inf_propagate_and_new_dtypes_and_shapes_recompile():
+    def f(x):
+        return (torch.nn.functional.gelu(x) + torch.softmax(x, -1) + x.exp() + x.tanh()
+                + torch.nn.functional.layer_norm(x, x.shape[-1:]) + x.sigmoid() + x.log1p())
+    cf = compiled(f)
+    x = torch.tensor([[float("nan"), float("inf"), -float("inf"), 0.0, 1e-40, -1e30, 88.8, -0.5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FusegradFallbackWarning)
+        for t in (x, x.double(), x[:, :5], x.t().contiguous()):
+            torch.testing.assert_close(cf(t), f(t), equal_nan=True)
+
+
+def test_data_dependent_sizes_stop_compiling_when_no_signature_is_reused(monkeypatch):
+    """x[mask] has a new size at nearly every call: once a graph has compiled
+    SIGNATURES_BEFORE_REUSE_CHECK signatures and most calls brought a new one, new ones
+    run eagerly (one warning naming the inputs); sizes that recur keep compiling."""
+    from fusegrad.frontend import backend
+
+    monkeypatch.setattr(backend, "SIGNATURES_BEFORE_REUSE_CHECK", 3)
+
+    def f(x, mask):
+        return (x[mask] * 2).sum()
+    torch._dynamo.reset()
+    cf = fusegrad.compile(f)
+    x = torch.randn(12)
+
+    def call(count):
+        mask = torch.arange(12) < count
+        return cf(x, mask), f(x, mask)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for count in (2, 3, 2, 3, 2, 4, 5, 6, 7, 8, 9, 5):  # a recurring pair, then new sizes
+            got, want = call(count)
+            torch.testing.assert_close(got, want)
+    capped = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
+    assert len(capped) == 1 and "most of its" in capped[0] and "new signatures run eagerly" \
+        in capped[0], capped
