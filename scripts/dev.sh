@@ -21,6 +21,10 @@ install() {
         return 0
     fi
     echo "==> installing fusegrad and its pinned dependencies into $VENV"
+    # a checkout from before the package moved under python/ may hold the old layout's
+    # metadata at the root, which Python finds first from here (its entry points name
+    # modules that no longer exist)
+    rm -rf "$ROOT/fusegrad.egg-info"
     "$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test]"
     touch "$VENV/.fusegrad-installed"
 }
