@@ -19,6 +19,7 @@ import logging
 from typing import Sequence
 
 import torch
+import torch.autograd.forward_ad as fwAD
 
 from .program import Program
 from .runtime.autograd import CompiledFunction, fresh_seed, unaliased
@@ -45,6 +46,9 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
     ones (indices into `mutated`), whose copies into the inputs it records.
     """
     inputs = with_seed(program, inputs)
+    tangents = forward_tangents(inputs)
+    if tangents:
+        return _run_jvp(program, inputs, tangents)
     if torch.is_grad_enabled():
         wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
         if wrt:
@@ -61,6 +65,33 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
     if not forward.returns_arguments:
         return outputs
     return unaliased(outputs, inputs)
+
+
+def forward_tangents(inputs: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
+    """The tangents of the dual tensors among `inputs` (forward-mode AD), by position;
+    empty outside a `forward_ad.dual_level()`."""
+    if fwAD._current_level < 0:
+        return {}
+    found = {}
+    for i, x in enumerate(inputs):
+        tangent = fwAD.unpack_dual(x).tangent if isinstance(x, torch.Tensor) else None
+        if tangent is not None and x.is_floating_point():
+            found[i] = tangent
+    return found
+
+
+def _run_jvp(program: Program, inputs: Sequence[torch.Tensor],
+             tangents: dict[int, torch.Tensor]) -> list[torch.Tensor]:
+    """Forward mode: the compiled `@f_jvp` on the primals and the dual inputs' tangents,
+    its outputs made dual again (each float output with its tangent). Run through
+    `run_program`, so reverse mode still works on the primals."""
+    wrt = tuple(sorted(tangents))
+    primals = [fwAD.unpack_dual(x).primal if i in tangents else x for i, x in enumerate(inputs)]
+    results = run_program(program.jvp(wrt), [*primals, *(tangents[i] for i in wrt)])
+    outputs = results[:program.num_results]
+    for k, tangent in zip(program.float_outputs, results[program.num_results:]):
+        outputs[k] = fwAD.make_dual(outputs[k], tangent)
+    return outputs
 
 
 def constant_outputs(mutated: Sequence[int], recorded: Sequence[int]) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ A user's own mistake, an unknown option or mode, is an error instead.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -25,7 +26,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils import _pytree as pytree
 
-from ..autograd_function import constant_outputs, run_program
+from ..autograd_function import constant_outputs, forward_tangents, run_program
 from .capture import Captured, capture
 from ..devices import DeviceError, select_target
 from .graph_split import (CONTROL_FLOW, USER_BACKWARD, EagerPart, complex_ops,
@@ -34,7 +35,7 @@ from .graph_split import (CONTROL_FLOW, USER_BACKWARD, EagerPart, complex_ops,
 from .importer import UnsupportedOp, describe_location
 from ..program import SLOW_COMPILE_SECONDS, CompileOptions, Program
 from ..runtime.cpu import OutOfRangeIndex
-from .stop_gradient import mark_stop_gradients
+from .stop_gradient import has_no_grad_regions, mark_stop_gradients
 
 log = logging.getLogger(__name__)
 
@@ -105,18 +106,37 @@ class CompiledGraph:
         self.program = program
         self.eager = eager
         self.failed = False
+        self._warned_dual = False
+        # set by LazyGraph from `mark_stop_gradients`: the graph has enable_grad() regions
+        # although Dynamo traced it with grad disabled (what they compute records
+        # gradients, the rest is behind stop_gradient), and values computed under no_grad
+        self.enables_grad = False
+        self.no_grad_regions = False
         # running statistics a normalization only reads here (eval mode)
         self._read_statistics = captured.statistics - set(captured.mutated)
         # the compiled forward bound to the lifted inputs, once known to need no glue
         self._inference: Callable[..., list[torch.Tensor]] | None = None
 
     def __call__(self, *args: torch.Tensor) -> Any:
-        if self._inference is not None and not (
+        if self.enables_grad and not torch.is_grad_enabled():
+            with torch.enable_grad():  # the graph's own enable_grad() regions record
+                return self(*args)
+        dual = bool(forward_tangents(args))
+        if self._inference is not None and not dual and not (
                 torch.is_grad_enabled() and any(a.requires_grad for a in args)):
             return tuple(self._inference(*args))
         if self.failed:
             return self.eager(*args)
         inputs = [*self.captured.lifted, *args]
+        if dual and (self.captured.mutated or self.no_grad_regions):
+            # the compiled JVP would not write tangents into updated inputs, and the
+            # stop_gradient of a no_grad() block would stop tangents eager's does not
+            if not self._warned_dual:
+                self._warned_dual = True
+                fallback_warning(self.program.label, NotImplementedError(
+                    "forward-mode AD (dual tensors) through a graph that updates its inputs "
+                    "in place or has no_grad() blocks"))
+            return self.eager(*args)
         if self._read_statistics and torch.is_grad_enabled():
             inputs = self._statistics_by_value(inputs)
         recorded = self.captured.recorded(inputs)
@@ -292,7 +312,10 @@ class LazyGraph:
 
     def __init__(self, gm: torch.fx.GraphModule, compile_fn: CompileFn, dynamic: bool,
                  eager_parts: list[EagerPart] | None = None) -> None:
-        mark_stop_gradients(gm)  # before any split: it drops the grad-mode switches
+        # before any split: it drops the grad-mode switches. Dynamo guards on the grad mode,
+        # so the graph always runs in the one it was traced (and this is built) in
+        self.enables_grad = mark_stop_gradients(gm, torch.is_grad_enabled())
+        self.no_grad_regions = has_no_grad_regions(gm)
         read_inplace_results_as_self(gm)
         self.gm = gm
         self.compile_fn = compile_fn
@@ -367,7 +390,13 @@ class LazyGraph:
         where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         fn = self.gm if len(where) == len(args) else _NumbersBakedIn(self.gm, args)
         try:
-            compiled = self.compile_fn(fn, [args[i] for i in where])
+            tensors = [args[i] for i in where]
+            # an enable_grad() region under a no_grad call: compiled for training, as it runs
+            with torch.enable_grad() if self.enables_grad else contextlib.nullcontext():
+                compiled = self.compile_fn(fn, tensors)
+            if isinstance(compiled, CompiledGraph):
+                compiled.enables_grad = self.enables_grad
+                compiled.no_grad_regions = self.no_grad_regions
         except DeviceError:  # eager would fail on these tensors too, less clearly
             raise
         except UnsupportedOp as e:

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
@@ -335,6 +335,23 @@ def _fma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     return a * b + c
 
 
+def _same_dtypes(decomposition: Callable, name: str) -> Callable:
+    """`decomposition` behind eager's check that the operands of a product share one
+    dtype. PyTorch's decompositions of addmm, linear, matmul and mv promote mixed operands,
+    so a
+    float32 input to a float64 layer would compile and run (in float64) where eager
+    raises: the capture raises instead, the graph runs eagerly, and eager's own error
+    reaches the user."""
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor)]
+        if len(set(dtypes)) > 1:
+            raise RuntimeError(f"{name}: expected the operands to have the same dtype, but got "
+                               f"{', '.join(str(d).removeprefix('torch.') for d in dtypes)} "
+                               "(as eager PyTorch raises)")
+        return decomposition(*args, **kwargs)
+    return checked
+
+
 def _build() -> dict[torch._ops.OpOverload, Callable]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(_ADDED))
@@ -351,6 +368,9 @@ def _build() -> dict[torch._ops.OpOverload, Callable]:
     table[aten.mish.default] = _mish
     flash = aten._scaled_dot_product_flash_attention_for_cpu.default
     table[flash] = _flash_attention_for_cpu(table[flash])
+    for op in (aten.linear.default, aten.matmul.default, aten.mv.default, aten.addmm.default,
+               aten.addmv.default, aten.addbmm.default):
+        table[op] = _same_dtypes(table[op], op.__name__.split(".")[0])
     for op in _REMOVED:
         table.pop(op, None)
     return table

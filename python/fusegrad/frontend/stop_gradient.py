@@ -54,15 +54,23 @@ def exit_grad_level(before: bool) -> None:
     torch._C._set_grad_enabled(before)
 
 
-def mark_stop_gradients(gm: torch.fx.GraphModule) -> None:
+def mark_stop_gradients(gm: torch.fx.GraphModule, enabled: bool = True) -> bool:
     """Route detaches and values computed under `no_grad` through `stop_gradient`, turn
     the grad-mode switches into `set_grad_enabled`, which tracing drops, and run
-    `torch.func` grad levels with grad enabled (in place; running it again changes nothing)."""
+    `torch.func` grad levels with grad enabled (in place; running it again changes nothing).
+
+    `enabled`: the grad mode the graph starts in (Dynamo's, when it traced it). Returns
+    whether a graph that starts with grad disabled computes something with grad enabled
+    (an `enable_grad()` block: an energy model's forward under `no_grad`)."""
     graph = gm.graph
-    enabled, levels, stopped = True, [], []
+    if not enabled and not any(_enables_grad(node) for node in graph.nodes):
+        enabled = True  # no_grad throughout: nothing records, and forward-mode AD still flows
+    levels, stopped = [], []
+    initially, enables = enabled, False
     for node in list(graph.nodes):
         if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
             enabled = bool(node.args[0])
+            enables = enables or enabled
             node.target = torch.ops.fusegrad.set_grad_enabled.default
             continue
         name = getattr(node.target, "__name__", None) if node.op == "call_function" else None
@@ -72,6 +80,7 @@ def mark_stop_gradients(gm: torch.fx.GraphModule) -> None:
                 with graph.inserting_after(node):
                     enter = graph.call_function(enter_grad_level)
             levels.append((enabled, enter))
+            enables = enables or not enabled
             enabled = True
             continue
         if name == "_grad_decrement_nesting" and levels:
@@ -80,7 +89,7 @@ def mark_stop_gradients(gm: torch.fx.GraphModule) -> None:
                 with graph.inserting_after(node):
                     graph.call_function(exit_grad_level, (enter,))
             continue
-        if not enabled:
+        if not enabled and node.op != "placeholder":
             node.meta[GRAD_DISABLED] = True
         if node.op in ("placeholder", "output") or node.target is _STOP or not node.users:
             continue
@@ -91,6 +100,22 @@ def mark_stop_gradients(gm: torch.fx.GraphModule) -> None:
         _stop_after(graph, node)
     graph.lint()
     gm.recompile()
+    return enables and not initially
+
+
+def _enables_grad(node: torch.fx.Node) -> bool:
+    """Does `node` turn grad mode on (an enable_grad() block, a torch.func grad level)?"""
+    if node.op != "call_function":
+        return False
+    if node.target is torch._C._set_grad_enabled:
+        return bool(node.args[0])
+    return getattr(node.target, "__name__", None) == "_grad_increment_nesting"
+
+
+def has_no_grad_regions(gm: torch.fx.GraphModule) -> bool:
+    """Did `mark_stop_gradients` find values computed with grad disabled? Their
+    stop_gradient also stops forward-mode tangents, which eager's no_grad does not."""
+    return any(node.meta.get(GRAD_DISABLED) for node in gm.graph.nodes)
 
 
 def _stop_after(graph: torch.fx.Graph, node: torch.fx.Node) -> None:

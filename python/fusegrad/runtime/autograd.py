@@ -212,13 +212,46 @@ class CompiledFunction(torch.autograd.Function):
             skipped, bwd = t.backward_for(
                 missing, lambda outputs: sum(_nbytes(ctx.output_specs[i]) for i in outputs))
             cts = [_zeros(ctx.output_specs[i]) if cotangents[i] is None
-                   else cotangents[i].contiguous() for i in t.ct_outputs if i not in skipped]
-            grads = bwd(*tensors[:ctx.num_saved], *cts)
+                   else cotangents[i] for i in t.ct_outputs if i not in skipped]
+            grads = _per_sample(functools.partial(bwd, *tensors[:ctx.num_saved]), cts)
         full: list[torch.Tensor | None] = [None] * ctx.num_inputs
         for i, g, kept in zip(t.wrt, grads, t.kept_gradients(missing)):
             if kept:
                 full[i] = g
         return (None, None, None, None, None, *full)
+
+
+def _per_sample(backward: Callable[..., list[torch.Tensor]],
+                cts: list[torch.Tensor]) -> list[torch.Tensor]:
+    """`backward(*cts)`, also when the cotangents are batched by a vmap over the backward
+    (`torch.autograd.grad(..., is_grads_batched=True)` and `jacobian(...,
+    vectorize=True)` batch them with PyTorch's legacy vmap, `torch.func` with functorch's):
+    compiled code takes plain tensors, so the batch runs one sample at a time and the
+    gradients are batched again."""
+    functorch = torch._C._functorch
+    if any(functorch.is_batchedtensor(ct) for ct in cts):
+        level = max(functorch.maybe_get_level(ct) for ct in cts if functorch.is_batchedtensor(ct))
+        physical = [functorch.get_unwrapped(ct).movedim(functorch.maybe_get_bdim(ct), 0)
+                    if functorch.is_batchedtensor(ct) and functorch.maybe_get_level(ct) == level
+                    else None for ct in cts]
+        def rebatch(t: torch.Tensor) -> torch.Tensor:
+            return functorch._add_batch_dim(t, 0, level)
+        sample = functools.partial(_per_sample, backward)  # lower levels are batched still
+    elif any(functorch.is_legacy_batchedtensor(ct) for ct in cts):
+        level = torch._C._vmapmode_increment_nesting() - 1  # the innermost legacy vmap
+        torch._C._vmapmode_decrement_nesting()
+        physical = [torch._remove_batch_dim(ct, level, 1, 0)
+                    if functorch.is_legacy_batchedtensor(ct) else None for ct in cts]
+        def rebatch(t: torch.Tensor) -> torch.Tensor:
+            return torch._add_batch_dim(t, 0, level)
+        def sample(c: list[torch.Tensor]) -> list[torch.Tensor]:
+            return backward(*(ct.contiguous() for ct in c))
+    else:
+        return backward(*(ct.contiguous() for ct in cts))
+    size = next(p for p in physical if p is not None).shape[0]
+    samples = [sample([ct if p is None else p[b] for ct, p in zip(cts, physical)])
+               for b in range(size)]
+    return [rebatch(torch.stack(grads)) for grads in zip(*samples)]
 
 
 def _nbytes(spec: tuple[torch.Size, torch.dtype, torch.device]) -> int:
