@@ -436,11 +436,22 @@ class Program:
         if pipeline:
             _LINEAGE.ran(module, pipeline)
         source, since = _LINEAGE.get(module) or (None, [])
+        pipeline = ",".join(since) or None
+        if source and pipeline:
+            header = (f"// fusegrad dump of {self.label}, stage {stage}: made from {source} by\n"
+                      f"//   fusegrad-opt {source} -p '{pipeline}' --mlir-print-debuginfo\n")
+        else:
+            header = f"// fusegrad dump of {self.label}, stage {stage}: {_ORIGINS.get(stage, '')}\n"
         name = dump_text(self.options.dump_dir, self.label, stage, "mlir",
-                         module.operation.get_asm(enable_debug_info=True),
-                         source=source, pipeline=",".join(since) or None)
+                         header + module.operation.get_asm(enable_debug_info=True),
+                         source=source, pipeline=pipeline)
         _LINEAGE.set(module, name, [])
         return name
+
+
+# how the dumps that no pipeline made came about
+_ORIGINS = {"imported": "the captured ATen graph (.aten.txt) imported into dg",
+            "derived": "a derived function (dg-autodiff joint or dg-jvp) kept alone"}
 
 
 class _Lineage:
