@@ -37,14 +37,17 @@ class ExportError(ValueError):
 
 def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os.PathLike,
            target: str = "cpu", chips: Sequence[str] | None = None,
-           options: CompileOptions | None = None) -> str:
+           options: CompileOptions | None = None, **compile_kw: Any) -> str:
     """Compile `fn` (an nn.Module or a function of tensors) for the shapes and dtypes of
     `example_inputs` and write the artifact folder `path` (replaced if it exists).
 
     `fusegrad.runtime.load(path)` runs it with torch alone (plus cuda-bindings for
-    `target="cuda"`). A module's parameters and buffers are saved with the code.
-    The fwd/bwd pair differentiates the inputs and parameters that require grad
-    here. `chips`: the CUDA compute capabilities (default sm_80 and sm_90).
+    `target="cuda"`). A module's parameters and buffers are saved with the code, and so
+    are the modules and tensors a function reads from outside (its closure, globals),
+    named `<variable>.<name>`. The fwd/bwd pair differentiates the inputs and
+    parameters that require grad here. `chips`: the CUDA compute capabilities (default
+    sm_80 and sm_90). Compile options are keywords as `fusegrad.compile` takes them
+    (`fusion=False`; or `options=CompileOptions(...)`, not both).
     Returns the path. Raises ExportError, or the compiler's error naming the op.
     """
     if target not in TARGETS:
@@ -52,9 +55,12 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
     if chips is not None and target != "cuda":
         raise ExportError("fusegrad.export: chips= applies to target='cuda' only")
     # the target decides how the graph is optimized (dg-fuse, attention), not only lowered
-    options = (options or CompileOptions()).with_(executor="cpu", target=target)
+    from .functional import compile_options
+    options = (compile_options("export", options, compile_kw) or CompileOptions()).with_(
+        executor="cpu", target=target)
     start = time.perf_counter()
-    captured = _capture(fn, example_inputs)
+    module = fn if isinstance(fn, torch.nn.Module) else _Closure(fn)
+    captured, traced = _capture(module, example_inputs)
     try:
         out_spec = pytree.treespec_dumps(captured.out_spec)
     except Exception as e:  # pytree raises for node types it cannot serialize
@@ -78,7 +84,8 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
         meta: dict[str, Any] = {
             "format": exported.FORMAT, "version": exported.VERSION, "target": target,
             "inputs": [exported.signature_json(x) for x in example_inputs],
-            "parameters": _parameters_json(captured.lifted),
+            "parameters": _parameters_json(captured.lifted,
+                                           _parameter_names(captured.lifted, [module, traced])),
             "mutated": list(captured.mutated), "seed_input": program.seed_input,
             "out_spec": out_spec, "out_template": template,
         }
@@ -105,36 +112,41 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
     return path
 
 
-def _parameters_json(lifted: Sequence[torch.Tensor]) -> list[dict[str, Any]]:
-    """Per lifted tensor: whether it requires grad, and the earlier one it is (tied
-    weights: HF's embedding and LM head), so the loaded artifact keeps one tensor whose
-    gradient sums both uses."""
+def _parameters_json(lifted: Sequence[torch.Tensor],
+                     names: Sequence[str | None]) -> list[dict[str, Any]]:
+    """Per lifted tensor: its name (as in the module, `<variable>.<name>` for what a
+    function closes over; `state_dict()` of the loaded artifact uses it), whether it
+    requires grad, and the earlier one it is (tied weights: HF's embedding and LM head),
+    so the loaded artifact keeps one tensor whose gradient sums both uses."""
     first: dict[tuple, int] = {}
     out = []
     for i, p in enumerate(lifted):
         key = (p.untyped_storage().data_ptr(), p.storage_offset(), tuple(p.shape), p.stride(),
                p.dtype)
         same = first.setdefault(key, i)
-        out.append({"requires_grad": p.requires_grad, "same_as": same if same != i else None})
+        out.append({"name": names[i] if names[i] is not None else f"tensor{i}",
+                    "requires_grad": p.requires_grad, "same_as": same if same != i else None})
     return out
 
 
-def _capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> Captured:
+def _capture(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]
+             ) -> tuple[Captured, torch.nn.Module | None]:
     """`capture`, or for a program with Python control flow on tensor values (HF models
     read `.item()`s), `capture` of what `torch.export` (non-strict) makes of it: one
     graph for the whole program, as an artifact needs (`fusegrad.compile` splits such
-    programs at Dynamo's graph breaks instead)."""
+    programs at Dynamo's graph breaks instead). Also returns torch.export's module (None
+    when capture alone did), whose tensors are the ones lifted."""
     try:
-        return capture(fn, example_inputs)
+        return capture(module, example_inputs), None
     except CaptureError as direct:
-        module = fn if isinstance(fn, torch.nn.Module) else _AsModule(fn)
         try:
             program = torch.export.export(module, tuple(example_inputs), strict=False)
         except Exception as e:  # torch.export fails in many ways; report both attempts
             raise ExportError(f"fusegrad.export: cannot trace the program to one graph: "
                               f"{direct}; torch.export: {type(e).__name__}: {e}") from e
         log.info("export: traced with torch.export (%s)", direct)
-        return capture(_views_as_reshapes(program.module()), example_inputs)
+        gm = _constants_as_buffers(_views_as_reshapes(program.module()))
+        return capture(gm, example_inputs), gm
 
 
 def _views_as_reshapes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -149,15 +161,102 @@ def _views_as_reshapes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return gm
 
 
-class _AsModule(torch.nn.Module):
-    """A function of tensors as the module torch.export takes."""
+def _constants_as_buffers(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """torch.export keeps the tensors a program reads from outside its modules (a
+    function's closure beyond what `_Closure` sees) as plain attributes of its module,
+    which capture would meet as real tensors among fake ones: make them buffers, lifted
+    and saved like the module's own."""
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        *path, name = node.target.split(".")
+        owner = gm.get_submodule(".".join(path))
+        value = getattr(owner, name, None)
+        if isinstance(value, torch.Tensor) and name not in owner._parameters \
+                and name not in owner._buffers:
+            delattr(owner, name)
+            owner.register_buffer(name, value, persistent=False)
+    return gm
+
+
+class _Closure(torch.nn.Module):
+    """A function of tensors as a module: the modules and tensors it reads from outside
+    (its closure cells, the globals its code names) registered under their names, so
+    that tracing lifts them as the module's parameters and buffers (named
+    `<variable>.<name in the module>`; a weight tied across modules stays one tensor).
+    While it runs, the function's cells and globals hold the module's current tensors:
+    what tracing put in their place."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         super().__init__()
-        self.fn = fn
+        self.__dict__["_fn"] = fn  # not a submodule, not in the state
+        self.__dict__["_slots"] = []  # (where: cell or globals dict, key, name)
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return
+        outside: list[tuple[Any, Any, str, Any]] = []
+        for cell, name in zip(getattr(fn, "__closure__", None) or (), code.co_freevars):
+            try:
+                outside.append((cell, None, name, cell.cell_contents))
+            except ValueError:  # not assigned yet
+                pass
+        for name in code.co_names:
+            if name in fn.__globals__:
+                outside.append((fn.__globals__, name, name, fn.__globals__[name]))
+        for where, key, name, value in outside:
+            if name in self._modules or name in self._parameters or name in self._buffers:
+                continue
+            if isinstance(value, torch.nn.Module):
+                self._modules[name] = value
+            elif isinstance(value, torch.Tensor):
+                if isinstance(value, torch.nn.Parameter):
+                    self._parameters[name] = value
+                elif value.requires_grad and value.is_floating_point():
+                    self._parameters[name] = torch.nn.Parameter(value.detach())
+                else:
+                    self._buffers[name] = value
+                self._slots.append((where, key, name))
+
+    def _current(self, name: str) -> torch.Tensor:
+        return self._parameters[name] if name in self._parameters else self._buffers[name]
 
     def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
+        saved = []
+        try:
+            for where, key, name in self._slots:
+                if key is None:
+                    saved.append(where.cell_contents)
+                    where.cell_contents = self._current(name)
+                else:
+                    saved.append(where[key])
+                    where[key] = self._current(name)
+            return self._fn(*args)
+        finally:
+            for (where, key, _), value in zip(self._slots, saved):
+                if key is None:
+                    where.cell_contents = value
+                else:
+                    where[key] = value
+
+
+def _parameter_names(lifted: Sequence[torch.Tensor],
+                     modules: Sequence[torch.nn.Module | None]) -> list[str | None]:
+    """The name of each lifted tensor in `modules` (the first that holds it), a tensor
+    tied under several names taking them in order; None for a tensor none holds."""
+    names: dict[int, list[str]] = {}
+    for module in modules:
+        if module is None:
+            continue
+        for name, t in [*module.named_parameters(remove_duplicate=False),
+                        *module.named_buffers(remove_duplicate=False)]:
+            names.setdefault(id(t), [])
+            if name not in names[id(t)]:
+                names[id(t)].append(name)
+    out: list[str | None] = []
+    for t in lifted:
+        free = [n for n in names.get(id(t), ()) if n not in out]
+        out.append(free[0] if free else None)
+    return out
 
 
 def _dumper(program: Program, suffix: str) -> Callable[[str, str, ir.Module], None]:

@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import tempfile
 import time
@@ -224,7 +225,7 @@ class CompileCache:
             return None
         _touch(entry)
         STATS.hits += 1
-        log.info("compile cache hit: %s", entry)
+        log.debug("compile cache hit: %s", entry)
         return code, meta["program"]
 
     def _build(self, entry: str, key: str, inputs: dict[str, Any], build: Build,
@@ -250,7 +251,7 @@ class CompileCache:
                 warnings.warn(f"fusegrad: not caching compiled code: {e}", CompileCacheWarning)
             else:
                 STATS.writes += 1
-                log.info("compile cache: wrote %s", entry)
+                log.debug("compile cache: wrote %s", entry)
                 self._evict(keep=entry)
             return code, metadata
         finally:
@@ -343,15 +344,57 @@ def _log_no_linker() -> None:
     log.info("compile cache disabled for CPU code: no C compiler (cc, gcc, clang) to link it")
 
 
-def compiled(module_text: str, derivation: str, options: Any,
-             build: Build) -> tuple[Any, dict[str, Any]]:
+def compiled(module_text: str, derivation: str, options: Any, build: Build, *,
+             label: str | None = None) -> tuple[Any, dict[str, Any]]:
     """The code `build` makes for `derivation` of the dg module `module_text` for
     `options.target` (a `CpuModule`, or a CUDA `LaunchPlan`), from the cache when it holds
     it. With `options.dump_dir` set the compile runs anyway (a hit would skip the stages
-    being dumped), and its result is stored."""
+    being dumped), and its result is stored. Logs one INFO line (`describe`): the graph
+    (`label`, else the module's hash), its dg ops, the derivation, the time, and whether
+    the code was compiled or came from the cache."""
+    start = time.perf_counter()
     target = target_of(options)
     cache = active(target)
+    before = dataclasses.replace(STATS)
     if cache is None:
-        return build(None)
-    inputs = key_inputs(module_text, derivation, options)
-    return cache.get(key_of(inputs), inputs, build, read=not options.dump_dir, target=target)
+        result = build(None)
+    else:
+        inputs = key_inputs(module_text, derivation, options)
+        result = cache.get(key_of(inputs), inputs, build, read=not options.dump_dir,
+                           target=target)
+    if log.isEnabledFor(logging.INFO):
+        how = ("compiled (compile cache off)" if cache is None else
+               "compiled (cache miss)" if STATS.misses > before.misses else
+               "loaded (cache hit)" if STATS.hits > before.hits else
+               "already loaded in this process (cache hit)")
+        log.info("%s", describe(module_text, derivation, label, target, how,
+                                time.perf_counter() - start))
+    return result
+
+
+_DG_OP = re.compile(r'^\s*(?:%[^=\n]*=\s*)?"dg\.', re.MULTILINE)
+
+
+def describe(module_text: str, derivation: str, label: str | None, target: str, how: str,
+             seconds: float) -> str:
+    """The log line of one compile: `graph3 (212 dg ops): training forward for cpu,
+    compiled (cache miss) in 1.52 s`."""
+    if label is None:
+        label = "graph " + hashlib.sha256(module_text.encode()).hexdigest()[:8]
+    ops = len(_DG_OP.findall(module_text))
+    return f"{label} ({ops} dg ops): {purpose(derivation)} for {target}, {how} in {seconds:.2f} s"
+
+
+def purpose(derivation: str) -> str:
+    """What a derivation (`Program._load`'s: "forward", "training wrt0-3", "training wrt0-3
+    forward", "training wrt0-3 backward without [1]") compiles, in words."""
+    words = derivation.split()
+    if words[:1] != ["training"]:
+        return derivation
+    if "backward" in words:
+        tail = " ".join(words[words.index("backward") + 1:])
+        return "backward" + (f" ({tail.replace('without', 'no gradient for outputs')})"
+                             if tail else "")
+    if "forward" in words:
+        return "training forward (its backward compiles at first use)"
+    return "training forward and backward"

@@ -8,6 +8,12 @@ captured, imported to dg and put through the optimising stages one by one
 (dg-autodiff when an input requires grad, dg-remat, dg-fuse), timing each;
 the report counts dg ops and kernels (`transforms.fusion.fuse.count_kernels`) per
 function and the bytes saved for backward before and after rematerialization.
+
+Graph breaks are counted as `torch._dynamo.explain` counts them: one per graph Dynamo
+compiled because it had to stop (`compile_subgraph_reason.graph_break`), located at the
+user's line where it stopped. Dynamo's `graph_break` counter, which says better why (but
+counts a break again when Dynamo restarts its analysis, and misses breaks on Python
+control flow over tensor values), supplies the reason where the graph's own is generic.
 """
 from __future__ import annotations
 
@@ -41,16 +47,28 @@ class GraphReport:
         return replace(self, name=name, dg_ops=rekey(self.dg_ops), kernels=rekey(self.kernels))
 
 
+@dataclass(frozen=True)
+class GraphBreak:
+    """Where Dynamo stopped a graph and started another, and why."""
+
+    reason: str
+    where: str = ""  # "file:line in function" of the user's code, "" where unknown
+
+    def __str__(self) -> str:
+        return f"at {self.where}: {self.reason}" if self.where else self.reason
+
+
 @dataclass
 class Report:
     graphs: list[GraphReport]  # compiled graphs and parts, in the order they first ran
-    graph_breaks: list[str] = field(default_factory=list)  # Dynamo's reasons
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
     eager_parts: list[EagerPart] = field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"{len(self.graphs)} graph(s), {len(self.graph_breaks)} graph break(s), "
                  f"{len(self.eager_parts)} eager part(s)"]
-        lines += [f"graph break: {reason}" for reason in self.graph_breaks]
+        lines += [f"graph break {b}" if b.where else f"graph break: {b}"
+                  for b in self.graph_breaks]
         lines += [f"eager part: {part}" for part in self.eager_parts]
         for g in self.graphs:
             lines.append(f"graph {g.name}")
@@ -83,12 +101,16 @@ def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any)
 
     reports: list[GraphReport] = []
     eager_parts: list[EagerPart] = []
+    stops: list[Any] = []  # the `compile_subgraph_reason` of each graph Dynamo had to end
 
     def report(graph: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> Callable[..., Any]:
         reports.append(_explain_graph(f"f{len(reports)}", graph, list(inputs)))
         return graph  # the part runs eagerly: explain compiles nothing
 
     def record(gm: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
+        why = getattr(gm, "compile_subgraph_reason", None)
+        if why is not None and why.graph_break:
+            stops.append(why)
         return LazyGraph(gm, report, dynamic=False, eager_parts=eager_parts)
 
     breaks_before = counters["graph_break"].copy()
@@ -96,11 +118,46 @@ def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any)
     if isinstance(fn, torch.nn.Module):
         own_top_frame(compiled)
     compiled(*example_inputs, **example_kwargs)
-    breaks = [reason for reason, n in (counters["graph_break"] - breaks_before).items()
-              for _ in range(n)]
+    breaks = _graph_breaks(stops, list(counters["graph_break"] - breaks_before))
     if len(reports) == 1:
         reports = [reports[0].renamed("f")]
     return Report(reports, breaks, eager_parts)
+
+
+def _graph_breaks(stops: Sequence[Any], counted: Sequence[str]) -> list[GraphBreak]:
+    """One break per graph Dynamo ended early (`stops`, in order), with the reason of
+    Dynamo's counter (`counted`: its distinct reasons, in order) where that is the
+    graph's own reason, else the next counted reason no graph claims (Dynamo ends the
+    graph with a generic 'step_unsupported'), else the graph's reason. A counted reason
+    left over is a break that ended no graph (one at a function's first line)."""
+    claimed = {stop.reason for stop in stops} & set(counted)
+    spare = [reason for reason in counted if reason not in claimed]
+    breaks = []
+    for stop in stops:
+        if stop.reason in claimed:
+            reason = stop.reason
+        elif spare:
+            reason = spare.pop(0)
+        else:
+            reason = _CONTROL_FLOW if stop.reason.startswith("generic_jump") else stop.reason
+        frames = list(stop.user_stack or ())
+        where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        breaks.append(GraphBreak(_brief(reason), where))
+    return breaks + [GraphBreak(_brief(reason)) for reason in spare]
+
+
+_CONTROL_FLOW = ("Python control flow on a tensor's value (`if`/`while` on a tensor, "
+                 "Dynamo's generic_jump): the condition runs eagerly between the graphs")
+
+
+def _brief(reason: str) -> str:
+    """Dynamo's reason without its hints: its first line and its explanation."""
+    lines = [line.strip() for line in reason.strip().splitlines() if line.strip()]
+    if not lines:
+        return reason
+    explanation = next((line.removeprefix("Explanation:").strip() for line in lines
+                        if line.startswith("Explanation:")), None)
+    return f"{lines[0]}: {explanation}" if explanation else lines[0]
 
 
 def _explain_graph(name: str, gm: Callable[..., Any], example_inputs: list) -> GraphReport:

@@ -6,9 +6,13 @@ with the dg passes: `grad` runs the joint `@f_vjp` (dg-autodiff joint=true),
 `vjp` the `@f_fwd`/`@f_bwd` pair, `jvp` `@f_jvp` (dg-jvp), and `hvp`/`hessian`
 forward-over-reverse (dg-jvp applied to `@f_vjp`). Results go through
 `run_program`, so they are differentiable by torch.autograd in turn.
+
+Options are keywords, as `fusegrad.compile` takes them (`fusegrad.grad(f, fusion=False)`);
+`options=CompileOptions(...)` is accepted too, but not together with keywords.
 """
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -23,6 +27,26 @@ from .runtime.autograd import unaliased
 Argnums = int | tuple[int, ...]
 
 _CACHE: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDictionary()
+
+OPTION_NAMES = tuple(f.name for f in dataclasses.fields(CompileOptions))
+
+
+def compile_options(where: str, options: CompileOptions | None,
+                    keywords: dict[str, Any]) -> CompileOptions | None:
+    """The CompileOptions of a call of `fusegrad.<where>`: its option keywords (those of
+    `fusegrad.compile`, the fields of CompileOptions), or `options=` (the older style),
+    not both."""
+    unknown = sorted(set(keywords) - set(OPTION_NAMES))
+    if unknown:
+        raise TypeError(f"fusegrad.{where}: unknown option(s) {', '.join(unknown)}; the "
+                        f"options are {', '.join(OPTION_NAMES)}")
+    if options is not None and not isinstance(options, CompileOptions):
+        raise TypeError(f"fusegrad.{where}: options= takes a fusegrad.CompileOptions, got a "
+                        f"{type(options).__name__}; or pass the options as keywords")
+    if options is not None and keywords:
+        raise TypeError(f"fusegrad.{where}: pass options as keywords ({', '.join(keywords)}=...) "
+                        "or as options=CompileOptions(...), not both")
+    return CompileOptions(**keywords) if keywords else options
 
 
 class _Traced:
@@ -111,8 +135,12 @@ def _ones_like_output(t: _Traced) -> torch.Tensor:
 
 
 def value_and_grad(fn: Callable[..., torch.Tensor], argnums: Argnums = 0, *,
-                   options: CompileOptions | None = None) -> Callable[..., tuple[torch.Tensor, Any]]:
-    """`(*args) -> (fn(*args), d fn / d args[argnums])` for scalar-valued `fn`."""
+                   options: CompileOptions | None = None,
+                   **compile_kw: Any) -> Callable[..., tuple[torch.Tensor, Any]]:
+    """`(*args) -> (fn(*args), d fn / d args[argnums])` for scalar-valued `fn`.
+    Options as keywords (`fusion=False`, as `fusegrad.compile` takes them)."""
+    options = compile_options("value_and_grad", options, compile_kw)
+
     def run(*args: torch.Tensor) -> tuple[torch.Tensor, Any]:
         t = _traced(fn, args, options)
         _scalar_output(t, "grad")
@@ -123,14 +151,15 @@ def value_and_grad(fn: Callable[..., torch.Tensor], argnums: Argnums = 0, *,
 
 
 def grad(fn: Callable[..., torch.Tensor], argnums: Argnums = 0, *,
-         options: CompileOptions | None = None) -> Callable[..., Any]:
-    """`(*args) -> d fn / d args[argnums]` for scalar-valued `fn` (like torch.func.grad)."""
-    vg = value_and_grad(fn, argnums, options=options)
+         options: CompileOptions | None = None, **compile_kw: Any) -> Callable[..., Any]:
+    """`(*args) -> d fn / d args[argnums]` for scalar-valued `fn` (like torch.func.grad).
+    Options as keywords (`fusion=False`, as `fusegrad.compile` takes them)."""
+    vg = value_and_grad(fn, argnums, options=compile_options("grad", options, compile_kw))
     return lambda *args: vg(*args)[1]
 
 
-def vjp(fn: Callable[..., Any], *primals: torch.Tensor,
-        options: CompileOptions | None = None) -> tuple[Any, Callable[..., tuple]]:
+def vjp(fn: Callable[..., Any], *primals: torch.Tensor, options: CompileOptions | None = None,
+        **compile_kw: Any) -> tuple[Any, Callable[..., tuple]]:
     """`(fn(*primals), vjp_fn)`; `vjp_fn(cotangents)` returns one gradient per primal.
 
     The forward runs the compiled `@f_fwd`; `vjp_fn` runs `@f_bwd` on its saved
@@ -158,16 +187,16 @@ def vjp(fn: Callable[..., Any], *primals: torch.Tensor,
     return t.captured.rebuild(outputs), vjp_fn
 
 
-def jvp(fn: Callable[..., Any], primals: Sequence[torch.Tensor], tangents: Sequence[torch.Tensor],
-        *, options: CompileOptions | None = None) -> tuple[Any, Any]:
-    """`(fn(*primals), J @ tangents)` by forward mode (dg-jvp), like torch.func.jvp.
+def jvp(fn: Callable[..., Any], primals: Sequence[torch.Tensor] | torch.Tensor,
+        tangents: Sequence[torch.Tensor] | torch.Tensor, *,
+        options: CompileOptions | None = None, **compile_kw: Any) -> tuple[Any, Any]:
+    """`(fn(*primals), J @ tangents)` by forward mode (dg-jvp), like torch.func.jvp
+    (one tensor stands for a tuple of one).
 
     Non-floating-point outputs get zero tangents.
     """
-    primals, tangents = tuple(primals), tuple(tangents)
-    if len(primals) != len(tangents):
-        raise ValueError(f"fusegrad.jvp: {len(primals)} primals but {len(tangents)} tangents")
-    t = _traced(fn, primals, options)
+    primals, tangents, _ = _primals_and_tangents("jvp", primals, tangents)
+    t = _traced(fn, primals, compile_options("jvp", options, compile_kw))
     wrt = tuple(i for i, p in enumerate(primals) if p.is_floating_point())
     program = t.program.jvp(t.positions(wrt))
     results = run_program(program, [*t.inputs(primals), *(tangents[i].contiguous() for i in wrt)])
@@ -177,15 +206,15 @@ def jvp(fn: Callable[..., Any], primals: Sequence[torch.Tensor], tangents: Seque
     return t.captured.rebuild(outputs), t.captured.rebuild(full)
 
 
-def hvp(fn: Callable[..., torch.Tensor], primals: Sequence[torch.Tensor],
-        tangents: Sequence[torch.Tensor], *,
-        options: CompileOptions | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+def hvp(fn: Callable[..., torch.Tensor], primals: Sequence[torch.Tensor] | torch.Tensor,
+        tangents: Sequence[torch.Tensor] | torch.Tensor, *,
+        options: CompileOptions | None = None, **compile_kw: Any) -> tuple[torch.Tensor, Any]:
     """`(fn(*primals), H @ tangents)` for scalar `fn`: forward-over-reverse
-    (dg-jvp of the joint `@f_vjp`), like torch.autograd.functional.hvp."""
-    primals, tangents = tuple(primals), tuple(tangents)
-    if len(primals) != len(tangents):
-        raise ValueError(f"fusegrad.hvp: {len(primals)} primals but {len(tangents)} tangents")
-    t = _traced(fn, primals, options)
+    (dg-jvp of the joint `@f_vjp`), like torch.autograd.functional.hvp: `primals` and
+    `tangents` are both tensors (`hvp(f, x, v)`: the product is a tensor) or both
+    sequences of tensors (a tuple of products, None for a non-float primal)."""
+    primals, tangents, single = _primals_and_tangents("hvp", primals, tangents)
+    t = _traced(fn, primals, compile_options("hvp", options, compile_kw))
     _scalar_output(t, "hvp")
     wrt = tuple(i for i, p in enumerate(primals) if p.is_floating_point())
     fwd_over_rev = t.program.joint(t.positions(wrt)).jvp(t.positions(wrt))
@@ -193,13 +222,42 @@ def hvp(fn: Callable[..., torch.Tensor], primals: Sequence[torch.Tensor],
                                          *(tangents[i].contiguous() for i in wrt)])
     # results: value, grads..., then the tangents of (value, grads...)
     hvps = dict(zip(wrt, results[-len(wrt):]))
+    if single:
+        return results[0], hvps.get(0)
     return results[0], tuple(hvps.get(i) for i in range(len(primals)))
 
 
+def _primals_and_tangents(what: str, primals: Any, tangents: Any
+                          ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], bool]:
+    """`primals` and `tangents` as tuples, and whether both were one tensor; raises a
+    TypeError or ValueError saying what to pass."""
+    single = isinstance(primals, torch.Tensor)
+    if single != isinstance(tangents, torch.Tensor) or \
+            not single and not all(isinstance(x, (tuple, list)) for x in (primals, tangents)):
+        raise TypeError(f"fusegrad.{what}: pass primals and tangents alike, both tensors "
+                        f"({what}(f, x, v)) or both tuples of tensors ({what}(f, (x, y), "
+                        f"(v, w))); got a {type(primals).__name__} and a "
+                        f"{type(tangents).__name__}")
+    primals, tangents = (primals,) if single else tuple(primals), \
+        (tangents,) if single else tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"fusegrad.{what}: {len(primals)} primals but {len(tangents)} tangents")
+    for i, (p, v) in enumerate(zip(primals, tangents)):
+        if not isinstance(p, torch.Tensor) or not isinstance(v, torch.Tensor):
+            raise TypeError(f"fusegrad.{what}: primal and tangent #{i} must be tensors, got a "
+                            f"{type(p).__name__} and a {type(v).__name__}")
+        if p.is_floating_point() and v.shape != p.shape:
+            raise ValueError(f"fusegrad.{what}: tangent #{i} has shape {tuple(v.shape)}, its "
+                             f"primal {tuple(p.shape)}")
+    return primals, tangents, single
+
+
 def hessian(fn: Callable[..., torch.Tensor], argnums: int = 0, *,
-            options: CompileOptions | None = None) -> Callable[..., torch.Tensor]:
+            options: CompileOptions | None = None,
+            **compile_kw: Any) -> Callable[..., torch.Tensor]:
     """`(*args) -> d2 fn / d args[argnums]^2`, shape `x.shape + x.shape`: one compiled
     Hessian-vector product per basis vector (fine for small inputs)."""
+    options = compile_options("hessian", options, compile_kw)
     if not isinstance(argnums, int):
         raise TypeError("fusegrad.hessian: argnums must be one int")
 

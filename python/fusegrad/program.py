@@ -251,7 +251,8 @@ class Program:
             self._timed("llvm-codegen", since[0])
             return cpu, meta
 
-        cpu, meta = compiled(self._text(), derivation, self.options, build)
+        cpu, meta = compiled(self._text(), derivation, self.options, build,
+                             label=self.label)
         return [cpu.function(n) for n in names], meta
 
     @property
@@ -277,7 +278,8 @@ class Program:
             self._timed("cuda", start)
             return plan, meta
 
-        plan, meta = compiled(self._text(), derivation, self.options, build)
+        plan, meta = compiled(self._text(), derivation, self.options, build,
+                              label=self.label)
         program = CudaProgram(plan, graphs=self.options.cuda_graphs)
         return [program.function(n) for n in names], meta
 

@@ -371,7 +371,12 @@ def _lift_closed_over(gm: torch.fx.GraphModule, position: int) -> tuple[torch.Te
         return ()
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     tensors = []
+    lifted: dict[str, torch.fx.Node] = {}  # one placeholder per constant, read once or more
     for node in constants:
+        if node.target in lifted:
+            node.replace_all_uses_with(lifted[node.target])
+            gm.graph.erase_node(node)
+            continue
         anchor = placeholders[position] if position < len(placeholders) else None
         with (gm.graph.inserting_before(anchor) if anchor is not None
               else gm.graph.inserting_after(placeholders[-1]) if placeholders
@@ -379,6 +384,7 @@ def _lift_closed_over(gm: torch.fx.GraphModule, position: int) -> tuple[torch.Te
             placeholder = gm.graph.placeholder(f"closed_over_{len(tensors)}")
         placeholder.meta.update(node.meta)
         node.replace_all_uses_with(placeholder)
+        lifted[node.target] = placeholder
         tensors.append(getattr(gm, node.target))
         gm.graph.erase_node(node)
         delattr(gm, node.target)

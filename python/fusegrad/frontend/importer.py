@@ -43,6 +43,14 @@ log = logging.getLogger(__name__)
 SEED_ATTR = "dg.seed_input"
 
 
+# where a user learns what runs eagerly and how to report an op (a pip install has no
+# source tree to edit); developers add the mapping in frontend/aten_ops/
+NO_MAPPING = ("no dg mapping for this op yet; 'What runs eagerly' in fusegrad's "
+              "docs/usage.md says how to report it (developers: frontend/aten_ops/)")
+_REPORT = ("; please report it as 'What runs eagerly' in fusegrad's docs/usage.md says "
+           "(developers: the mapping is in frontend/aten_ops/)")
+
+
 def _no_mapping(target: Any) -> str:
     """Why an op without a handler is not compiled: a library's own operator is opaque
     (its kernel runs as it is); an ATen op waits for a mapping."""
@@ -52,7 +60,7 @@ def _no_mapping(target: Any) -> str:
     if namespace not in ("aten", "prims"):
         return (f"a custom operator of the '{namespace}' library, whose kernel fusegrad "
                 "cannot see into")
-    return "no dg mapping for this op; add one to fusegrad/frontend/aten_ops/"
+    return NO_MAPPING
 
 
 class UnsupportedOp(Exception):
@@ -288,8 +296,8 @@ class _GraphImporter:
                 raise self.unsupported(node, str(e)) from None
             except ShapeError as e:
                 raise ImporterError(f"importer bug: mapping node '{node.name}' ({node.target}) at "
-                                    f"{describe_location(node)} built invalid dg: {e}; fix its "
-                                    "mapping in fusegrad/frontend/aten_ops/") from e
+                                    f"{describe_location(node)} built invalid dg: {e}"
+                                    + _REPORT) from e
             results = list(result) if isinstance(result, (tuple, list)) else [result]
             self.env[node] = results if isinstance(node.meta.get("val"), (tuple, list)) \
                 else results[0]
@@ -302,8 +310,7 @@ class _GraphImporter:
             have = spec(got)
             if have != want:
                 raise ImporterError(f"importer bug: node '{node.name}' ({node.target}) result "
-                                    f"#{i} is {have} but PyTorch says {want}; fix its mapping "
-                                    "in fusegrad/frontend/aten_ops/")
+                                    f"#{i} is {have} but PyTorch says {want}" + _REPORT)
 
 
 def import_graph(gm: torch.fx.GraphModule, *, name: str = "main",

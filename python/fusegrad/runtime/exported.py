@@ -4,7 +4,7 @@ An artifact is a folder:
 
 | file | holds |
 | --- | --- |
-| `export.json` | format and version, target (`cpu`/`cuda`), the user inputs' signatures, per parameter whether it requires grad and which earlier parameter it is (tied weights), the inputs the program mutates, the seed input (random ops), the output structure (a pytree spec) with its constant leaves, the forward's function name, and the training pair's names, `num_outputs`, `wrt` and `ct_outputs` when there is one |
+| `export.json` | format and version, target (`cpu`/`cuda`), the user inputs' signatures, per parameter its name (the module's, `<variable>.<name>` for a function's closure), whether it requires grad and which earlier parameter it is (tied weights), the inputs the program mutates, the seed input (random ops), the output structure (a pytree spec) with its constant leaves, the forward's function name, and the training pair's names, `num_outputs`, `wrt` and `ct_outputs` when there is one |
 | `parameters.pt` | the module's parameters and buffers, in the program's input order (`torch.save`; loaded with `weights_only=True`) |
 | `forward/` | the plain forward: a `runtime.cpu_library` folder (`lib.so` + `meta.json`) for `cpu`, a `runtime.cuda.LaunchPlan` folder (`plan.json` + PTX/cubin images) for `cuda` |
 | `training/` | `@f_fwd` and `@f_bwd`, the same way, when the export had inputs requiring grad |
@@ -14,7 +14,8 @@ it checks each input (shape, dtype, device) against what was exported, runs
 the forward, or with grad mode on and inputs requiring grad the fwd/bwd pair
 as one autograd node (`runtime.autograd`), so `backward()` fills the `.grad`
 of its `parameters`. A second differentiation is not available from an
-artifact (it holds no joint program).
+artifact (it holds no joint program). `trains` says whether it has the fwd/bwd
+pair; `state_dict()` gives the parameters and buffers by name.
 """
 from __future__ import annotations
 
@@ -69,8 +70,15 @@ def load(path: str | os.PathLike, *, device: Any = None, driver: Any = None,
 class ExportedProgram:
     """A loaded artifact, called like the exported function (see the module docstring).
 
-    `parameters`: the module's parameters and buffers, on the artifact's device;
-    those exported as requiring grad require grad again, and receive `.grad`."""
+    `parameters`: the module's parameters and buffers, on the artifact's device, in the
+    program's input order (a tied weight appears once per name, the same tensor); those
+    exported as requiring grad require grad again, and receive `.grad`.
+    `parameter_names`: their names (`state_dict()` pairs them).
+    `trains`: whether the artifact holds the fwd/bwd pair, i.e. whether calling it with
+    grad enabled on inputs or parameters that require grad builds a backward.
+    `training`: that pair's record (`runtime.autograd.Training`: the compiled `fwd` and
+    `bwd` and their metadata), None without it. Not nn.Module's train/eval flag: an
+    artifact runs in the mode it was exported in."""
 
     def __init__(self, path: str | os.PathLike, *, device: Any = None, driver: Any = None,
                  stream: Optional[Callable[[], int]] = None, chip: Optional[str] = None,
@@ -89,6 +97,8 @@ class ExportedProgram:
         self.inputs = [(tuple(s["shape"]), torch_dtype(s["dtype"])) for s in meta["inputs"]]
         saved = torch.load(os.path.join(self.path, PARAMETERS), weights_only=True)
         self.parameters: list[torch.Tensor] = []
+        self.parameter_names: list[str] = [info.get("name") or f"tensor{i}"
+                                           for i, info in enumerate(meta["parameters"])]
         for p, info in zip(saved, meta["parameters"]):  # a tied one is the same tensor again
             same = info.get("same_as")
             self.parameters.append(self.parameters[same] if same is not None else
@@ -105,6 +115,20 @@ class ExportedProgram:
             self.training = Training.from_metadata(fwd, training, bwd=bwd)
         log.info("loaded %s (%s, %d parameters%s)", self.path, self.target,
                  len(self.parameters), ", with training" if self.training else "")
+
+    @property
+    def trains(self) -> bool:
+        """Does the artifact hold a backward (was some input or parameter requiring grad
+        at export)?"""
+        return self.training is not None
+
+    def state_dict(self, *, keep_vars: bool = False) -> dict[str, torch.Tensor]:
+        """The parameters and buffers by name, as `nn.Module.state_dict()` gives them
+        (detached unless `keep_vars`; a tied weight under each of its names). The names
+        are the exported module's (`<variable>.<name>` for what an exported function
+        closed over); artifacts written before names were recorded use `tensor<i>`."""
+        return {name: p if keep_vars else p.detach()
+                for name, p in zip(self.parameter_names, self.parameters)}
 
     def _metadata(self) -> dict[str, Any]:
         try:

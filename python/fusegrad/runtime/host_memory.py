@@ -80,7 +80,7 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     done = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
         bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-    log.info("glibc malloc %s blocks up to %d MiB from its heap and keeps freed memory "
+    log.debug("glibc malloc %s blocks up to %d MiB from its heap and keeps freed memory "
              "(FUSEGRAD_MALLOC=default leaves it as it is)",
              "now serves" if done else "refused to serve", MMAP_THRESHOLD >> 20)
     return done

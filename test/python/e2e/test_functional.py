@@ -59,6 +59,22 @@ def test_hvp_and_hessian(xw):
                                torch.func.hessian(f, 1)(*xw))
 
 
+def test_a_tensor_or_weight_read_twice_from_outside_is_one_input():
+    """A closed-over tensor read in two places, and a weight two modules share (tied),
+    are one lifted input each: tracing records one constant per read."""
+    x, w = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    torch.testing.assert_close(fusegrad.grad(lambda x: (x * w).sum() + (w * w).sum(),
+                                             options=O)(x), w.expand(3, 4))
+    torch.manual_seed(2)
+    first = torch.nn.Linear(4, 4, dtype=torch.float64)
+    second = torch.nn.Linear(4, 4, dtype=torch.float64)
+    second.weight = first.weight
+
+    def loss(x):
+        return second(first(x)).tanh().sum()
+    torch.testing.assert_close(fusegrad.grad(loss, options=O)(x), torch.func.grad(loss)(x))
+
+
 def test_compiled_once_per_signature(xw):
     from fusegrad import functional
 

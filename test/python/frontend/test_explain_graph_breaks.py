@@ -1,0 +1,67 @@
+"""fusegrad.explain counts graph breaks as torch._dynamo.explain does: one per graph
+Dynamo had to end, located at the user's line, each reason once."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import fusegrad
+
+
+class _Branches(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.linear(x)
+        if h.sum() > 0:  # Python control flow on a tensor value: Dynamo breaks here
+            h = h * 2
+        return h.relu()
+
+
+def test_control_flow_on_a_tensor_is_one_break_at_its_line():
+    torch.manual_seed(0)
+    model, x = _Branches(), torch.randn(4, 8)
+    report = fusegrad.explain(model, x)
+    torch._dynamo.reset()
+    reference = torch._dynamo.explain(model)(x)
+    assert len(report.graphs) == reference.graph_count == 2
+    assert len(report.graph_breaks) == reference.graph_break_count == 1
+    (brk,) = report.graph_breaks
+    line = inspect.getsourcelines(_Branches.forward)[1] + 2  # the `if`
+    assert brk.where == f"{__file__}:{line} in forward"
+    assert "control flow on a tensor" in brk.reason
+    assert str(report).splitlines()[0] == "2 graph(s), 1 graph break(s), 0 eager part(s)"
+    assert f"graph break at {__file__}:{line} in forward: " in str(report)
+
+
+def test_a_break_dynamo_counts_twice_is_reported_once():
+    """HF GPT-2 (logger.warning_once in its loss): Dynamo's counter holds the reason
+    twice (its analysis restarts), the report one break with that reason."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=1, n_embd=16, n_head=2, vocab_size=32, n_positions=16, use_cache=False,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0))
+    ids = torch.randint(0, 32, (2, 8))
+    report = fusegrad.explain(model, input_ids=ids, labels=ids)
+    assert len(report.graphs) == 2
+    (brk,) = report.graph_breaks
+    assert "logging.Logger" in brk.reason and "modeling_gpt2.py" in brk.where
+    text = str(report)
+    assert text.count("logging.Logger method not supported") == 1
+    assert "Hint:" not in text  # Dynamo's hints are left out
+
+
+def test_a_break_before_any_op_is_counted_without_a_graph():
+    def fn(x):
+        print("a side effect first")  # noqa: T201 (the graph break under test)
+        return x.sin()
+    report = fusegrad.explain(fn, torch.randn(3))
+    assert len(report.graphs) == 1
+    (brk,) = report.graph_breaks
+    assert brk.where == "" and "print" in brk.reason
+    assert "graph break: Failed to trace builtin operator" in str(report)
