@@ -1,4 +1,5 @@
-"""Checked indices for gather-like lowerings: memory-safe, and errors reach the caller.
+"""Errors from compiled code: checked indices for gather-like lowerings (memory-safe),
+and failed library calls; either reaches the caller.
 
 Compiled code cannot raise. An index outside [0, size) is clamped to 0, so the
 kernel never touches memory outside the tensor, and the op's site number is
@@ -6,6 +7,12 @@ stored in the module global `ERROR_GLOBAL`. The module attribute `SITES_ATTR`
 lists the sites ("dg.gather at file:line"), and the function `TAKE_ERROR`
 (out: memref<i32>) reads and clears the global. The CPU runtime calls it after
 every call and raises IndexError naming the site, as eager PyTorch would.
+
+A call of PyTorch's C shim that fails (codegen/cpu/library/torch_calls.py) leaves its
+outputs unwritten; its helper passes `LIBRARY_FAILED` the failure (the call's number in
+runtime.cpu.LIBRARY_CALLS | its code << 8) and the site of the kind of call (`library_site`:
+"a compiled convolution"), which stores site | failure << 16 in the same global: the
+runtime raises LibraryCallError naming both.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from mlir.dialects import arith, memref, scf
 ERROR_GLOBAL = "__fusegrad_index_error"
 TAKE_ERROR = "__fusegrad_take_index_error"
 SITES_ATTR = "dg.index_sites"
+LIBRARY_FAILED = "__fusegrad_library_failed"
 
 _GLOBALS = f"""
 memref.global @{ERROR_GLOBAL} : memref<i32> = dense<0>
@@ -28,6 +36,23 @@ func.func @{TAKE_ERROR}(%out: memref<i32>) attributes {{llvm.emit_c_interface}} 
 }}
 """
 
+# records a failed library call (`failure` != 0) at `site` (the global is _GLOBALS')
+_LIBRARY_FAILED = f"""
+memref.global @{ERROR_GLOBAL} : memref<i32> = dense<0>
+func.func private @{LIBRARY_FAILED}(%failure: i32, %site: i32) {{
+  %zero = arith.constant 0 : i32
+  %failed = arith.cmpi ne, %failure, %zero : i32
+  scf.if %failed {{
+    %c16 = arith.constant 16 : i32
+    %high = arith.shli %failure, %c16 : i32
+    %value = arith.ori %high, %site : i32
+    %flag = memref.get_global @{ERROR_GLOBAL} : memref<i32>
+    memref.store %value, %flag[] : memref<i32>
+  }}
+  return
+}}
+"""
+
 
 def _module_of(op: ir.Operation) -> ir.Operation:
     while op.operation.name != "builtin.module":
@@ -35,20 +60,45 @@ def _module_of(op: ir.Operation) -> ir.Operation:
     return op.operation
 
 
-def _register_site(op: ir.Operation) -> int:
-    """The 1-based site number of `op`, creating the error global on first use."""
-    module = _module_of(op)
-    sites = [ir.StringAttr(s).value for s in ir.ArrayAttr(module.attributes[SITES_ATTR])] \
+def _sites(module: ir.Operation) -> list[str]:
+    return [ir.StringAttr(s).value for s in ir.ArrayAttr(module.attributes[SITES_ATTR])] \
         if SITES_ATTR in module.attributes else []
+
+
+def _add_site(module: ir.Operation, site: str) -> int:
+    """`site`'s 1-based number, creating the error global on first use."""
+    sites = _sites(module)
     if not sites:
         body = module.regions[0].blocks[0]
         first = body.operations[0]
         for decl in ir.Module.parse(_GLOBALS).body.operations:
             decl.operation.clone(ip=ir.InsertionPoint(first))
-    loc = str(op.location)
-    sites.append(f"{op.name} at {loc[4:-1] if loc.startswith('loc(') else loc}")
+    sites.append(site)
     module.attributes[SITES_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in sites])
     return len(sites)
+
+
+def _register_site(op: ir.Operation) -> int:
+    """The 1-based site number of `op`, creating the error global on first use."""
+    loc = str(op.location)
+    return _add_site(_module_of(op),
+                     f"{op.name} at {loc[4:-1] if loc.startswith('loc(') else loc}")
+
+
+def library_site(module: ir.Operation, what: str) -> int:
+    """The site number of library calls doing `what` ("a compiled convolution"), and the
+    function `LIBRARY_FAILED` that records their failures."""
+    sites = _sites(module)
+    if what in sites:
+        return sites.index(what) + 1
+    site = _add_site(module, what)
+    body = module.regions[0].blocks[0]
+    if not any(LIBRARY_FAILED == ir.StringAttr(o.operation.attributes["sym_name"]).value
+               for o in body.operations if "sym_name" in o.operation.attributes):
+        for decl in ir.Module.parse(_LIBRARY_FAILED).body.operations:
+            if decl.operation.name == "func.func":
+                body.append(decl.operation.clone())
+    return site
 
 
 def checked_index(op: ir.Operation, value: ir.Value, size: int) -> ir.Value:

@@ -132,7 +132,7 @@ class CpuFunction:
 
     def __init__(self, name: str, fn: Callable, inputs: Sequence[TensorSig],
                  outputs: Sequence[TensorSig], owner: object,
-                 index_errors: "IndexErrors | None" = None,
+                 index_errors: "CompiledErrors | None" = None,
                  forwarded: Mapping[int, int] | None = None, workspace: int = 0) -> None:
         self.name = name
         self.workspace = workspace
@@ -240,18 +240,68 @@ class OutOfRangeIndex(IndexError):
     caller's data is wrong (not the compilation), exactly where eager raises too."""
 
 
-class IndexErrors:
-    """The module's out-of-range-index report (conversion/index_check.py): the function that
-    takes (reads and clears) the failing site, and the sites' descriptions."""
+class LibraryCallError(RuntimeError):
+    """A call of PyTorch's C shim from compiled code (a convolution, attention or 16-bit
+    matmul kernel, or wrapping a buffer as a tensor) returned an error: its results were
+    not written, so the call's outputs are not to be used."""
+
+
+# The C shim functions compiled code calls (codegen/cpu/library/), by number: a failing
+# call records its number in the error flag (`CompiledErrors`). Append only: compiled
+# libraries hold the numbers.
+LIBRARY_CALLS: tuple[tuple[str, str], ...] = (
+    ("aoti_torch_create_tensor_from_blob", "Wrapping a buffer as a PyTorch tensor"),
+    ("aoti_torch_delete_tensor_object", "Releasing a PyTorch tensor"),
+    ("aoti_torch_copy_", "Copying a PyTorch kernel's result"),
+    ("aoti_torch_empty_strided", "Allocating a channels-last copy"),
+    ("aoti_torch_cpu_convolution", "PyTorch's convolution kernel"),
+    ("aoti_torch_cpu_convolution_backward", "PyTorch's convolution backward kernel"),
+    ("aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu",
+     "PyTorch's flash attention kernel"),
+    ("aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu_backward",
+     "PyTorch's flash attention backward kernel"),
+    ("aoti_torch_cpu_baddbmm_out", "PyTorch's baddbmm kernel"),
+)
+
+
+def _torch_error_message() -> str:
+    """What the last exception PyTorch's C shim caught on this thread said ('' if the
+    shim cannot tell)."""
+    try:
+        lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+        what = lib.torch_exception_get_what_without_backtrace
+    except (OSError, AttributeError):
+        return ""
+    what.restype = ctypes.c_char_p
+    message = what()
+    return message.decode(errors="replace").strip() if message else ""
+
+
+class CompiledErrors:
+    """The module's error flag (conversion/index_check.py): the function that takes
+    (reads and clears) it, and the sites' descriptions. The flag's low 16 bits are the
+    1-based site; the high ones are 0 for an index out of range, else a failed library
+    call's number in LIBRARY_CALLS (8 bits) and its return code (above)."""
 
     def __init__(self, take: "CpuFunction", sites: Sequence[str]) -> None:
         self.take = take
         self.sites = list(sites)
 
     def raise_if_set(self, function: str) -> None:
-        site = int(self.take()[0])
-        if site:
-            raise OutOfRangeIndex(f"@{function}: index out of range in {self.sites[site - 1]}")
+        flag = int(self.take()[0])
+        if flag:
+            self.raise_error(function, flag)
+
+    def raise_error(self, function: str, flag: int) -> None:
+        site, detail = self.sites[(flag & 0xFFFF) - 1], flag >> 16
+        if not detail:
+            raise OutOfRangeIndex(f"@{function}: index out of range in {site}")
+        number, code = detail & 0xFF, detail >> 8
+        name, what = (LIBRARY_CALLS[number] if number < len(LIBRARY_CALLS) else
+                      (f"library call #{number}", "A library call"))
+        reason = _torch_error_message()
+        raise LibraryCallError(f"@{function}: {what} failed in {site} ({name} returned "
+                               f"{code}){': ' + reason if reason else ''}")
 
 
 Entries = Mapping[str, tuple[Sequence[TensorSig], Sequence[TensorSig]]]
@@ -265,8 +315,9 @@ class CpuModule:
     the code. Functions keep this module, hence the code, alive (so the module
     can be weakly referenced and lives as long as some function of it).
     `forwarded`: per entry, result index -> argument index of results handed
-    back as arguments. `index_errors`, when the code checks indices: the
-    function that takes the failing site, and the sites (conversion/index_check.py).
+    back as arguments. `index_errors`, when the code checks indices or calls PyTorch's
+    kernels: the function that takes the error flag, and the sites
+    (conversion/index_check.py).
     `workspaces`: per entry that takes one, its workspace bytes (codegen/cpu/plan_workspace.py).
     """
 
@@ -285,7 +336,7 @@ class CpuModule:
             take_name, sites = self.index_errors
             take = CpuFunction(take_name, _PACKED_FN(_address(lookup, take_name)), [],
                                [TensorSig((), "i32")], owner)
-            errors = IndexErrors(take, sites)
+            errors = CompiledErrors(take, sites)
         self._functions = {
             name: CpuFunction(name, _PACKED_FN(_address(lookup, name)), ins, outs, self, errors,
                               self.forwarded.get(name), self.workspaces.get(name, 0))

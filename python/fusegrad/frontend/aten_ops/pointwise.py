@@ -9,7 +9,7 @@ import torch
 from mlir import ir
 
 from ...dialects.builder import spec
-from ...dialects.types import is_float
+from ...dialects.types import is_float, torch_dtype
 from .emit import (
     _BOOL_ARITH, Emit, Unsupported, _clip, _opmath, aten, cast, coerce, full_as, handles,
     promoted, to_bool,
@@ -177,7 +177,7 @@ _ARITH = {
     aten.add.Tensor: "add", aten.add.Scalar: "add", aten.sub.Tensor: "sub",
     aten.sub.Scalar: "sub", aten.mul.Tensor: "mul", aten.mul.Scalar: "mul",
     aten.div.Tensor: "div", aten.div.Scalar: "div", aten.pow.Tensor_Tensor: "pow",
-    aten.pow.Tensor_Scalar: "pow", aten.pow.Scalar: "pow", aten.maximum.default: "max",
+    aten.pow.Scalar: "pow", aten.maximum.default: "max",
     aten.minimum.default: "min", aten.atan2.default: "atan2",
 }
 
@@ -212,6 +212,107 @@ def _arith(dg_op: str) -> Callable:
 
 for _op, _name in _ARITH.items():
     handles(_op)(_arith(_name))
+
+
+def _on_cpu(em: Emit) -> bool:
+    val = em.node.meta.get("val")
+    return getattr(getattr(val, "device", None), "type", "cpu") == "cpu"
+
+
+@handles(aten.pow.Tensor_Scalar)
+def _pow_tensor_scalar(em: Emit, x: Any, exponent: Any) -> ir.Value:
+    """x ** c as eager's kernel computes it (`_pow_scalar`); integer results, and bool or
+    complex exponents, as dg.pow (std::pow's, like tensor ** tensor)."""
+    out = em.out0
+    ct = _opmath(out.dtype)
+    if not is_float(ct) or isinstance(exponent, (bool, complex)):
+        return _arith("pow")(em, x, exponent)
+    x = coerce(em, x, ct, out.shape)
+    return cast(em, _pow_scalar(em, x, float(exponent), out.dtype, _on_cpu(em)), out.dtype)
+
+
+def _pow_scalar(em: Emit, x: ir.Value, c: float, dtype: str, cpu: bool) -> ir.Value:
+    """Eager's pow(Tensor, Scalar) on float `x` (the result's opmath), with its gradient
+    c * x ** (c - 1) (pow_backward, where that power takes these special cases too).
+
+    The kernel (PowKernel.cpp, PowKernel.cu) special-cases the exponent: 0.5 is sqrt, -0.5
+    rsqrt and -1 reciprocal, and, the exponent cast to the dtype, 2 is x*x, 3 x*x*x and -2
+    1/(x*x), in the dtype (a 16-bit product is rounded before the next); any other is
+    std::pow with the exponent in the dtype. sqrt and rsqrt differ from pow at -0 (-0 and
+    -inf, not +0 and +inf) and -inf (NaN, not +inf and +0). The CPU's f16 kernel takes no
+    special case. Where the form's own derivative is not eager's, a select takes another
+    form there (`_at_edges`)."""
+    b = em.b
+    ct = spec(x).dtype
+    if c == 0.0 or c == 1.0:  # a fill and a copy in eager, as dg.pow's rules fold them
+        return b.pow(x, full_as(em, x, c))
+    special = not (cpu and dtype == "f16")
+    if special and c == 0.5:  # d/dx = 0.5 / sqrt(x), which is 0.5 * rsqrt(x) exactly
+        return b.sqrt(x)
+    if special and c == -0.5:
+        # at -0 and -inf rsqrt's derivative -0.5 y^3 (+inf, NaN) is not eager's
+        # -0.5 pow(x, -1.5) (-inf, -0); -rsqrt(-x) has it, and rsqrt's value at -0 (NaN
+        # is added at -inf)
+        def mirrored(v: ir.Value) -> ir.Value:
+            nan_at_inf = b.select(b.compare(v, full_as(em, v, -math.inf), direction="eq"),
+                                  full_as(em, v, math.nan), full_as(em, v, -0.0))
+            return b.add(b.neg(b.rsqrt(b.neg(v))), nan_at_inf)
+        edge = b.create("or", (_negative_zero(em, x),
+                               b.compare(x, full_as(em, x, -math.inf), direction="eq")))
+        return _at_edges(em, x, edge, mirrored, b.rsqrt)
+    if special and c == -1.0:
+        return b.reciprocal(x)
+    exponent = c  # what pow_backward's power checks (c - 1 == 0.5)
+    if dtype in ("f16", "bf16") or (not cpu and dtype == "f32"):
+        c = float(torch.tensor(c, dtype=torch_dtype(dtype)))  # exp_scalar.to<scalar_t>()
+
+    def in_dtype(v: ir.Value) -> ir.Value:
+        return cast(em, cast(em, v, dtype), ct) if dtype != ct else v
+
+    def square(v: ir.Value) -> ir.Value:
+        return in_dtype(b.mul(v, v))
+    if special and c == 2.0:
+        return square(x)
+    if special and c == 3.0:
+        return b.mul(square(x), x)
+    if special and c == -2.0:
+        # 1/(x*x)'s derivative at 0 and inf is 0 * inf (NaN); (1/x)^2 has eager's
+        # -2 pow(x, -3) there, and the same value
+        infinite = b.compare(b.abs(x), full_as(em, x, math.inf), direction="eq")
+        edge = b.create("or", (b.compare(x, full_as(em, x, 0.0), direction="eq"), infinite))
+        return _at_edges(em, x, edge, lambda v: square(b.reciprocal(v)),
+                         lambda v: b.reciprocal(square(v)))
+    if special and exponent == 1.5:
+        # at -0 pow's derivative 1.5 pow(x, 0.5) is +0, eager's 1.5 sqrt(x) -0: there
+        # pow(-x, 1.5) has it, and the same value. (At -inf eager's is NaN where the
+        # value is +inf: no form of dg ops has both, so that one stays pow's, +inf.)
+        return _at_edges(em, x, _negative_zero(em, x),
+                         lambda v: b.pow(b.neg(v), full_as(em, v, c)),
+                         lambda v: b.pow(v, full_as(em, v, c)))
+    return b.pow(x, full_as(em, x, c))
+
+
+def _negative_zero(em: Emit, x: ir.Value) -> ir.Value:
+    """x is -0 (1 / x is -inf: not a tiny negative x, which is not 0)."""
+    b = em.b
+    zero = full_as(em, x, 0.0)
+    return b.create("and", (b.compare(x, zero, direction="eq"),
+                            b.compare(b.reciprocal(x), zero, direction="lt")))
+
+
+def _at_edges(em: Emit, x: ir.Value, edge: ir.Value, at_edge: Callable, elsewhere: Callable,
+              ) -> ir.Value:
+    """at_edge(x) where `edge`, elsewhere(x) elsewhere. Each form reads a stand-in, 1,
+    where the other is taken, so neither computes an infinity that the select's zero
+    cotangent would turn into NaN; and the stand-in passes x a zero gradient of -0 there
+    (the identity of a float sum: x's gradient is the sum of both), so a gradient of -0
+    from the taken form keeps its sign."""
+    b = em.b
+
+    def stand_in(taken: ir.Value) -> ir.Value:  # -select(taken, -x, -1)
+        return b.neg(b.select(taken, b.neg(x), full_as(em, x, -1.0)))
+    return b.select(edge, at_edge(stand_in(edge)),
+                    elsewhere(stand_in(b.create("not", (edge,)))))
 
 
 def _floor_div(em: Emit, x: ir.Value, y: ir.Value) -> ir.Value:

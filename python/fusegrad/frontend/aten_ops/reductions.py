@@ -266,8 +266,9 @@ TOPK_MAX_K = 16
 def _topk(em: Emit, x: ir.Value, k: int, dim: int = -1, largest: bool = True,
           sorted: bool = True) -> list[ir.Value]:
     """k rounds of arg-max (arg-min) over the elements not taken yet (beyond TOPK_MAX_K
-    rounds, a sort), in torch's order:
-    NaN is the largest value, ties go to the lower index. A round whose best is the
+    rounds, a sort), in a stable sort's order: NaN is the largest value, ties go to the
+    lower index (eager's CPU topk leaves ties in its selection algorithm's order, which
+    no cheap rule reproduces: frontend.md). A round whose best is the
     masking value itself (every remaining element is -inf, or +inf / NaN for the
     smallest; for integers the row's extreme) takes the first remaining element
     instead, non-NaN before NaN. The values

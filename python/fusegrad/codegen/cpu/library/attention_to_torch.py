@@ -39,33 +39,39 @@ llvm.func @aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu_backward(!
     !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, i32, !llvm.ptr, !llvm.ptr,
     !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 
-// tensors over q, k, v (slots %tq, %tk, %tv) and the mask (%tm)
+// tensors over q, k, v (slots %tq, %tk, %tv) and the mask (%tm); returns the failure
 llvm.func @__fusegrad_attention_inputs(%q: !llvm.ptr, %k: !llvm.ptr, %v: !llvm.ptr,
     %mask: !llvm.ptr, %b: i64, %h: i64, %l: i64, %s: i64, %e: i64, %mb: i64, %mh: i64,
     %ml: i64, %ms: i64, %dtype: i32, %tq: !llvm.ptr, %tk: !llvm.ptr, %tv: !llvm.ptr,
-    %tm: !llvm.ptr) {
-  llvm.call @__fusegrad_blob(%q, %b, %h, %l, %e, %dtype, %tq) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%k, %b, %h, %s, %e, %dtype, %tk) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%v, %b, %h, %s, %e, %dtype, %tv) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%mask, %mb, %mh, %ml, %ms, %dtype, %tm) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.return
+    %tm: !llvm.ptr) -> i32 {
+  %f1 = llvm.call @__fusegrad_blob(%q, %b, %h, %l, %e, %dtype, %tq) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f2 = llvm.call @__fusegrad_blob(%k, %b, %h, %s, %e, %dtype, %tk) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f3 = llvm.call @__fusegrad_blob(%v, %b, %h, %s, %e, %dtype, %tv) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f4 = llvm.call @__fusegrad_blob(%mask, %mb, %mh, %ml, %ms, %dtype, %tm) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f12 = llvm.call @__fusegrad_either(%f1, %f2) : (i32, i32) -> i32
+  %f34 = llvm.call @__fusegrad_either(%f3, %f4) : (i32, i32) -> i32
+  %f = llvm.call @__fusegrad_either(%f12, %f34) : (i32, i32) -> i32
+  llvm.return %f : i32
 }
 
-// copies the tensor in slot %from into the one in %to, then deletes both
-llvm.func @__fusegrad_copy_out(%to: !llvm.ptr, %from: !llvm.ptr) {
+// with `computed` 0 (the kernel succeeded), copies the tensor in slot %from into the one
+// in %to; deletes both; returns the first failure, `computed`'s included
+llvm.func @__fusegrad_copy_out(%to: !llvm.ptr, %from: !llvm.ptr, %computed: i32) -> i32 {
   %z32 = llvm.mlir.constant(0 : i32) : i32
+  %ok = llvm.icmp "eq" %computed, %z32 : i32
+  llvm.cond_br %ok, ^copy, ^delete(%computed : i32)
+^copy:
   %dst = llvm.load %to : !llvm.ptr -> !llvm.ptr
   %src = llvm.load %from : !llvm.ptr -> !llvm.ptr
   %e = llvm.call @aoti_torch_copy_(%dst, %src, %z32) : (!llvm.ptr, !llvm.ptr, i32) -> i32
-  %d0 = llvm.call @aoti_torch_delete_tensor_object(%dst) : (!llvm.ptr) -> i32
-  %d1 = llvm.call @aoti_torch_delete_tensor_object(%src) : (!llvm.ptr) -> i32
-  llvm.return
-}
-
-llvm.func @__fusegrad_delete(%slot: !llvm.ptr) {
-  %t = llvm.load %slot : !llvm.ptr -> !llvm.ptr
-  %d = llvm.call @aoti_torch_delete_tensor_object(%t) : (!llvm.ptr) -> i32
-  llvm.return
+  %f = llvm.call @__fusegrad_check_aoti_torch_copy_(%z32, %e) : (i32, i32) -> i32
+  llvm.br ^delete(%f : i32)
+^delete(%failure: i32):
+  %d0 = llvm.call @__fusegrad_delete(%to) : (!llvm.ptr) -> i32
+  %d1 = llvm.call @__fusegrad_delete(%from) : (!llvm.ptr) -> i32
+  %f0 = llvm.call @__fusegrad_either(%failure, %d0) : (i32, i32) -> i32
+  %f1 = llvm.call @__fusegrad_either(%f0, %d1) : (i32, i32) -> i32
+  llvm.return %f1 : i32
 }
 
 func.func private @__fusegrad_attention(%q: !llvm.ptr, %k: !llvm.ptr, %v: !llvm.ptr,
@@ -73,6 +79,8 @@ func.func private @__fusegrad_attention(%q: !llvm.ptr, %k: !llvm.ptr, %v: !llvm.
     %e: i64, %mb: i64, %mh: i64, %ml: i64, %ms: i64, %scale: f64, %causal: i32, %dtype: i32) {
   %c1 = llvm.mlir.constant(1 : i64) : i64
   %zero = llvm.mlir.constant(0.0 : f64) : f64
+  %z32 = llvm.mlir.constant(0 : i32) : i32
+  %null = llvm.mlir.zero : !llvm.ptr
   %tq = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tk = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tv = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
@@ -82,24 +90,42 @@ func.func private @__fusegrad_attention(%q: !llvm.ptr, %k: !llvm.ptr, %v: !llvm.
   %r0 = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %r1 = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %pscale = llvm.alloca %c1 x f64 : (i64) -> !llvm.ptr
-  llvm.call @__fusegrad_attention_inputs(%q, %k, %v, %mask, %b, %h, %l, %s, %e, %mb, %mh, %ml,
-      %ms, %dtype, %tq, %tk, %tv, %tm) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64,
-      i64, i64, i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%out, %b, %h, %l, %e, %dtype, %to) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob3(%lse, %b, %h, %l, %dtype, %tl) : (!llvm.ptr, i64, i64, i64, i32, !llvm.ptr) -> ()
+  llvm.store %null, %r0 : !llvm.ptr, !llvm.ptr
+  llvm.store %null, %r1 : !llvm.ptr, !llvm.ptr
+  %f1 = llvm.call @__fusegrad_attention_inputs(%q, %k, %v, %mask, %b, %h, %l, %s, %e, %mb, %mh,
+      %ml, %ms, %dtype, %tq, %tk, %tv, %tm) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr,
+      i64, i64, i64, i64, i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr,
+      !llvm.ptr) -> i32
+  %f2 = llvm.call @__fusegrad_blob(%out, %b, %h, %l, %e, %dtype, %to) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f3 = llvm.call @__fusegrad_blob3(%lse, %b, %h, %l, %dtype, %tl) : (!llvm.ptr, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f12 = llvm.call @__fusegrad_either(%f1, %f2) : (i32, i32) -> i32
+  %wrapped = llvm.call @__fusegrad_either(%f12, %f3) : (i32, i32) -> i32
   llvm.store %scale, %pscale : f64, !llvm.ptr
   %vq = llvm.load %tq : !llvm.ptr -> !llvm.ptr
   %vk = llvm.load %tk : !llvm.ptr -> !llvm.ptr
   %vv = llvm.load %tv : !llvm.ptr -> !llvm.ptr
-  %err = llvm.call @aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu(%vq, %vk, %vv,
-      %zero, %causal, %tm, %pscale, %r0, %r1) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, f64, i32,
-      !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
-  llvm.call @__fusegrad_copy_out(%to, %r0) : (!llvm.ptr, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_copy_out(%tl, %r1) : (!llvm.ptr, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tq) : (!llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tk) : (!llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tv) : (!llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tm) : (!llvm.ptr) -> ()
+  %ok = llvm.icmp "eq" %wrapped, %z32 : i32
+  %computed = scf.if %ok -> (i32) {
+    %err = llvm.call @aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu(%vq, %vk, %vv,
+        %zero, %causal, %tm, %pscale, %r0, %r1) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, f64, i32,
+        !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+    %fk = llvm.call @__fusegrad_check_aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu(%z32, %err) : (i32, i32) -> i32
+    scf.yield %fk : i32
+  } else {
+    scf.yield %wrapped : i32
+  }
+  %g1 = llvm.call @__fusegrad_copy_out(%to, %r0, %computed) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %g2 = llvm.call @__fusegrad_copy_out(%tl, %r1, %g1) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %d1 = llvm.call @__fusegrad_delete(%tq) : (!llvm.ptr) -> i32
+  %d2 = llvm.call @__fusegrad_delete(%tk) : (!llvm.ptr) -> i32
+  %d3 = llvm.call @__fusegrad_delete(%tv) : (!llvm.ptr) -> i32
+  %d4 = llvm.call @__fusegrad_delete(%tm) : (!llvm.ptr) -> i32
+  %h1 = llvm.call @__fusegrad_either(%g2, %d1) : (i32, i32) -> i32
+  %h2 = llvm.call @__fusegrad_either(%h1, %d2) : (i32, i32) -> i32
+  %h3 = llvm.call @__fusegrad_either(%h2, %d3) : (i32, i32) -> i32
+  %failure = llvm.call @__fusegrad_either(%h3, %d4) : (i32, i32) -> i32
+  %site = arith.constant SITE<a compiled attention> : i32
+  func.call @__fusegrad_library_failed(%failure, %site) : (i32, i32) -> ()
   return
 }
 
@@ -111,6 +137,8 @@ func.func private @__fusegrad_attention_backward(%g: !llvm.ptr, %q: !llvm.ptr, %
     %mh: i64, %ml: i64, %ms: i64, %scale: f64, %causal: i32, %dtype: i32) {
   %c1 = llvm.mlir.constant(1 : i64) : i64
   %zero = llvm.mlir.constant(0.0 : f64) : f64
+  %z32 = llvm.mlir.constant(0 : i32) : i32
+  %null = llvm.mlir.zero : !llvm.ptr
   %tg = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tq = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %tk = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
@@ -125,15 +153,25 @@ func.func private @__fusegrad_attention_backward(%g: !llvm.ptr, %q: !llvm.ptr, %
   %r1 = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %r2 = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %pscale = llvm.alloca %c1 x f64 : (i64) -> !llvm.ptr
-  llvm.call @__fusegrad_attention_inputs(%q, %k, %v, %mask, %b, %h, %l, %s, %e, %mb, %mh, %ml,
-      %ms, %dtype, %tq, %tk, %tv, %tm) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64,
-      i64, i64, i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%g, %b, %h, %l, %e, %dtype, %tg) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%out, %b, %h, %l, %e, %dtype, %to) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob3(%lse, %b, %h, %l, %dtype, %tl) : (!llvm.ptr, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%dq, %b, %h, %l, %e, %dtype, %tdq) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%dk, %b, %h, %s, %e, %dtype, %tdk) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%dv, %b, %h, %s, %e, %dtype, %tdv) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  llvm.store %null, %r0 : !llvm.ptr, !llvm.ptr
+  llvm.store %null, %r1 : !llvm.ptr, !llvm.ptr
+  llvm.store %null, %r2 : !llvm.ptr, !llvm.ptr
+  %f1 = llvm.call @__fusegrad_attention_inputs(%q, %k, %v, %mask, %b, %h, %l, %s, %e, %mb, %mh,
+      %ml, %ms, %dtype, %tq, %tk, %tv, %tm) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr,
+      i64, i64, i64, i64, i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr,
+      !llvm.ptr) -> i32
+  %f2 = llvm.call @__fusegrad_blob(%g, %b, %h, %l, %e, %dtype, %tg) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f3 = llvm.call @__fusegrad_blob(%out, %b, %h, %l, %e, %dtype, %to) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f4 = llvm.call @__fusegrad_blob3(%lse, %b, %h, %l, %dtype, %tl) : (!llvm.ptr, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f5 = llvm.call @__fusegrad_blob(%dq, %b, %h, %l, %e, %dtype, %tdq) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f6 = llvm.call @__fusegrad_blob(%dk, %b, %h, %s, %e, %dtype, %tdk) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f7 = llvm.call @__fusegrad_blob(%dv, %b, %h, %s, %e, %dtype, %tdv) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f12 = llvm.call @__fusegrad_either(%f1, %f2) : (i32, i32) -> i32
+  %f34 = llvm.call @__fusegrad_either(%f3, %f4) : (i32, i32) -> i32
+  %f56 = llvm.call @__fusegrad_either(%f5, %f6) : (i32, i32) -> i32
+  %f14 = llvm.call @__fusegrad_either(%f12, %f34) : (i32, i32) -> i32
+  %f57 = llvm.call @__fusegrad_either(%f56, %f7) : (i32, i32) -> i32
+  %wrapped = llvm.call @__fusegrad_either(%f14, %f57) : (i32, i32) -> i32
   llvm.store %scale, %pscale : f64, !llvm.ptr
   %vg = llvm.load %tg : !llvm.ptr -> !llvm.ptr
   %vq = llvm.load %tq : !llvm.ptr -> !llvm.ptr
@@ -141,20 +179,36 @@ func.func private @__fusegrad_attention_backward(%g: !llvm.ptr, %q: !llvm.ptr, %
   %vv = llvm.load %tv : !llvm.ptr -> !llvm.ptr
   %vo = llvm.load %to : !llvm.ptr -> !llvm.ptr
   %vl = llvm.load %tl : !llvm.ptr -> !llvm.ptr
-  %err = llvm.call @aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu_backward(%vg,
-      %vq, %vk, %vv, %vo, %vl, %zero, %causal, %tm, %pscale, %r0, %r1, %r2) : (!llvm.ptr,
-      !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, i32, !llvm.ptr, !llvm.ptr,
-      !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
-  llvm.call @__fusegrad_copy_out(%tdq, %r0) : (!llvm.ptr, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_copy_out(%tdk, %r1) : (!llvm.ptr, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_copy_out(%tdv, %r2) : (!llvm.ptr, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tg) : (!llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tq) : (!llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tk) : (!llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tv) : (!llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tm) : (!llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%to) : (!llvm.ptr) -> ()
-  llvm.call @__fusegrad_delete(%tl) : (!llvm.ptr) -> ()
+  %ok = llvm.icmp "eq" %wrapped, %z32 : i32
+  %computed = scf.if %ok -> (i32) {
+    %err = llvm.call @aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu_backward(%vg,
+        %vq, %vk, %vv, %vo, %vl, %zero, %causal, %tm, %pscale, %r0, %r1, %r2) : (!llvm.ptr,
+        !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, i32, !llvm.ptr, !llvm.ptr,
+        !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+    %fk = llvm.call @__fusegrad_check_aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu_backward(%z32, %err) : (i32, i32) -> i32
+    scf.yield %fk : i32
+  } else {
+    scf.yield %wrapped : i32
+  }
+  %g1 = llvm.call @__fusegrad_copy_out(%tdq, %r0, %computed) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %g2 = llvm.call @__fusegrad_copy_out(%tdk, %r1, %g1) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %g3 = llvm.call @__fusegrad_copy_out(%tdv, %r2, %g2) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %d1 = llvm.call @__fusegrad_delete(%tg) : (!llvm.ptr) -> i32
+  %d2 = llvm.call @__fusegrad_delete(%tq) : (!llvm.ptr) -> i32
+  %d3 = llvm.call @__fusegrad_delete(%tk) : (!llvm.ptr) -> i32
+  %d4 = llvm.call @__fusegrad_delete(%tv) : (!llvm.ptr) -> i32
+  %d5 = llvm.call @__fusegrad_delete(%tm) : (!llvm.ptr) -> i32
+  %d6 = llvm.call @__fusegrad_delete(%to) : (!llvm.ptr) -> i32
+  %d7 = llvm.call @__fusegrad_delete(%tl) : (!llvm.ptr) -> i32
+  %h1 = llvm.call @__fusegrad_either(%g3, %d1) : (i32, i32) -> i32
+  %h2 = llvm.call @__fusegrad_either(%h1, %d2) : (i32, i32) -> i32
+  %h3 = llvm.call @__fusegrad_either(%h2, %d3) : (i32, i32) -> i32
+  %h4 = llvm.call @__fusegrad_either(%h3, %d4) : (i32, i32) -> i32
+  %h5 = llvm.call @__fusegrad_either(%h4, %d5) : (i32, i32) -> i32
+  %h6 = llvm.call @__fusegrad_either(%h5, %d6) : (i32, i32) -> i32
+  %failure = llvm.call @__fusegrad_either(%h6, %d7) : (i32, i32) -> i32
+  %site = arith.constant SITE<a compiled attention's gradient> : i32
+  func.call @__fusegrad_library_failed(%failure, %site) : (i32, i32) -> ()
   return
 }
 """

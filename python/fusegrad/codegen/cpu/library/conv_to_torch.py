@@ -62,56 +62,69 @@ _CHANNELS_LAST_TEXT = """
 llvm.func @aoti_torch_empty_strided(i64, !llvm.ptr, !llvm.ptr, i32, i32, i32, !llvm.ptr) -> i32
 
 // with `layout` 1 (conv_layout.CHANNELS_LAST), replaces the (n, c, h, w) tensor in `slot`
-// by a channels-last copy
+// by a channels-last copy; returns the failure
 llvm.func @__fusegrad_channels_last(%slot: !llvm.ptr, %d0: i64, %d1: i64, %d2: i64, %d3: i64,
-                                    %dtype: i32, %layout: i32) {
+                                    %dtype: i32, %layout: i32) -> i32 {
   %c4 = llvm.mlir.constant(4 : i64) : i64
   %c1 = llvm.mlir.constant(1 : i64) : i64
   %z32 = llvm.mlir.constant(0 : i32) : i32
+  %null = llvm.mlir.zero : !llvm.ptr
   %sizes = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
   %strides = llvm.alloca %c4 x i64 : (i64) -> !llvm.ptr
   %fresh = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %keep = llvm.icmp "eq" %layout, %z32 : i32
-  llvm.cond_br %keep, ^done, ^convert
+  llvm.cond_br %keep, ^done(%z32 : i32), ^convert
 ^convert:
   %row = llvm.mul %d3, %d1 : i64
   %image = llvm.mul %d2, %row : i64
   llvm.call @__fusegrad_store4(%sizes, %d0, %d1, %d2, %d3) : (!llvm.ptr, i64, i64, i64, i64) -> ()
   llvm.call @__fusegrad_store4(%strides, %image, %c1, %row, %d1) : (!llvm.ptr, i64, i64, i64, i64) -> ()
+  llvm.store %null, %fresh : !llvm.ptr, !llvm.ptr
   %e = llvm.call @aoti_torch_empty_strided(%c4, %sizes, %strides, %dtype, %z32, %z32, %fresh)
       : (i64, !llvm.ptr, !llvm.ptr, i32, i32, i32, !llvm.ptr) -> i32
+  %f = llvm.call @__fusegrad_check_aoti_torch_empty_strided(%z32, %e) : (i32, i32) -> i32
+  %made = llvm.icmp "eq" %f, %z32 : i32
+  llvm.cond_br %made, ^copy, ^done(%f : i32)
+^copy:
   %old = llvm.load %slot : !llvm.ptr -> !llvm.ptr
   %new = llvm.load %fresh : !llvm.ptr -> !llvm.ptr
   %e2 = llvm.call @aoti_torch_copy_(%new, %old, %z32) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %f2 = llvm.call @__fusegrad_check_aoti_torch_copy_(%f, %e2) : (i32, i32) -> i32
   %e3 = llvm.call @aoti_torch_delete_tensor_object(%old) : (!llvm.ptr) -> i32
+  %f3 = llvm.call @__fusegrad_check_aoti_torch_delete_tensor_object(%f2, %e3) : (i32, i32) -> i32
   llvm.store %new, %slot : !llvm.ptr, !llvm.ptr
-  llvm.br ^done
-^done:
-  llvm.return
+  llvm.br ^done(%f3 : i32)
+^done(%failure: i32):
+  llvm.return %failure : i32
 }
 
 // the (n, c, h, w) activation viewing `data`: contiguous (layout 0), a channels-last copy
-// of that (1), or NHWC data as it is, with channels-last strides (2, conv_layout.NHWC)
+// of that (1), or NHWC data as it is, with channels-last strides (2, conv_layout.NHWC);
+// returns the failure
 llvm.func @__fusegrad_activation(%data: !llvm.ptr, %n: i64, %c: i64, %h: i64, %w: i64,
-                                 %dtype: i32, %layout: i32, %slot: !llvm.ptr) {
+                                 %dtype: i32, %layout: i32, %slot: !llvm.ptr) -> i32 {
   %c4 = llvm.mlir.constant(4 : i64) : i64
   %c1 = llvm.mlir.constant(1 : i64) : i64
+  %z32 = llvm.mlir.constant(0 : i32) : i32
   %two = llvm.mlir.constant(2 : i32) : i32
   %nhwc = llvm.icmp "eq" %layout, %two : i32
   llvm.cond_br %nhwc, ^strided, ^blob
 ^strided:
   %row = llvm.mul %w, %c : i64
   %image = llvm.mul %h, %row : i64
-  llvm.call @__fusegrad_blob_strided(%data, %c4, %n, %c, %h, %w, %image, %c1, %row, %c,
+  %f = llvm.call @__fusegrad_blob_strided(%data, %c4, %n, %c, %h, %w, %image, %c1, %row, %c,
       %dtype, %slot) : (!llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32,
-      !llvm.ptr) -> ()
-  llvm.br ^done
+      !llvm.ptr) -> i32
+  llvm.br ^done(%f : i32)
 ^blob:
-  llvm.call @__fusegrad_blob(%data, %n, %c, %h, %w, %dtype, %slot) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_channels_last(%slot, %n, %c, %h, %w, %dtype, %layout) : (!llvm.ptr, i64, i64, i64, i64, i32, i32) -> ()
-  llvm.br ^done
-^done:
-  llvm.return
+  %f1 = llvm.call @__fusegrad_blob(%data, %n, %c, %h, %w, %dtype, %slot) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %made = llvm.icmp "eq" %f1, %z32 : i32
+  llvm.cond_br %made, ^convert, ^done(%f1 : i32)
+^convert:
+  %f2 = llvm.call @__fusegrad_channels_last(%slot, %n, %c, %h, %w, %dtype, %layout) : (!llvm.ptr, i64, i64, i64, i64, i32, i32) -> i32
+  llvm.br ^done(%f2 : i32)
+^done(%failure: i32):
+  llvm.return %failure : i32
 }
 
 // the layout of a result buffer: NHWC data stays so, anything else is contiguous
@@ -141,10 +154,10 @@ llvm.mlir.global internal constant @__fusegrad_add("add\00") {addr_space = 0 : i
 // the convolution of tensors vx and vw into vy. f32 on NHWC buffers: zero vy and add the
 // convolution into it in place (mkldnn's fused conv + add), 0.84 -> 0.67 ms for the
 // benchmark CNN's first conv against computing a result and copying it; otherwise, or if
-// that call fails, at::convolution and a copy
+// that call fails, at::convolution and a copy (none if it fails). Returns the failure.
 llvm.func @__fusegrad_conv_into(%vx: !llvm.ptr, %vw: !llvm.ptr, %vy: !llvm.ptr,
     %stride: !llvm.ptr, %pad: !llvm.ptr, %dil: !llvm.ptr, %zeros: !llvm.ptr, %groups: i64,
-    %dtype: i32, %layout: i32) {
+    %dtype: i32, %layout: i32) -> i32 {
   %c1 = llvm.mlir.constant(1 : i64) : i64
   %c2 = llvm.mlir.constant(2 : i64) : i64
   %c0 = llvm.mlir.constant(0 : i64) : i64
@@ -153,12 +166,16 @@ llvm.func @__fusegrad_conv_into(%vx: !llvm.ptr, %vw: !llvm.ptr, %vy: !llvm.ptr,
   %f32 = llvm.mlir.constant(6 : i32) : i32
   %null = llvm.mlir.zero : !llvm.ptr
   %tr = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
+  llvm.store %null, %tr : !llvm.ptr, !llvm.ptr
   %nhwc = llvm.icmp "eq" %layout, %two : i32
   %single = llvm.icmp "eq" %dtype, %f32 : i32
   %inplace = llvm.and %nhwc, %single : i1
-  llvm.cond_br %inplace, ^add, ^generic
-^add:
+  llvm.cond_br %inplace, ^zero, ^generic
+^zero:
   %ez = llvm.call @aoti_torch_zero_(%vy) : (!llvm.ptr) -> i32
+  %zeroed = llvm.icmp "eq" %ez, %z32 : i32
+  llvm.cond_br %zeroed, ^add, ^generic
+^add:
   %attr = llvm.mlir.addressof @__fusegrad_add : !llvm.ptr
   %ea = llvm.call @aoti_torch_cpu_mkldnn__convolution_pointwise_binary_(%vy, %vx, %vw, %null,
       %pad, %c2, %stride, %c2, %dil, %c2, %groups, %attr, %null, %null, %null, %c0, %null, %tr)
@@ -169,18 +186,25 @@ llvm.func @__fusegrad_conv_into(%vx: !llvm.ptr, %vw: !llvm.ptr, %vy: !llvm.ptr,
 ^release:
   %va = llvm.load %tr : !llvm.ptr -> !llvm.ptr
   %da = llvm.call @aoti_torch_delete_tensor_object(%va) : (!llvm.ptr) -> i32
-  llvm.br ^done
+  %fa = llvm.call @__fusegrad_check_aoti_torch_delete_tensor_object(%z32, %da) : (i32, i32) -> i32
+  llvm.br ^done(%fa : i32)
 ^generic:
   %nobias = llvm.mlir.zero : !llvm.ptr
   %e = llvm.call @aoti_torch_cpu_convolution(%vx, %vw, %nobias, %stride, %c2, %pad, %c2,
       %dil, %c2, %z32, %zeros, %c2, %groups, %tr) : (!llvm.ptr, !llvm.ptr, !llvm.ptr,
       !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64, i32, !llvm.ptr, i64, i64, !llvm.ptr) -> i32
+  %f = llvm.call @__fusegrad_check_aoti_torch_cpu_convolution(%z32, %e) : (i32, i32) -> i32
+  %computed = llvm.icmp "eq" %f, %z32 : i32
+  llvm.cond_br %computed, ^copy, ^done(%f : i32)
+^copy:
   %vr = llvm.load %tr : !llvm.ptr -> !llvm.ptr
   %e2 = llvm.call @aoti_torch_copy_(%vy, %vr, %z32) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+  %f2 = llvm.call @__fusegrad_check_aoti_torch_copy_(%f, %e2) : (i32, i32) -> i32
   %d0 = llvm.call @aoti_torch_delete_tensor_object(%vr) : (!llvm.ptr) -> i32
-  llvm.br ^done
-^done:
-  llvm.return
+  %f3 = llvm.call @__fusegrad_check_aoti_torch_delete_tensor_object(%f2, %d0) : (i32, i32) -> i32
+  llvm.br ^done(%f3 : i32)
+^done(%failure: i32):
+  llvm.return %failure : i32
 }
 
 func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr,
@@ -196,9 +220,11 @@ func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr
   %tw = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %ty = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %ylayout = llvm.call @__fusegrad_result_layout(%layout) : (i32) -> i32
-  llvm.call @__fusegrad_activation(%x, %n, %c, %h, %wd, %dtype, %layout, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_activation(%y, %on, %of, %oh, %ow, %dtype, %ylayout, %ty) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
+  %f1 = llvm.call @__fusegrad_activation(%x, %n, %c, %h, %wd, %dtype, %layout, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> i32
+  %f2 = llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f3 = llvm.call @__fusegrad_activation(%y, %on, %of, %oh, %ow, %dtype, %ylayout, %ty) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> i32
+  %f12 = llvm.call @__fusegrad_either(%f1, %f2) : (i32, i32) -> i32
+  %wrapped = llvm.call @__fusegrad_either(%f12, %f3) : (i32, i32) -> i32
   %stride = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %pad = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %dil = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
@@ -210,12 +236,23 @@ func.func private @__fusegrad_conv2d(%x: !llvm.ptr, %w: !llvm.ptr, %y: !llvm.ptr
   %vx = llvm.load %tx : !llvm.ptr -> !llvm.ptr
   %vw = llvm.load %tw : !llvm.ptr -> !llvm.ptr
   %vy = llvm.load %ty : !llvm.ptr -> !llvm.ptr
-  llvm.call @__fusegrad_conv_into(%vx, %vw, %vy, %stride, %pad, %dil, %zeros, %groups, %dtype,
-      %layout) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr,
-      i64, i32, i32) -> ()
-  %d1 = llvm.call @aoti_torch_delete_tensor_object(%vx) : (!llvm.ptr) -> i32
-  %d2 = llvm.call @aoti_torch_delete_tensor_object(%vw) : (!llvm.ptr) -> i32
-  %d3 = llvm.call @aoti_torch_delete_tensor_object(%vy) : (!llvm.ptr) -> i32
+  %ok = llvm.icmp "eq" %wrapped, %z32 : i32
+  %computed = scf.if %ok -> (i32) {
+    %fc = llvm.call @__fusegrad_conv_into(%vx, %vw, %vy, %stride, %pad, %dil, %zeros, %groups,
+        %dtype, %layout) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr,
+        !llvm.ptr, i64, i32, i32) -> i32
+    scf.yield %fc : i32
+  } else {
+    scf.yield %wrapped : i32
+  }
+  %d1 = llvm.call @__fusegrad_delete(%tx) : (!llvm.ptr) -> i32
+  %d2 = llvm.call @__fusegrad_delete(%tw) : (!llvm.ptr) -> i32
+  %d3 = llvm.call @__fusegrad_delete(%ty) : (!llvm.ptr) -> i32
+  %g1 = llvm.call @__fusegrad_either(%computed, %d1) : (i32, i32) -> i32
+  %g2 = llvm.call @__fusegrad_either(%g1, %d2) : (i32, i32) -> i32
+  %failure = llvm.call @__fusegrad_either(%g2, %d3) : (i32, i32) -> i32
+  %site = arith.constant SITE<a compiled convolution> : i32
+  func.call @__fusegrad_library_failed(%failure, %site) : (i32, i32) -> ()
   return
 }
 """
@@ -256,10 +293,13 @@ func.func private @__fusegrad_conv2d_backward(%go: !llvm.ptr, %x: !llvm.ptr, %w:
   %dst1 = llvm.select %which_input, %c, %cg : i1, i64
   %dst2 = llvm.select %which_input, %h, %kh : i1, i64
   %dst3 = llvm.select %which_input, %wd, %kw : i1, i64
-  llvm.call @__fusegrad_activation(%dst_data, %dst0, %dst1, %dst2, %dst3, %dtype, %dstlayout, %tdst) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_activation(%go, %n, %o, %oh, %ow, %dtype, %layout, %tgo) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_activation(%x, %xn, %c, %h, %wd, %dtype, %layout, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> ()
+  %f1 = llvm.call @__fusegrad_activation(%dst_data, %dst0, %dst1, %dst2, %dst3, %dtype, %dstlayout, %tdst) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> i32
+  %f2 = llvm.call @__fusegrad_activation(%go, %n, %o, %oh, %ow, %dtype, %layout, %tgo) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> i32
+  %f3 = llvm.call @__fusegrad_activation(%x, %xn, %c, %h, %wd, %dtype, %layout, %tx) : (!llvm.ptr, i64, i64, i64, i64, i32, i32, !llvm.ptr) -> i32
+  %f4 = llvm.call @__fusegrad_blob(%w, %f, %cg, %kh, %kw, %dtype, %tw) : (!llvm.ptr, i64, i64, i64, i64, i32, !llvm.ptr) -> i32
+  %f12 = llvm.call @__fusegrad_either(%f1, %f2) : (i32, i32) -> i32
+  %f34 = llvm.call @__fusegrad_either(%f3, %f4) : (i32, i32) -> i32
+  %wrapped = llvm.call @__fusegrad_either(%f12, %f34) : (i32, i32) -> i32
   %stride = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %pad = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
   %dil = llvm.alloca %c2 x i64 : (i64) -> !llvm.ptr
@@ -284,19 +324,40 @@ func.func private @__fusegrad_conv2d_backward(%go: !llvm.ptr, %x: !llvm.ptr, %w:
   %vgo = llvm.load %tgo : !llvm.ptr -> !llvm.ptr
   %vx = llvm.load %tx : !llvm.ptr -> !llvm.ptr
   %vw = llvm.load %tw : !llvm.ptr -> !llvm.ptr
-  %e = llvm.call @aoti_torch_cpu_convolution_backward(%vgo, %vx, %vw, %null, %c0, %stride, %c2,
-      %pad, %c2, %dil, %c2, %z32, %zeros, %c2, %groups, %mask, %c3, %r0, %r1, %null)
-      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64,
-         !llvm.ptr, i64, i32, !llvm.ptr, i64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr,
-         !llvm.ptr) -> i32
-  %vr = llvm.load %tr : !llvm.ptr -> !llvm.ptr
-  %dst = llvm.load %tdst : !llvm.ptr -> !llvm.ptr
-  %e2 = llvm.call @aoti_torch_copy_(%dst, %vr, %z32) : (!llvm.ptr, !llvm.ptr, i32) -> i32
-  %d4 = llvm.call @aoti_torch_delete_tensor_object(%dst) : (!llvm.ptr) -> i32
-  %d0 = llvm.call @aoti_torch_delete_tensor_object(%vr) : (!llvm.ptr) -> i32
-  %d1 = llvm.call @aoti_torch_delete_tensor_object(%vgo) : (!llvm.ptr) -> i32
-  %d2 = llvm.call @aoti_torch_delete_tensor_object(%vx) : (!llvm.ptr) -> i32
-  %d3 = llvm.call @aoti_torch_delete_tensor_object(%vw) : (!llvm.ptr) -> i32
+  %ok = llvm.icmp "eq" %wrapped, %z32 : i32
+  %computed = scf.if %ok -> (i32) {
+    %e = llvm.call @aoti_torch_cpu_convolution_backward(%vgo, %vx, %vw, %null, %c0, %stride,
+        %c2, %pad, %c2, %dil, %c2, %z32, %zeros, %c2, %groups, %mask, %c3, %r0, %r1, %null)
+        : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i64,
+           !llvm.ptr, i64, i32, !llvm.ptr, i64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr,
+           !llvm.ptr) -> i32
+    %fk = llvm.call @__fusegrad_check_aoti_torch_cpu_convolution_backward(%z32, %e) : (i32, i32) -> i32
+    %done = llvm.icmp "eq" %fk, %z32 : i32
+    %copied = scf.if %done -> (i32) {
+      %vr = llvm.load %tr : !llvm.ptr -> !llvm.ptr
+      %dst = llvm.load %tdst : !llvm.ptr -> !llvm.ptr
+      %e2 = llvm.call @aoti_torch_copy_(%dst, %vr, %z32) : (!llvm.ptr, !llvm.ptr, i32) -> i32
+      %fc = llvm.call @__fusegrad_check_aoti_torch_copy_(%z32, %e2) : (i32, i32) -> i32
+      scf.yield %fc : i32
+    } else {
+      scf.yield %fk : i32
+    }
+    scf.yield %copied : i32
+  } else {
+    scf.yield %wrapped : i32
+  }
+  %d4 = llvm.call @__fusegrad_delete(%tdst) : (!llvm.ptr) -> i32
+  %d0 = llvm.call @__fusegrad_delete(%tr) : (!llvm.ptr) -> i32
+  %d1 = llvm.call @__fusegrad_delete(%tgo) : (!llvm.ptr) -> i32
+  %d2 = llvm.call @__fusegrad_delete(%tx) : (!llvm.ptr) -> i32
+  %d3 = llvm.call @__fusegrad_delete(%tw) : (!llvm.ptr) -> i32
+  %g1 = llvm.call @__fusegrad_either(%computed, %d4) : (i32, i32) -> i32
+  %g2 = llvm.call @__fusegrad_either(%g1, %d0) : (i32, i32) -> i32
+  %g3 = llvm.call @__fusegrad_either(%g2, %d1) : (i32, i32) -> i32
+  %g4 = llvm.call @__fusegrad_either(%g3, %d2) : (i32, i32) -> i32
+  %failure = llvm.call @__fusegrad_either(%g4, %d3) : (i32, i32) -> i32
+  %site = arith.constant SITE<a compiled convolution's gradient> : i32
+  func.call @__fusegrad_library_failed(%failure, %site) : (i32, i32) -> ()
   return
 }
 """

@@ -96,42 +96,58 @@ _TORCH_GEMM_TEXT = """
 llvm.func @aoti_torch_cpu_baddbmm_out(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64,
                                       f64) -> i32
 
-// the tensor (batch, rows, cols) over `data`, stored transposed per batch when `t`
+// the tensor (batch, rows, cols) over `data`, stored transposed per batch when `t`;
+// returns the failure
 llvm.func @__fusegrad_matrices(%data: !llvm.ptr, %batch: i64, %rows: i64, %cols: i64, %t: i1,
-                               %dtype: i32, %slot: !llvm.ptr) {
+                               %dtype: i32, %slot: !llvm.ptr) -> i32 {
   %c1 = llvm.mlir.constant(1 : i64) : i64
   %c3 = llvm.mlir.constant(3 : i64) : i64
   %size = llvm.mul %rows, %cols : i64
   %s1 = llvm.select %t, %c1, %cols : i1, i64
   %s2 = llvm.select %t, %rows, %c1 : i1, i64
-  llvm.call @__fusegrad_blob_strided(%data, %c3, %batch, %rows, %cols, %c1, %size, %s1, %s2,
-      %c1, %dtype, %slot) : (!llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32,
-      !llvm.ptr) -> ()
-  llvm.return
+  %f = llvm.call @__fusegrad_blob_strided(%data, %c3, %batch, %rows, %cols, %c1, %size, %s1,
+      %s2, %c1, %dtype, %slot) : (!llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64, i32,
+      !llvm.ptr) -> i32
+  llvm.return %f : i32
 }
 
 func.func private @__fusegrad_gemm_torch(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr,
     %batch: i64, %m: i64, %n: i64, %k: i64, %ta: i1, %tb: i1, %beta: f64, %dtype: i32) {
   %c1 = llvm.mlir.constant(1 : i64) : i64
+  %z32 = llvm.mlir.constant(0 : i32) : i32
   %false = llvm.mlir.constant(false) : i1
   %one = llvm.mlir.constant(1.0 : f64) : f64
   %sa = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %sb = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
   %sc = llvm.alloca %c1 x !llvm.ptr : (i64) -> !llvm.ptr
-  llvm.call @__fusegrad_matrices(%a, %batch, %m, %k, %ta, %dtype, %sa)
-      : (!llvm.ptr, i64, i64, i64, i1, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_matrices(%b, %batch, %k, %n, %tb, %dtype, %sb)
-      : (!llvm.ptr, i64, i64, i64, i1, i32, !llvm.ptr) -> ()
-  llvm.call @__fusegrad_matrices(%c, %batch, %m, %n, %false, %dtype, %sc)
-      : (!llvm.ptr, i64, i64, i64, i1, i32, !llvm.ptr) -> ()
+  %fa = llvm.call @__fusegrad_matrices(%a, %batch, %m, %k, %ta, %dtype, %sa)
+      : (!llvm.ptr, i64, i64, i64, i1, i32, !llvm.ptr) -> i32
+  %fb = llvm.call @__fusegrad_matrices(%b, %batch, %k, %n, %tb, %dtype, %sb)
+      : (!llvm.ptr, i64, i64, i64, i1, i32, !llvm.ptr) -> i32
+  %fc = llvm.call @__fusegrad_matrices(%c, %batch, %m, %n, %false, %dtype, %sc)
+      : (!llvm.ptr, i64, i64, i64, i1, i32, !llvm.ptr) -> i32
+  %fab = llvm.call @__fusegrad_either(%fa, %fb) : (i32, i32) -> i32
+  %wrapped = llvm.call @__fusegrad_either(%fab, %fc) : (i32, i32) -> i32
   %ha = llvm.load %sa : !llvm.ptr -> !llvm.ptr
   %hb = llvm.load %sb : !llvm.ptr -> !llvm.ptr
   %hc = llvm.load %sc : !llvm.ptr -> !llvm.ptr
-  %e = llvm.call @aoti_torch_cpu_baddbmm_out(%hc, %hc, %ha, %hb, %beta, %one)
-      : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, f64) -> i32
-  %da = llvm.call @aoti_torch_delete_tensor_object(%ha) : (!llvm.ptr) -> i32
-  %db = llvm.call @aoti_torch_delete_tensor_object(%hb) : (!llvm.ptr) -> i32
-  %dc = llvm.call @aoti_torch_delete_tensor_object(%hc) : (!llvm.ptr) -> i32
+  %ok = llvm.icmp "eq" %wrapped, %z32 : i32
+  %computed = scf.if %ok -> (i32) {
+    %e = llvm.call @aoti_torch_cpu_baddbmm_out(%hc, %hc, %ha, %hb, %beta, %one)
+        : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, f64) -> i32
+    %fk = llvm.call @__fusegrad_check_aoti_torch_cpu_baddbmm_out(%z32, %e) : (i32, i32) -> i32
+    scf.yield %fk : i32
+  } else {
+    scf.yield %wrapped : i32
+  }
+  %da = llvm.call @__fusegrad_delete(%sa) : (!llvm.ptr) -> i32
+  %db = llvm.call @__fusegrad_delete(%sb) : (!llvm.ptr) -> i32
+  %dc = llvm.call @__fusegrad_delete(%sc) : (!llvm.ptr) -> i32
+  %g1 = llvm.call @__fusegrad_either(%computed, %da) : (i32, i32) -> i32
+  %g2 = llvm.call @__fusegrad_either(%g1, %db) : (i32, i32) -> i32
+  %failure = llvm.call @__fusegrad_either(%g2, %dc) : (i32, i32) -> i32
+  %site = arith.constant SITE<a compiled 16-bit matmul> : i32
+  func.call @__fusegrad_library_failed(%failure, %site) : (i32, i32) -> ()
   return
 }
 """
