@@ -22,7 +22,7 @@ import torch
 import torch.utils._pytree as pytree
 from mlir import ir
 
-from .frontend.capture import TENSOR_LEAF, Captured, CaptureError, capture
+from .frontend.capture import TENSOR_LEAF, Captured, CaptureError, capture, read_from_outside
 from .program import CompileOptions, Program
 from .runtime import exported
 
@@ -191,19 +191,7 @@ class _Closure(torch.nn.Module):
         super().__init__()
         self.__dict__["_fn"] = fn  # not a submodule, not in the state
         self.__dict__["_slots"] = []  # (where: cell or globals dict, key, name)
-        code = getattr(fn, "__code__", None)
-        if code is None:
-            return
-        outside: list[tuple[Any, Any, str, Any]] = []
-        for cell, name in zip(getattr(fn, "__closure__", None) or (), code.co_freevars):
-            try:
-                outside.append((cell, None, name, cell.cell_contents))
-            except ValueError:  # not assigned yet
-                pass
-        for name in code.co_names:
-            if name in fn.__globals__:
-                outside.append((fn.__globals__, name, name, fn.__globals__[name]))
-        for where, key, name, value in outside:
+        for where, key, name, value in read_from_outside(fn):
             if name in self._modules or name in self._parameters or name in self._buffers:
                 continue
             if isinstance(value, torch.nn.Module):

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .autograd_function import run_program, with_seed
-from .frontend.capture import Captured, capture
+from .frontend.capture import Captured, capture, read_from_outside
 from .devices import select_target
 from .program import CompileOptions, Program
 from .runtime.autograd import unaliased
@@ -90,19 +90,11 @@ def _traced(fn: Callable[..., Any], args: Sequence[torch.Tensor],
 
 
 def _outside_tensors(fn: Callable[..., Any]) -> tuple[int, ...]:
-    """The identities of the tensors and modules `fn` names from outside (its closure
-    cells, the globals its code reads): part of the trace's key, so that rebinding such a
-    name traces anew (`_lift_closed_over` passes the traced objects themselves)."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return ()
-    values = [fn.__globals__.get(n) for n in code.co_names]
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            values.append(cell.cell_contents)
-        except ValueError:  # not assigned yet
-            pass
-    return tuple(id(v) for v in values if isinstance(v, (torch.Tensor, torch.nn.Module)))
+    """The identities of the tensors and modules `fn` names from outside: part of the
+    trace's key, so that rebinding such a name traces anew (`_lift_closed_over` passes
+    the traced objects themselves)."""
+    return tuple(id(value) for _, _, _, value in read_from_outside(fn)
+                 if isinstance(value, (torch.Tensor, torch.nn.Module)))
 
 
 def _argnums(argnums: Argnums, nargs: int) -> tuple[int, ...]:

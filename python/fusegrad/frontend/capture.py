@@ -357,6 +357,25 @@ def _side_effect_error(gm: torch.fx.GraphModule) -> Exception:
                         "compiles pure tensor programs")
 
 
+def read_from_outside(fn: Callable[..., Any]) -> list[tuple[Any, str | None, str, Any]]:
+    """What `fn` names from outside: its closure cells and the globals its code reads, as
+    (where: the cell or the globals dict, key: None for a cell or the global's name, the
+    variable's name, its value). fusegrad's transforms key their traces on these, and
+    export saves the modules and tensors among them."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    found: list[tuple[Any, str | None, str, Any]] = []
+    for cell, name in zip(getattr(fn, "__closure__", None) or (), code.co_freevars):
+        try:
+            found.append((cell, None, name, cell.cell_contents))
+        except ValueError:  # not assigned yet
+            pass
+    found += [(fn.__globals__, name, name, fn.__globals__[name]) for name in code.co_names
+              if name in fn.__globals__]
+    return found
+
+
 def _lift_closed_over(gm: torch.fx.GraphModule, position: int) -> tuple[torch.Tensor, ...]:
     """The tensors the traced function read from outside (closed over, globals, a
     submodule's weights), which tracing recorded as constants, made placeholders at
