@@ -75,7 +75,7 @@ func.func @fusion_foreign_op(%x: tensor<4xf32>) {
 // -----
 
 func.func @fusion_dynamic(%x: tensor<?xf32>) {
-  // expected-error @+1 {{'dg.fusion' region result #0: expected a statically shaped ranked tensor, got tensor<?xf32>}}
+  // expected-error @+1 {{'dg.fusion' region result #0: tensor<?xf32>: a dg tensor's `?` dims need their sizes as the type's encoding}}
   %0 = scf.execute_region -> tensor<?xf32> no_inline {
     scf.yield %x : tensor<?xf32>
   } {dg.fusion}
@@ -96,7 +96,7 @@ func.func @fusion_inner(%x: tensor<4xi32>) {
 // -----
 
 func.func @dynamic(%a: tensor<?xf32>) {
-  // expected-error @+1 {{'dg.exp' op operand #0: expected a statically shaped ranked tensor, got tensor<?xf32>}}
+  // expected-error @+1 {{'dg.exp' op operand #0: tensor<?xf32>: a dg tensor's `?` dims need their sizes as the type's encoding}}
   %0 = "dg.exp"(%a) : (tensor<?xf32>) -> tensor<?xf32>
   return
 }

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 from mlir import ir
 
-from .core import OPS, ShapeError, attrs_of, lookup
+from .core import OPS, ShapeError, attrs_of, encode_attrs, lookup
 from .region_ops import create_fusion, create_fusion_yield
 from .types import TensorSpec, from_torch_dtype
 from .lazy_torch import torch
@@ -97,7 +97,7 @@ class Builder:
         results = infer(name, operands, attrs, hint)
         op = ir.Operation.create(
             d.full_name, results=[r.to_mlir() for r in results], operands=list(operands),
-            attributes={k: d.attrs[k].to_mlir(v) for k, v in attrs.items()},
+            attributes=encode_attrs(d, attrs),
             loc=self.loc)
         return op.results[0] if len(d.results) == 1 and not d.results[0].startswith("*") \
             else list(op.results)

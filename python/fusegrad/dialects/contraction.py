@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 
-from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
+from .core import (Attr, Kind, ShapeError, define, equal, holds, lowering, reference_rule, require,
+                   shape_rule)
 from .lazy_torch import torch
 
 define("matmul", ("lhs", "rhs"), kind=Kind.CONTRACTION,
@@ -73,20 +74,21 @@ def _conv2d_shape(ins, attrs, hint, *, op):
         raise ShapeError(f"dg.{op}: stride/dilation must be >= 1, padding >= 0, groups >= 1")
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
-    if c % groups or o % groups or cg * groups != c:
-        raise ShapeError(f"dg.{op}: {c} input channels, {o} output channels and weight "
-                         f"in-channels {cg} do not fit groups={groups}")
+    fits = [equal(c % groups, 0), equal(o % groups, 0), equal(cg * groups, c)]
+    require(all(holds(f) is not False for f in fits),
+            f"dg.{op}: {c} input channels, {o} output channels and weight in-channels {cg} "
+            f"do not fit groups={groups}")
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    if oh < 1 or ow < 1:
-        raise ShapeError(f"dg.{op}: kernel {kh}x{kw} does not fit the padded input {h}x{wd}")
+    require(holds(oh >= 1) is not False and holds(ow >= 1) is not False,
+            f"dg.{op}: kernel {kh}x{kw} does not fit the padded input {h}x{wd}")
     return [x.with_shape((n, o, oh, ow))]
 
 
 def _named_shape(op, attrs, attr, like, g):
     """The operand shape an attribute gives (input_shape, weight_shape), as a spec."""
     shape = tuple(attrs[attr])
-    if len(shape) != 4 or min(shape) < 1:
+    if len(shape) != 4 or any(holds(d >= 1) is False for d in shape):
         raise ShapeError(f"dg.{op}: {attr} must be 4 positive sizes, got {list(shape)}")
     if g.rank != 4:
         raise ShapeError(f"dg.{op}: grad must be rank 4, got {g.rank}")

@@ -28,6 +28,37 @@ class ShapeError(ValueError):
     """An op's operands/attributes violate its shape or dtype rule."""
 
 
+def holds(condition: Any) -> bool | None:
+    """Whether a condition on sizes holds: True or False where it is decided (always, for
+    static sizes), None where it depends on the values of symbolic sizes."""
+    if isinstance(condition, (bool, np.bool_)):
+        return bool(condition)
+    import sympy
+
+    decided = sympy.simplify(condition)
+    if decided in (sympy.true, sympy.false):
+        return bool(decided)
+    return None
+
+
+def equal(a: Any, b: Any) -> Any:
+    """The condition `a == b` on sizes (for `holds`/`require`): Python's `==` on
+    symbolic sizes compares their expressions, not their values."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    import sympy
+
+    return sympy.Eq(a, b)
+
+
+def require(condition: Any, message: str) -> None:
+    """Raise ShapeError(message) unless `condition` may hold. A condition on symbolic sizes
+    that only their values decide is accepted: the capture's guards (Dynamo's, on the
+    sizes it made symbolic) ensure what the program was traced under."""
+    if holds(condition) is False:
+        raise ShapeError(message)
+
+
 class Kind(enum.Enum):
     """Fusion class of an op: what kind of loop nest it needs."""
 
@@ -80,6 +111,32 @@ class Attr(enum.Enum):
         if self is Attr.ELEMENTS:
             return attr
         raise AssertionError(self)
+
+
+# an integer-array attribute's symbolic entries (a slice's limit `s0 - 1`, a pad's
+# high edge) are ShapedType's dynamic marker in the array, and their sizes, in order, are
+# the string attribute named with this suffix: `limit = array<i64: -9223372036854775808, 4>,
+# limit_sizes = "s0 - 1"`, as a tensor type's `?` dims are named by its encoding
+SIZES_SUFFIX = "_sizes"
+DYNAMIC = -(1 << 63)
+
+
+def encode_attrs(op: "OpDef", attrs: dict[str, Any]) -> dict[str, ir.Attribute]:
+    """`attrs` of dg op `op` as MLIR attributes (symbolic array entries included)."""
+    from ..runtime import abi
+
+    out = {}
+    for name, value in attrs.items():
+        kind = op.attrs[name]
+        if kind is Attr.I64S and any(abi.is_symbolic(abi.as_dim(v)) for v in value):
+            dims = [abi.as_dim(v) for v in value]
+            out[name] = ir.DenseI64ArrayAttr.get(
+                [DYNAMIC if abi.is_symbolic(d) else d for d in dims])
+            out[name + SIZES_SUFFIX] = ir.StringAttr.get(
+                ", ".join(abi.format_dim(d) for d in dims if abi.is_symbolic(d)))
+        else:
+            out[name] = kind.to_mlir(value)
+    return out
 
 
 @dataclass
@@ -168,7 +225,22 @@ def attrs_of(op: ir.Operation) -> dict[str, Any]:
     for name, kind in d.attrs.items():
         if name in op.attributes:
             out[name] = kind.from_mlir(op.attributes[name])
+            if kind is Attr.I64S and DYNAMIC in out[name]:
+                out[name] = _symbolic_entries(op, name, out[name])
     return out
+
+
+def _symbolic_entries(op: ir.Operation, name: str, values: tuple[int, ...]) -> tuple[Any, ...]:
+    from .types import symbolic_dims
+
+    key = name + SIZES_SUFFIX
+    sizes = list(symbolic_dims(ir.StringAttr(op.attributes[key]).value)) \
+        if key in op.attributes else []
+    if len(sizes) != values.count(DYNAMIC):
+        raise ShapeError(f"{op.name}: attribute {name} has {values.count(DYNAMIC)} symbolic "
+                         f"entries and {len(sizes)} sizes in {key}")
+    sizes.reverse()
+    return tuple(sizes.pop() if v == DYNAMIC else v for v in values)
 
 
 def elements_to_numpy(attr: ir.Attribute) -> np.ndarray:

@@ -3,7 +3,7 @@ scatter_min, scatter_mul (scatter_reduce) and scatter (indices are i32/i64)."""
 from __future__ import annotations
 
 
-from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
+from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, require, shape_rule
 from .reduction import check_dims
 from .lazy_torch import torch
 
@@ -39,9 +39,9 @@ def _gather_shape(ins, attrs, hint, *, op):
     if idx.rank != x.rank:
         raise ShapeError(f"dg.gather: indices rank {idx.rank} differs from operand rank {x.rank}")
     for d in range(x.rank):
-        if d != dim and idx.shape[d] > x.shape[d]:
-            raise ShapeError(f"dg.gather: indices dim {d} of size {idx.shape[d]} exceeds operand "
-                             f"size {x.shape[d]}")
+        if d != dim:
+            require(idx.shape[d] <= x.shape[d], f"dg.gather: indices dim {d} of size "
+                    f"{idx.shape[d]} exceeds operand size {x.shape[d]}")
     return [idx.with_dtype(x.dtype)]
 
 
@@ -72,9 +72,9 @@ def _scatter_shape(ins, attrs, hint, *, op):
     if idx.rank != x.rank:
         raise ShapeError(f"{what}: indices rank {idx.rank} differs from operand rank {x.rank}")
     for d in range(x.rank):
-        if d != dim and idx.shape[d] > x.shape[d]:
-            raise ShapeError(f"{what}: indices dim {d} of size {idx.shape[d]} exceeds "
-                             f"operand size {x.shape[d]}")
+        if d != dim:
+            require(idx.shape[d] <= x.shape[d], f"{what}: indices dim {d} of size "
+                    f"{idx.shape[d]} exceeds operand size {x.shape[d]}")
     return [x]
 
 

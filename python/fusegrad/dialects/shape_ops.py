@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 
-from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
+from .core import (Attr, Kind, ShapeError, define, holds, lowering, reference_rule, require,
+                   shape_rule)
 from .reduction import check_dims
 from .lazy_torch import torch
 
@@ -21,6 +22,11 @@ define("pad", ("x",), attrs={"low": Attr.I64S, "high": Attr.I64S, "interior": At
 define("concatenate", ("lhs", "rhs"), attrs={"dim": Attr.I64}, kind=Kind.DATA_MOVEMENT,
        summary="join two operands along dim (Builder.concat chains more); binary because IRDL "
                "variadics force equal types")
+
+
+def _gaps(n):
+    """Gaps between n elements (a symbolic size is at least 1)."""
+    return max(n - 1, 0) if isinstance(n, int) else n - 1
 
 
 @shape_rule("broadcast_in_dim")
@@ -75,9 +81,9 @@ def _slice_shape(ins, attrs, hint, *, op):
     for d, (s, l, st) in enumerate(zip(start, limit, stride)):
         if st < 1:
             raise ShapeError(f"dg.slice: stride {st} in dim {d} must be >= 1")
-        if not 0 <= s <= l <= x.shape[d]:
-            raise ShapeError(f"dg.slice: bounds [{s}, {l}) out of range for dim {d} of size "
-                             f"{x.shape[d]}")
+        require(holds(0 <= s) is not False and holds(s <= l) is not False
+                and holds(l <= x.shape[d]) is not False,
+                f"dg.slice: bounds [{s}, {l}) out of range for dim {d} of size {x.shape[d]}")
         shape.append((l - s + st - 1) // st)
     return [x.with_shape(shape)]
 
@@ -95,9 +101,9 @@ def _pad_shape(ins, attrs, hint, *, op):
     low, high, interior = (tuple(attrs[k]) for k in ("low", "high", "interior"))
     if not len(low) == len(high) == len(interior) == x.rank:
         raise ShapeError(f"dg.pad: low/high/interior need {x.rank} entries each")
-    if min(low + high + interior, default=0) < 0:
-        raise ShapeError("dg.pad: padding amounts must be non-negative; use dg.slice to crop")
-    return [x.with_shape(lo + hi + n + max(n - 1, 0) * it
+    for amount in low + high + interior:
+        require(amount >= 0, "dg.pad: padding amounts must be non-negative; use dg.slice to crop")
+    return [x.with_shape(lo + hi + n + _gaps(n) * it
                          for n, lo, hi, it in zip(x.shape, low, high, interior))]
 
 
@@ -347,7 +353,7 @@ def _slice_vjp(b, ins, outs, cts, *, op, attrs):
     x_shape, out_shape = spec(ins[0]).shape, spec(outs[0]).shape
     start, stride = attrs["start"], attrs["stride"]
     # the sliced elements land at start + k * stride; everything else gets zero
-    high = [size - s - (n + max(n - 1, 0) * (st - 1))
+    high = [size - s - (n + _gaps(n) * (st - 1))
             for size, s, st, n in zip(x_shape, start, stride, out_shape)]
     return [b.pad(g, low=start, high=high, interior=[st - 1 for st in stride], value=0.0)]
 
@@ -364,7 +370,7 @@ def _pad_vjp(b, ins, outs, cts, *, op, attrs):
     if g is None:
         return [None]
     low, interior = attrs["low"], attrs["interior"]
-    limit = [lo + max(n - 1, 0) * (it + 1) + (1 if n else 0)
+    limit = [lo + _gaps(n) * (it + 1) + (1 if n else 0)
              for lo, it, n in zip(low, interior, spec(ins[0]).shape)]
     return [b.slice(g, start=low, limit=limit, stride=[it + 1 for it in interior])]
 

@@ -5,6 +5,7 @@ Python value, so they can be used and tested without building IR.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -68,10 +69,53 @@ def dtype_of(element: ir.Type) -> str:
     return name
 
 
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += c == "("
+        depth -= c == ")"
+        if c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
+
+
+@functools.lru_cache(maxsize=4096)
+def symbolic_dims(encoding: str) -> tuple[abi.Dim, ...]:
+    """The sizes of a tensor type's `?` dims, from its encoding (`"s0, 4*s1"`)."""
+    return tuple(abi.parse_dim(p.strip()) for p in _split_top_level(encoding))
+
+
+def dims_encoding(shape: Iterable[abi.Dim]) -> str:
+    return ", ".join(abi.format_dim(d) for d in shape if abi.is_symbolic(d))
+
+
+# module attribute: a typical value of each symbolic size (`{s0 = 128 : i64}`), from the
+# capture's example inputs; cost models (dg-remat's saved bytes) weigh sizes by it
+SIZE_HINTS_ATTR = "dg.size_hints"
+# the hint of a symbol the module gives none for
+DEFAULT_SIZE_HINT = 64
+
+
+def size_hints(op: ir.Operation) -> dict[str, int]:
+    """The size hints of the module holding `op` (or `op` itself)."""
+    while op is not None and op.name != "builtin.module":
+        op = op.parent
+    if op is None or SIZE_HINTS_ATTR not in op.attributes:
+        return {}
+    attr = ir.DictAttr(op.attributes[SIZE_HINTS_ATTR])
+    return {attr[i].name: ir.IntegerAttr(attr[i].attr).value for i in range(len(attr))}
+
+
 @dataclass(frozen=True)
 class TensorSpec(abi.TensorSig):
-    """A static tensor type: shape and dtype name (`f32`, `i64`, `i1`, ...); the runtime's
-    tensor signature with the compiler's checks and MLIR conversions."""
+    """A tensor type: shape and dtype name (`f32`, `i64`, `i1`, ...); the runtime's
+    tensor signature with the compiler's checks and MLIR conversions.
+
+    A symbolic dim (`abi.Dim`) is a `?` in the MLIR type, whose encoding names the
+    sizes of its `?` dims in order: `tensor<?x128x?xf32, "s0, 4*s1">`. Two values of one
+    symbolic shape have one type, so the ops' same-type constraints and the shape
+    rules' comparisons check symbolic sizes as they check static ones."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -81,17 +125,47 @@ class TensorSpec(abi.TensorSig):
     def with_shape(self, shape: Iterable[int]) -> "TensorSpec":
         return TensorSpec(tuple(shape), self.dtype)
 
+    def hinted(self, hints: dict[str, int]) -> "TensorSpec":
+        """This spec at the size hints (DEFAULT_SIZE_HINT for a symbol without one)."""
+        if self.is_static:
+            return self
+        sizes = {str(s): hints.get(str(s), DEFAULT_SIZE_HINT)
+                 for d in self.shape if abi.is_symbolic(d) for s in d.free_symbols}
+        return self.with_shape(abi.eval_dim(d, sizes) for d in self.shape)
+
     def with_dtype(self, dtype: str) -> "TensorSpec":
         return TensorSpec(self.shape, dtype)
 
     def to_mlir(self) -> ir.RankedTensorType:
-        return ir.RankedTensorType.get(list(self.shape), element_type(self.dtype))
+        if self.is_static:
+            return ir.RankedTensorType.get(list(self.shape), element_type(self.dtype))
+        dynamic = ir.ShapedType.get_dynamic_size()
+        return ir.RankedTensorType.get(
+            [d if isinstance(d, int) else dynamic for d in self.shape],
+            element_type(self.dtype), encoding=ir.StringAttr.get(dims_encoding(self.shape)))
 
     @staticmethod
     def from_mlir(t: ir.Type) -> "TensorSpec":
-        if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
-            raise TypeError(f"expected a statically shaped ranked tensor, got {t}")
-        return TensorSpec(tuple(t.shape), dtype_of(t.element_type))
+        if not isinstance(t, ir.RankedTensorType):
+            raise TypeError(f"expected a ranked tensor, got {t}")
+        if t.has_static_shape:
+            return TensorSpec(tuple(t.shape), dtype_of(t.element_type))
+        encoding = t.encoding
+        if encoding is None or not isinstance(encoding, ir.StringAttr):
+            raise TypeError(f"{t}: a dg tensor's `?` dims need their sizes as the type's "
+                            'encoding, e.g. tensor<?x128xf32, "s0">')
+        try:
+            sizes = list(symbolic_dims(encoding.value))
+        except ValueError as e:
+            raise TypeError(f"{t}: {e}") from None
+        dims = list(t.shape)
+        dynamic = [i for i, d in enumerate(dims) if ir.ShapedType.is_dynamic_size(d)]
+        if len(sizes) != len(dynamic):
+            raise TypeError(f"{t}: {len(sizes)} sizes in the encoding for {len(dynamic)} "
+                            "`?` dims")
+        for i, size in zip(dynamic, sizes):
+            dims[i] = size
+        return TensorSpec(tuple(dims), dtype_of(t.element_type))
 
     @staticmethod
     def of(t: torch.Tensor) -> "TensorSpec":

@@ -4,12 +4,18 @@ Compiled code names element types by dg's dtype names (`f32`, `bf16`, `i1`, ...)
 library's metadata, a launch plan and an exported artifact describe each entry's
 tensors as `TensorSig`s (shape, dtype name). The compiler's `dialects.types` builds on
 this table (adding MLIR types); this module imports neither MLIR nor torch at import.
+
+A dim is an `int`, or for a program compiled once for many sizes a symbolic size: a
+sympy expression of integer symbols `s0`, `s1`, ... (the sizes that vary, each >= 1),
+such as `s0`, `4*s0` or `s0 + 1`. Compiled code reads the symbols' values off its
+inputs; `eval_dim` gives a dim at given symbol values.
 """
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 # dg dtype name -> (torch dtype name, bytes per element, is a float)
 DTYPES: dict[str, tuple[str, int, bool]] = {
@@ -51,16 +57,125 @@ def itemsize(name: str) -> int:
     return DTYPES[name][1]
 
 
+Dim = Any  # int | sympy.Expr
+
+
+@functools.cache
+def symbol(name: str) -> Any:
+    """Symbolic size `name` (`s0`, ...): a positive integer, as sympy can reason about."""
+    import sympy
+
+    return sympy.Symbol(name, integer=True, positive=True)
+
+
+_SYMBOL_NAME = re.compile(r"\bs[0-9]+\b")
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_dim(text: str) -> Dim:
+    """A dim from its text (`128`, `s0`, `4*s0`, `s0 + 1`); ValueError for anything else."""
+    if text.strip().lstrip("-").isdigit():
+        return int(text)
+    import sympy
+
+    names = {n: symbol(n) for n in _SYMBOL_NAME.findall(text)}
+    try:
+        expr = sympy.sympify(text, locals=names, rational=True)
+    except (sympy.SympifyError, SyntaxError, TypeError) as e:
+        raise ValueError(f"bad symbolic size '{text}': {e}") from None
+    if not isinstance(expr, sympy.Expr) or expr.free_symbols - set(names.values()) \
+            or not expr.is_integer:
+        raise ValueError(f"bad symbolic size '{text}': expected an integer expression of "
+                         "sizes s0, s1, ...")
+    return as_dim(expr)
+
+
+def as_dim(d: Any) -> Dim:
+    """`d` as a dim: an int when it is a number, else the symbolic expression."""
+    if isinstance(d, int):
+        return d
+    try:
+        return int(d)
+    except TypeError:  # sympy: "cannot convert symbols to int"
+        return d
+
+
+def is_symbolic(d: Dim) -> bool:
+    return not isinstance(d, int)
+
+
+def format_dim(d: Dim) -> str:
+    return str(d)
+
+
+def eval_dim(d: Dim, sizes: dict[str, int]) -> int:
+    """The value of dim `d` when each symbol `sN` is `sizes["sN"]`."""
+    if isinstance(d, int):
+        return d
+    value = d.subs({symbol(n): v for n, v in sizes.items()})
+    if not value.is_Integer:
+        raise ValueError(f"size {d} is not known from the sizes {sizes}")
+    return int(value)
+
+
+class SizeMismatch(ValueError):
+    """Tensors whose shapes do not fit a program's symbolic shapes."""
+
+
+def bind_sizes(expected: Sequence[Sequence[Dim]], actual: Sequence[Sequence[int]],
+               names: Sequence[str] | None = None,
+               known: dict[str, int] | None = None) -> dict[str, int]:
+    """The symbols' values that make shapes `expected` equal `actual` (one per tensor):
+    a dim that is a plain symbol binds it, a dim `k*s + c` of one unbound symbol solves
+    it; then every dim is checked. `known`: values bound before (a backward's sizes are
+    its forward's: its arguments may not show them all). SizeMismatch names the tensor
+    (`names[i]`, else its position) and the dim that does not fit."""
+    sizes: dict[str, int] = dict(known or {})
+    pending = []
+    for i, (want, got) in enumerate(zip(expected, actual)):
+        what = names[i] if names is not None else f"tensor {i}"
+        if len(want) != len(got):
+            raise SizeMismatch(f"{what} has shape {list(got)}, expected rank {len(want)}")
+        pending += [(what, k, w, int(g)) for k, (w, g) in enumerate(zip(want, got))]
+    for _ in range(2):
+        for _what, _k, w, g in pending:
+            if isinstance(w, int):
+                continue
+            unknown = [x for x in w.free_symbols if str(x) not in sizes]
+            if len(unknown) != 1:
+                continue
+            (x,) = unknown
+            rest = w.subs({symbol(n): v for n, v in sizes.items()})
+            slope = rest.diff(x)
+            if slope.is_Integer and slope != 0 and rest.diff(x, 2) == 0:
+                value = (g - rest.subs(x, 0)) / slope
+                if value.is_Integer and value >= 1:
+                    sizes[str(x)] = int(value)
+    for what, k, w, g in pending:
+        try:
+            value = eval_dim(w, sizes)
+        except ValueError:
+            raise SizeMismatch(f"{what}: dim {k} of size {g} leaves size {w} unknown") from None
+        if value != g:
+            raise SizeMismatch(f"{what}: dim {k} has size {g}, expected {w}"
+                               + (f" = {value}" if not isinstance(w, int) else ""))
+    return sizes
+
+
 @dataclass(frozen=True)
 class TensorSig:
     """A tensor's signature as compiled code sees it: shape and dg dtype name. The
     compiler's `dialects.types.TensorSpec` is one, with MLIR conversions added."""
 
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]
     dtype: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "shape", tuple(as_dim(d) for d in self.shape))
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
 
     @property
     def rank(self) -> int:
@@ -78,11 +193,15 @@ class TensorSig:
         return self.numel * itemsize(self.dtype)
 
     def to_json(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "dtype": self.dtype}
+        return {"shape": [d if isinstance(d, int) else format_dim(d) for d in self.shape],
+                "dtype": self.dtype}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TensorSig":
-        return cls(tuple(data["shape"]), data["dtype"])
+        return cls(tuple(d if isinstance(d, int) else parse_dim(d) for d in data["shape"]),
+                   data["dtype"])
 
     def __str__(self) -> str:
-        return "tensor<" + "".join(f"{d}x" for d in self.shape) + self.dtype + ">"
+        dims = "".join(f"{d}x" if isinstance(d, int) else "?x" for d in self.shape)
+        symbolic = ", ".join(format_dim(d) for d in self.shape if not isinstance(d, int))
+        return f"tensor<{dims}{self.dtype}" + (f', "{symbolic}">' if symbolic else ">")

@@ -34,7 +34,7 @@ from mlir import ir
 
 from ..dialects.builder import Builder, spec
 from ..dialects.conv_nhwc import NCHW_TWIN, TWINS, twin_attrs
-from ..dialects.core import attrs_of, is_pointwise, lookup
+from ..dialects.core import SIZES_SUFFIX, attrs_of, encode_attrs, is_pointwise, lookup
 from .autodiff.common import NUM_OUTPUTS, forward_backward_pairs, func_name
 from ..passes import functions
 
@@ -313,9 +313,9 @@ class _Rewrite:
             else:
                 out_type = _phys_type(result, out_k)
             d = lookup(op.name)
-            attributes = {a: op.attributes[a] for a in op.attributes}
-            for key, value in new_attrs.items():
-                attributes[key] = d.attrs[key].to_mlir(value)
+            attributes = {a: op.attributes[a] for a in op.attributes
+                          if not (a.endswith(SIZES_SUFFIX) and a[:-len(SIZES_SUFFIX)] in new_attrs)}
+            attributes.update(encode_attrs(d, new_attrs))
             new = ir.Operation.create(op.name, results=[out_type], operands=operands,
                                       attributes=attributes, loc=op.location).results[0]
         self._result(op, new, out_k)

@@ -18,9 +18,10 @@ from mlir.dialects import func
 from fusegrad.context import make_context
 from fusegrad.dialects import OPS
 from fusegrad.dialects.builder import Builder
-from fusegrad.dialects.interpreter import run_function
+from fusegrad.dialects.interpreter import bound_sizes, run_function
 from fusegrad.dialects.types import TensorSpec
 from fusegrad.pass_manager import run_pipeline
+from fusegrad.runtime import abi
 from fusegrad.passes import PassError
 from fusegrad.transforms.autodiff.autodiff import (build_joint, default_saved, drop_cotangents,
                                                    partition)
@@ -230,10 +231,10 @@ def i64s(fn, attr):
     return list(ir.DenseI64ArrayAttr(fn.attributes[attr]))
 
 
-def torch_vjp(fn, inputs, wrt, ct_outputs, cts):
+def torch_vjp(fn, inputs, wrt, ct_outputs, cts, sizes=None):
     """(outputs, grads) of `fn` by torch.autograd through the reference rules."""
     leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]
-    outs = run_function(fn, leaves)
+    outs = run_function(fn, leaves, sizes)
     pairs = [(outs[i], c) for i, c in zip(ct_outputs, cts) if outs[i].requires_grad]
     targets = [leaves[i] for i in wrt]
     grads = torch.autograd.grad([o for o, _ in pairs], targets, [c for _, c in pairs],
@@ -250,16 +251,19 @@ def assert_close(got, want, what):
         torch.testing.assert_close(g, w, rtol=1e-7, atol=1e-9, msg=lambda m: f"{what} #{k}: {m}")
 
 
-def check_split(module, name, inputs):
-    """@name_fwd/@name_bwd agree with torch.autograd on @name; returns bwd's inputs."""
+def check_split(module, name, inputs, sizes=None):
+    """@name_fwd/@name_bwd agree with torch.autograd on @name; returns bwd's inputs.
+    `sizes`: symbolic sizes bound where @name's own forward ran."""
     fwd, bwd = get_func(module, f"{name}_fwd"), get_func(module, f"{name}_bwd")
     n_out = ir.IntegerAttr(fwd.attributes["dg.num_outputs"]).value
     wrt, ct_outputs = i64s(bwd, "dg.wrt"), i64s(bwd, "dg.ct_outputs")
-    res = run_function(fwd, inputs)
+    sizes = bound_sizes(fwd, inputs, sizes)
+    res = run_function(fwd, inputs, sizes)
     outs, saved = res[:n_out], res[n_out:]
     cts = [torch.randn_like(outs[i]) for i in ct_outputs]
-    grads = run_function(bwd, saved + cts)
-    want_outs, want_grads = torch_vjp(get_func(module, name), inputs, wrt, ct_outputs, cts)
+    grads = run_function(bwd, saved + cts, sizes)
+    want_outs, want_grads = torch_vjp(get_func(module, name), inputs, wrt, ct_outputs, cts,
+                                      sizes)
     assert_close(outs, want_outs, f"@{name}_fwd outputs")
     assert_close(grads, want_grads, f"@{name}_bwd grads")
     return saved + cts
@@ -454,3 +458,64 @@ def test_non_dg_op_is_a_located_error():
           }""")
         with pytest.raises(Exception, match="only dg ops are differentiable"):
             run_pipeline(module, "dg-autodiff")
+
+
+# ---------------------------------------------------------------- symbolic sizes
+def symbolic_specs(inputs: list[torch.Tensor], dims: dict[int, list[int]] | None) \
+        -> list[TensorSpec]:
+    """The inputs' specs with sizes above 1 symbolic, one symbol per distinct size (so
+    sizes that must agree do): all of them, or `dims[i]` of input i."""
+    symbols: dict[int, object] = {}
+    specs = []
+    for i, t in enumerate(inputs):
+        shape = list(t.shape)
+        for d, n in enumerate(shape):
+            if n > 1 and (dims is None or d in dims.get(i, ())):
+                shape[d] = symbols.setdefault(n, abi.symbol(f"s{len(symbols)}"))
+        specs.append(TensorSpec(tuple(shape), TensorSpec.of(t).dtype))
+    return specs
+
+
+def build_symbolic(inputs: list[torch.Tensor], body: Callable,
+                   dims: dict[int, list[int]] | None = None):
+    ctx = make_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        types = [s.to_mlir() for s in symbolic_specs(inputs, dims)]
+        with ir.InsertionPoint(module.body):
+            @func.FuncOp.from_py_func(*types, name="f")
+            def _(*args):
+                return body(Builder(), *args)
+    return ctx, module
+
+
+# cases whose bodies name sizes (`full(shape=(2, 3))`, a reshape's target, an
+# attention mask) are built for static shapes only; so are the convolutions, where one
+# symbol per distinct size would tie kernel sizes and channel counts to unrelated dims
+# (their symbolic batch: test_conv2d_symbolic_batch)
+STATIC_ONLY = {"broadcast_in_dim", "pow_constant", "reshape", "attention", "layer_norm",
+               "constant_full_iota", "rng", "softmax", "log_softmax", "conv2d",
+               "conv2d_grads", "conv2d_nhwc", "conv2d_nhwc_grads"}
+
+
+@pytest.mark.parametrize("case", sorted(set(CASES) - STATIC_ONLY))
+def test_first_and_second_order_symbolic(case):
+    """Each rule on symbolic sizes: the derivatives, run at the inputs' sizes, are the
+    static ones'."""
+    check_symbolic(*CASES[case])
+
+
+@pytest.mark.parametrize("case", ["conv2d", "conv2d_nhwc"])
+def test_conv2d_symbolic_batch(case):
+    check_symbolic(*CASES[case], dims={0: [0]})
+
+
+def check_symbolic(make_inputs, body, dims=None):
+    inputs = make_inputs()
+    ctx, module = build_symbolic(inputs, body, dims)
+    assert "?" in str(get_func(module, "f").attributes["function_type"])
+    run_pipeline(module, "dg-autodiff")
+    sizes = bound_sizes(get_func(module, "f"), inputs)
+    bwd_inputs = check_split(module, "f", inputs, sizes)
+    run_pipeline(module, "dg-autodiff")
+    check_split(module, "f_bwd", bwd_inputs, sizes)

@@ -15,6 +15,8 @@ from fusegrad.dialects.builder import Builder, erase_if_unused
 from fusegrad.dialects.elementwise import BINARY, UNARY
 from fusegrad.dialects.irdl import dialect_irdl
 from fusegrad.dialects.verify import VerifyError, verify
+from fusegrad.dialects.types import DEFAULT_SIZE_HINT
+from fusegrad.runtime import abi
 
 DIALECT_TESTS = Path(__file__).resolve().parents[2] / "Dialect"
 F = TensorSpec((2, 3), "f32")
@@ -150,10 +152,37 @@ def test_tensor_spec():
         TensorSpec((1,), "f8")
     with make_context(), ir.Location.unknown():
         assert TensorSpec.from_mlir(s.to_mlir()) == s
-        with pytest.raises(TypeError, match="statically shaped"):
+        with pytest.raises(TypeError, match="need their sizes as the type's encoding"):
             TensorSpec.from_mlir(ir.Type.parse("tensor<?xf32>"))
         with pytest.raises(TypeError, match="unsupported element type"):
             TensorSpec.from_mlir(ir.Type.parse("tensor<2xui8>"))
+
+
+def test_symbolic_tensor_spec():
+    s0, s1 = abi.symbol("s0"), abi.symbol("s1")
+    s = TensorSpec((s0, 4, 2 * s1), "f32")
+    assert not s.is_static and s.numel == 8 * s0 * s1
+    assert str(s) == 'tensor<?x4x?xf32, "s0, 2*s1">'
+    assert s.hinted({"s0": 3}) == TensorSpec((3, 4, 2 * DEFAULT_SIZE_HINT), "f32")
+    assert abi.TensorSig.from_json(s.to_json()) == abi.TensorSig(s.shape, "f32")
+    with make_context(), ir.Location.unknown():
+        assert str(s.to_mlir()) == str(s)
+        assert TensorSpec.from_mlir(s.to_mlir()) == s
+        for bad, why in [('tensor<?x4xf32, "s0, s1">', "2 sizes in the encoding for 1"),
+                         ('tensor<?xf32, "x + 1">', "bad symbolic size"),
+                         ('tensor<?xf32, "s0/2">', "integer expression")]:
+            with pytest.raises(TypeError, match=why):
+                TensorSpec.from_mlir(ir.Type.parse(bad))
+
+
+def test_bind_sizes():
+    s0, s1 = abi.symbol("s0"), abi.symbol("s1")
+    assert abi.bind_sizes([(s0, 4), (4 * s1 + 1,)], [(3, 4), (9,)]) == {"s0": 3, "s1": 2}
+    assert abi.bind_sizes([(s0 * s1,)], [(6,)], known={"s0": 2}) == {"s0": 2, "s1": 3}
+    with pytest.raises(abi.SizeMismatch, match="x: dim 0 has size 4, expected s0 = 3"):
+        abi.bind_sizes([(s0,), (s0,)], [(3,), (4,)], names=["w", "x"])
+    with pytest.raises(abi.SizeMismatch, match=r"leaves size 2\*s0 \+ s1 unknown"):
+        abi.bind_sizes([(2 * s0 + s1,)], [(7,)])
 
 
 def test_viewing_dg_ops_does_not_search_for_a_dialect_module(monkeypatch):

@@ -27,7 +27,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from ...dialects.core import Kind, lookup
-from ...dialects.types import TensorSpec
+from ...dialects.types import TensorSpec, size_hints
 from .common import NUM_OUTPUTS, forward_backward_pairs, func_name
 from .maxflow import INF, FlowGraph
 from ...passes import PassError
@@ -49,8 +49,9 @@ class RematResult:
     num_recomputed_ops: int
 
 
-def nbytes(v: ir.Value) -> int:
-    return TensorSpec.from_mlir(v.type).nbytes
+def nbytes(v: ir.Value, hints: dict[str, int]) -> int:
+    """Bytes of `v` (at the module's size hints where its shape is symbolic)."""
+    return TensorSpec.from_mlir(v.type).hinted(hints).nbytes
 
 
 def recomputable(op: ir.Operation) -> bool:
@@ -69,6 +70,10 @@ class _Forward:
         self.values: list[ir.Value] = list(block.arguments) + [r for op in self.ops for r in op.results]
         self.index = {v: i for i, v in enumerate(self.values)}
         self.saved = list(self.ret.operands)[self.num_outputs:]
+        self.hints = size_hints(fwd)
+
+    def nbytes(self, v: ir.Value) -> int:
+        return nbytes(v, self.hints)
 
     def cut(self, needed: list[ir.Value], forced: set[ir.Value]) -> set[ir.Value]:
         """The minimum-bytes set of values to save so that `needed` is computable."""
@@ -80,7 +85,7 @@ class _Forward:
             materialized = isinstance(owner, ir.Block) or not recomputable(owner.operation)
             # saving a value that would otherwise live only inside a fused kernel costs
             # its write as well as its bytes (Inductor's partitioner weighs it 2x too)
-            g.add_edge(2 * i, 2 * i + 1, nbytes(v) * (1 if materialized else 2))
+            g.add_edge(2 * i, 2 * i + 1, self.nbytes(v) * (1 if materialized else 2))
             if materialized or v in forced:
                 g.add_edge(src, 2 * i, INF)
         for op in self.ops:
@@ -161,7 +166,7 @@ def rematerialize(fwd: ir.Operation, bwd: ir.Operation, memory_budget: int = 0) 
         raise PassError(f"@{func_name(bwd)} takes {len(bwd_args)} arguments but @{func_name(fwd)} saves "
                         f"{len(fw.saved)} values; is it the matching backward?", bwd.location)
     needed = list(dict.fromkeys(v for v, a in zip(fw.saved, bwd_args) if list(a.uses)))
-    before = sum(nbytes(v) for v in dict.fromkeys(fw.saved))
+    before = sum(fw.nbytes(v) for v in dict.fromkeys(fw.saved))
     forced: set = set()
     cut = fw.cut(needed, forced)
     if memory_budget > 0:  # save directly what fits, biggest recomputation first
@@ -169,12 +174,12 @@ def rematerialize(fwd: ir.Operation, bwd: ir.Operation, memory_budget: int = 0) 
                          key=lambda v: -len(fw.recompute_ops([v], cut)))
         for v in by_work:
             trial = fw.cut(needed, forced | {v})
-            if sum(nbytes(x) for x in trial) <= memory_budget:
+            if sum(fw.nbytes(x) for x in trial) <= memory_budget:
                 forced.add(v)
                 cut = trial
     new_saved = [v for v in fw.values if v in cut]
     recompute = fw.recompute_ops(needed, cut)
-    after = sum(nbytes(v) for v in new_saved)
+    after = sum(fw.nbytes(v) for v in new_saved)
     _rewrite_backward(bwd, fw, new_saved, recompute)
     _rewrite_forward(fwd, fw, new_saved)
     fwd.attributes["dg.saved_bytes_before"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), before)
