@@ -61,13 +61,16 @@ class OutputView:
         return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset)
 
 
-def _output_views(fn: Any, example_inputs: Sequence[torch.Tensor]) -> tuple[OutputView, ...]:
+def _output_views(fn: Any, example_inputs: Sequence[torch.Tensor], *,
+                  symbolic: bool = False) -> tuple[OutputView, ...]:
     """The outputs of Dynamo graph `fn` that are views, read off its example values (fake
     tensors sharing a storage): of a placeholder, or of an earlier output that owns a
     fresh contiguous storage (what the compiled program returns for it). A dynamic
     graph's views have symbolic geometry: it is evaluated at this signature's sizes (the
     symbols bound by the placeholders' sizes, strides and integer values); a view whose
-    geometry does not come out as integers stays a copy."""
+    geometry does not come out as integers stays a copy. `symbolic` (one capture for
+    every size, `capture_symbolic`): a view of static geometry is kept, one of symbolic
+    geometry raises CaptureError (an `OutputView` holds integers)."""
     from torch.multiprocessing.reductions import StorageWeakRef
 
     graph, where = fn, None
@@ -85,7 +88,7 @@ def _output_views(fn: Any, example_inputs: Sequence[torch.Tensor]) -> tuple[Outp
     args: list[Any] = list(example_inputs) if where is None else list(fn.numbers)
     for i, x in zip(where or (), example_inputs):
         args[i] = x
-    concrete = _concrete_sizes(placeholders, args)
+    concrete = _static_size if symbolic else _concrete_sizes(placeholders, args)
     user_position = {i: k for k, i in enumerate(where if where is not None else range(len(args)))}
 
     def storage(t: torch.Tensor) -> Any:
@@ -112,7 +115,21 @@ def _output_views(fn: Any, example_inputs: Sequence[torch.Tensor]) -> tuple[Outp
         size, stride = [concrete(n) for n in t.shape], [concrete(n) for n in t.stride()]
         if None not in (offset, *size, *stride):
             views.append(OutputView(k, base, of_input, tuple(size), tuple(stride), offset))
+        elif symbolic:
+            raise CaptureError(
+                f"output {k} is a view of {'input' if of_input else 'output'} {base} with "
+                f"symbolic geometry (size {tuple(t.shape)}, stride {tuple(t.stride())}), "
+                "which a capture for every size does not return as a view yet; capture it "
+                "per signature (capture())")
     return tuple(views)
+
+
+def _static_size(n: Any) -> int | None:
+    """A size of a symbolic capture's example values as an int, None where it is symbolic."""
+    if not isinstance(n, torch.SymInt):
+        return int(n)
+    expr = n.node.expr
+    return int(expr) if expr.is_Integer else None
 
 
 def _concrete_sizes(placeholders: Sequence[Any], args: Sequence[Any]) -> Callable[[Any], int | None]:
@@ -138,6 +155,28 @@ def _concrete_sizes(placeholders: Sequence[Any], args: Sequence[Any]) -> Callabl
         value = n.node.expr.xreplace(bindings)
         return int(value) if value.is_Integer else None
     return concrete
+
+
+@dataclass(frozen=True)
+class SymbolicInputs:
+    """How the inputs of a graph captured for every size (`capture_symbolic`) reach its
+    dg function, whose dims are dg's sizes `s0`, `s1`, ...
+
+    `Captured.gm` takes `(*lifted, *[dynamo_args[i] for i in where])`: the Dynamo
+    graph's placeholders but the numbers baked in (`numbers`). Its inputs at positions
+    `tensors` (into lifted + user inputs) are the dg function's arguments, in order; the
+    integer inputs (`integers`) are not: each is a size (a dg expression, bound from the
+    tensors' shapes when the function is called), a constant, or None where the graph does
+    not read it."""
+
+    where: tuple[int, ...]  # the Dynamo graph's placeholders the captured graph takes
+    numbers: dict[int, Any]  # Dynamo placeholder position -> the number baked in
+    unguarded: frozenset[int]  # of `numbers`: values Dynamo's guards do not pin
+    tensors: tuple[int, ...]  # positions (lifted + user) of the dg function's arguments
+    integers: dict[int, Any]  # positions (lifted + user) of integer inputs -> their size
+    symbols: dict[str, str]  # dg's size name -> Dynamo's symbol
+    hints: dict[str, int]  # dg's size name -> its value when Dynamo traced
+    guards_added: tuple[str, ...] = ()  # guards the capture's trace added to Dynamo's
 
 
 @dataclass
@@ -168,6 +207,8 @@ class Captured:
     # can a gradient flow through the program: does some output require grad (Dynamo's
     # example values; True where unknown)
     differentiable: bool = True
+    # a capture for every size (`capture_symbolic`): how its inputs reach the dg function
+    symbolic: SymbolicInputs | None = None
 
     def __post_init__(self) -> None:
         # a tuple of tensors (what Dynamo graphs return) needs no pytree work per call
@@ -340,6 +381,204 @@ def capture(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], *,
     return Captured(gm, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template, checks,
                     unrecorded, grad_mutations, _output_views(fn, example_inputs), statistics,
                     _differentiable(fn))
+
+
+class _NumbersAsItems(torch.fx.Interpreter):
+    """Runs a Dynamo graph with some inputs given as numbers: `.item()` of a number is the
+    number (Dynamo reads an unspecialized float input as a 0-d tensor's item)."""
+
+    def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if target == "item" and isinstance(args[0], (bool, int, float)):
+            return args[0]
+        return super().call_method(target, args, kwargs)
+
+
+class _SymbolicGraph(torch.nn.Module):
+    """Dynamo graph `gm` as a function of its placeholders at `where`, the others fixed to
+    `numbers` (position -> value). A module holding `gm`, as `_NumbersBakedIn` in the
+    backend, so that capture lifts what `gm` reads as attributes."""
+
+    def __init__(self, gm: torch.fx.GraphModule, where: Sequence[int],
+                 numbers: dict[int, Any], count: int) -> None:
+        super().__init__()
+        self.gm = gm
+        self.where = list(where)
+        self.numbers = [numbers.get(i) for i in range(count)]
+
+    def forward(self, *args: Any) -> Any:
+        full = list(self.numbers)
+        for i, a in zip(self.where, args):
+            full[i] = a
+        return _NumbersAsItems(self.gm).run(*full)  # node by node: keeps node provenance
+
+
+def _number_input(node: torch.fx.Node, given: Any) -> tuple[Any, bool] | None:
+    """(value, pinned by Dynamo's guards) of a Dynamo placeholder the graph reads as a
+    number, or None where it is an ordinary input: a number the caller passes (the
+    backend reads unspecialized floats so), a 0-d tensor read only by `.item()` (its value
+    is the item's when a guard pins it, else the caller's tensor's), a placeholder whose
+    example value is a plain number."""
+    from .symbolic import SYM_TYPES, raw_expr
+    value = node.meta.get("example_value")
+    if isinstance(given, (bool, int, float)):
+        return given, False
+    if isinstance(value, (bool, int, float)):
+        return value, True
+    if not (isinstance(value, torch.Tensor) and value.dim() == 0 and node.users and all(
+            u.op == "call_method" and u.target == "item" for u in node.users)):
+        return None
+    item = next(iter(node.users)).meta.get("example_value")
+    expr = raw_expr(item) if isinstance(item, SYM_TYPES) else item
+    if isinstance(expr, (bool, int, float)) or getattr(expr, "is_number", False):
+        return (float(expr) if value.is_floating_point() else int(expr)), True
+    if isinstance(given, torch.Tensor) and not isinstance(
+            given, torch._subclasses.fake_tensor.FakeTensor):
+        return given.item(), False
+    raise CaptureError(f"input '{node.target}' is a number Dynamo reads with .item() and "
+                       "does not pin by a guard: pass its value (the real tensor, or the "
+                       "number) in example_inputs")
+
+
+def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | None = None,
+                     *, checks_as_outputs: bool = False) -> Captured:
+    """Trace Dynamo graph `gm` once for every size: with its own fake example values
+    (`node.meta["example_value"]`, SymInt sizes under Dynamo's FakeTensorMode and
+    ShapeEnv), through the decompositions `capture` uses, so that the ATen graph's
+    `node.meta["val"]` have symbolic shapes. `import_graph(captured.gm)` then makes a dg
+    function whose `?` dims are Dynamo's sizes renamed `s0`, `s1`, ... (in order of first
+    appearance in the tensor inputs' shapes), with the size hints as the module's
+    `dg.size_hints`.
+
+    `example_inputs`: what Dynamo handed the backend (or None). Only numbers are read from
+    it: a Python number at a position is baked in (the backend's unspecialized floats, read
+    with `.item()`), and so is a 0-d tensor input the graph reads only with `.item()`
+    (its value from Dynamo's guard where one pins it, else from the real tensor given).
+
+    The caller (`Captured.symbolic` says where everything goes):
+    - calls `captured.gm` / the dg function with the inputs `(*captured.lifted,
+      *[args[i] for i in symbolic.where])` (`inputs`);
+    - passes the dg function only the tensors, `[inputs[k] for k in symbolic.tensors]`
+      (then a seed, where the function has `dg.seed_input`): integer inputs are not
+      arguments, since each one the graph reads is a size the tensors' shapes bind
+      (`symbolic.integers`);
+    - checks at each call that the numbers in `symbolic.unguarded` still have their
+      baked-in values (Dynamo does not guard them), or captures again;
+    - captures inside the backend call, before Dynamo installs its guards: a guard the
+      trace adds (`symbolic.guards_added`, a size a decomposition specialized) is then
+      Dynamo's too; later, the caller must check those itself.
+    `mutated`, `statistics`, `output_views` etc. index lifted + user inputs as for
+    `capture`; `finish` serves as there.
+
+    Raises CaptureError for what a capture for every size cannot serve yet: an integer
+    input the graph reads that is no tensor input's size (a position offset), an output
+    that is a view of symbolic geometry, a symbolic integer returned.
+    """
+    from torch._functorch.aot_autograd import aot_export_module
+    from torch._guards import detect_fake_mode
+
+    from .symbolic import SYM_TYPES, NotExpressible, SizeSymbols, raw_expr
+
+    if not isinstance(gm, torch.fx.GraphModule):
+        raise CaptureError("capture_symbolic takes a Dynamo graph (a GraphModule whose "
+                           "placeholders have example values)")
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if example_inputs is not None and len(example_inputs) != len(placeholders):
+        raise CaptureError(f"{len(example_inputs)} example inputs for a graph of "
+                           f"{len(placeholders)} inputs")
+    values = [n.meta.get("example_value") for n in placeholders]
+    fake_mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
+    if fake_mode is None and example_inputs is not None:
+        fake_mode = detect_fake_mode(example_inputs)
+    if fake_mode is None or fake_mode.shape_env is None:
+        raise CaptureError("the graph's example values are not fake tensors of a shape "
+                           "environment (Dynamo's); capture() traces a graph per signature")
+    mark_stop_gradients(gm)
+    numbers, unguarded, where = {}, set(), []
+    for i, (node, value) in enumerate(zip(placeholders, values)):
+        given = example_inputs[i] if example_inputs is not None else None
+        number = _number_input(node, given)
+        if number is not None:
+            numbers[i] = number[0]
+            if not number[1]:
+                unguarded.add(i)
+        elif isinstance(value, (torch.Tensor, torch.SymInt)):
+            where.append(i)
+        else:
+            raise CaptureError(f"input '{node.target}' is a {type(value).__name__}; a capture "
+                               "for every size takes tensors and integers")
+    wrapper = _FlatOutputs(_SymbolicGraph(gm, where, numbers, len(placeholders)))
+    traced_inputs = [values[i] for i in where]
+    if runs_transforms(gm):  # as in capture(): fusegrad differentiates what it traces
+        traced_inputs = [x.detach() if isinstance(x, torch.Tensor) else x
+                         for x in traced_inputs]
+    shape_env = fake_mode.shape_env
+    guards_before = len(shape_env.guards)
+    try:
+        with torch.no_grad(), fx_traceback.preserve_node_meta(), fake_mode, \
+                _decomposable_forms([x for x in traced_inputs if isinstance(x, torch.Tensor)]), \
+                corrected_kernels():
+            traced, sig = aot_export_module(wrapper, traced_inputs, trace_joint=False,
+                                            decompositions=decompositions())
+    except Exception as e:  # tracing failures come in many types; report them as one
+        raise CaptureError(f"tracing failed: {type(e).__name__}: {e}") from e
+    if sig.input_tokens or sig.output_tokens:
+        raise _side_effect_error(traced)
+    for leaf in wrapper.out_template:
+        if isinstance(leaf, SYM_TYPES) and not raw_expr(leaf).is_number:
+            raise CaptureError(f"the graph returns the symbolic {type(leaf).__name__} {leaf}, "
+                               "which a capture for every size does not return yet")
+    wrapper.out_template = tuple(
+        (bool if isinstance(x, torch.SymBool) else float if isinstance(x, torch.SymFloat)
+         else int)(raw_expr(x)) if isinstance(x, SYM_TYPES) else x for x in wrapper.out_template)
+
+    state = dict(wrapper.named_parameters(remove_duplicate=False))
+    state.update(wrapper.named_buffers(remove_duplicate=False))
+    lifted_names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
+    aten_placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    names = [n.name for n in aten_placeholders]
+    lifted = tuple(state[lifted_names[p]] for p in names[:len(lifted_names)])
+    by_fqn = {fqn: names.index(p) for p, fqn in lifted_names.items()}
+    mutations = {**sig.buffers_to_mutate, **sig.parameters_to_mutate}
+    mutated = []
+    for out_name in _output_names(traced)[:len(mutations) + len(sig.user_inputs_to_mutate)]:
+        if out_name in sig.user_inputs_to_mutate:
+            mutated.append(names.index(sig.user_inputs_to_mutate[out_name]))
+        else:
+            mutated.append(by_fqn[mutations[out_name]])
+    _inherit_stack_traces(traced, gm)
+    unrecorded = _unrecorded(traced, gm, len(mutated))
+    source = wrapper.fn
+    dynamo_inputs = _DynamoInputs(source, [lifted_names[p] for p in names[:len(lifted_names)]])
+    grad_mutations = _grad_mutations(dynamo_inputs, mutated)
+    statistics = _running_statistics(dynamo_inputs, len(lifted) + len(where))
+    checks = _checks_as_outputs(traced) if checks_as_outputs else ()
+    views = _output_views(source, traced_inputs, symbolic=True)
+
+    vals = [n.meta.get("val") for n in aten_placeholders]
+    sizes = SizeSymbols(vals)
+    integers: dict[int, Any] = {}
+    for k, (node, val) in enumerate(zip(aten_placeholders, vals)):
+        if isinstance(val, torch.Tensor):
+            continue
+        try:
+            integers[k] = sizes.dim(val)
+        except NotExpressible as e:
+            if node.users:
+                raise CaptureError(f"integer input {k} ({val}) is read by the graph but is "
+                                   f"no tensor input's size: {e}; a capture for every size "
+                                   "does not take such integers (a position offset) yet")
+            integers[k] = None
+    symbolic = SymbolicInputs(
+        where=tuple(where), numbers=numbers, unguarded=frozenset(unguarded),
+        tensors=tuple(k for k, v in enumerate(vals) if isinstance(v, torch.Tensor)),
+        integers=integers, symbols=sizes.names, hints=sizes.hints(),
+        guards_added=tuple(str(g.expr) for g in shape_env.guards[guards_before:]))
+    log.debug("captured graph for every size: %d lifted, %d user inputs (%d integers), sizes "
+              "%s, %d mutated inputs, %d checks", len(lifted), len(where), len(integers),
+              symbolic.symbols, len(mutated), len(checks))
+    return Captured(traced, lifted, tuple(mutated), wrapper.out_spec, wrapper.out_template,
+                    checks, unrecorded, grad_mutations, views, statistics,
+                    _differentiable(gm), symbolic)
 
 
 def _side_effect_error(gm: torch.fx.GraphModule) -> Exception:

@@ -36,7 +36,8 @@ from mlir.dialects import func
 from . import aten_ops
 from ..dialects.builder import Builder, spec
 from ..dialects.core import ShapeError
-from ..dialects.types import TensorSpec, from_torch_dtype
+from ..dialects.types import SIZE_HINTS_ATTR, TensorSpec, from_torch_dtype
+from .symbolic import SYM_TYPES, NotExpressible, SizeSymbols
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +144,10 @@ def describe_location(node: torch.fx.Node) -> str:
 
 
 # ------------------------------------------------------------------ types
-def meta_specs(node: torch.fx.Node) -> list[TensorSpec | None]:
-    """The TensorSpecs of a node's results (None for non-tensor entries)."""
+def meta_specs(node: torch.fx.Node, sizes: SizeSymbols | None = None) -> list[TensorSpec | None]:
+    """The TensorSpecs of a node's results (None for non-tensor entries). `sizes`: the
+    graph's size symbols, for a graph of symbolic sizes (`SizeSymbols.of`): its dims are
+    then dg's sizes `s0`, `s1`, ..., and a size it cannot name raises UnsupportedOp."""
     val = node.meta.get("val")
     vals = list(val) if isinstance(val, (tuple, list)) else [val]
     out = []
@@ -155,10 +158,34 @@ def meta_specs(node: torch.fx.Node) -> list[TensorSpec | None]:
             except TypeError as e:
                 raise UnsupportedOp(str(node.target), str(e), describe_location(node),
                                     node) from None
-            out.append(TensorSpec(tuple(int(d) for d in v.shape), dtype))
+            if sizes is None:
+                out.append(TensorSpec(tuple(int(d) for d in v.shape), dtype))
+                continue
+            try:
+                out.append(TensorSpec(tuple(sizes.dim(d) for d in v.shape), dtype))
+            except NotExpressible as e:
+                raise UnsupportedOp(str(node.target), str(e), describe_location(node),
+                                    node) from None
         else:
             out.append(None)
     return out
+
+
+def same_dim(a: Any, b: Any) -> bool:
+    """Are sizes `a` and `b` equal (symbolic ones as expressions of the same sizes)?"""
+    if a == b:
+        return True
+    if isinstance(a, int) and isinstance(b, int):
+        return False
+    import sympy
+    difference = sympy.expand(a - b)
+    return difference == 0 or sympy.simplify(difference) == 0
+
+
+def same_spec(a: TensorSpec, b: TensorSpec) -> bool:
+    """`a == b` with symbolic dims compared as expressions (`4*s0 + 4` is `4*(s0 + 1)`)."""
+    return a.dtype == b.dtype and a.rank == b.rank and all(
+        same_dim(x, y) for x, y in zip(a.shape, b.shape))
 
 
 def _is_random(node: torch.fx.Node) -> bool:
@@ -166,12 +193,22 @@ def _is_random(node: torch.fx.Node) -> bool:
 
 
 # ------------------------------------------------------------------ the importer
+# nodes that only restate conditions on sizes: dropped where Dynamo's guards (or the
+# sizes' ranges) ensure them, else unsupported (graphs of symbolic sizes)
+_SIZE_ASSERTIONS = frozenset({torch.ops.aten._assert_scalar.default,
+                              torch.ops.aten.sym_constrain_range_for_size.default,
+                              torch.ops.aten.sym_constrain_range.default})
+
+
 class _GraphImporter:
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         self.gm = gm
         self.env: dict[torch.fx.Node, Any] = {}
         self.seed: ir.Value | None = None
         self.random_count = 0
+        # the size symbols of a graph of symbolic sizes (capture_symbolic's), else None
+        self.sizes = SizeSymbols.of(n.meta.get("val") for n in gm.graph.nodes
+                                    if n.op == "placeholder")
 
     def unsupported(self, node: torch.fx.Node, reason: str) -> UnsupportedOp:
         return UnsupportedOp(str(node.target), reason, describe_location(node), node)
@@ -191,13 +228,25 @@ class _GraphImporter:
     def _run(self, name: str) -> ir.Module:
         nodes = list(self.gm.graph.nodes)
         inputs = [n for n in nodes if n.op == "placeholder"]
-        in_types = []
+        if self.sizes is not None:  # integer inputs are sizes, not arguments
+            for n in inputs:
+                if not isinstance(n.meta.get("val"), torch.Tensor):
+                    self._integer_input(n)
+            inputs = [n for n in inputs if isinstance(n.meta.get("val"), torch.Tensor)]
+        in_types, in_specs = [], []
         for n in inputs:
-            (s,) = meta_specs(n) or [None]
+            (s,) = meta_specs(n, self.sizes) or [None]
             if s is None:
                 raise UnsupportedOp("placeholder", f"input '{n.name}' is not a tensor "
                                     f"({type(n.meta.get('val')).__name__})", describe_location(n))
             in_types.append(s.to_mlir())
+            in_specs.append(s)
+        if self.sizes is not None:
+            unbound = self.sizes.unbound([s.shape for s in in_specs])
+            if unbound:
+                raise UnsupportedOp("placeholder", f"size(s) {', '.join(unbound)} appear in the "
+                                    "inputs' shapes only within expressions that do not give "
+                                    "their values", describe_location(inputs[0]))
         needs_seed = any(_is_random(n) for n in nodes)
         if needs_seed:
             in_types.append(TensorSpec((), "i64").to_mlir())
@@ -205,8 +254,14 @@ class _GraphImporter:
         out_nodes = self._flat_outputs(output)
 
         module = ir.Module.create(loc=ir.Location.unknown())
+        hints = self.sizes.hints() if self.sizes is not None else {}
+        if hints:
+            i64 = ir.IntegerType.get_signless(64)
+            module.operation.attributes[SIZE_HINTS_ATTR] = ir.DictAttr.get(
+                {name: ir.IntegerAttr.get(i64, value) for name, value in hints.items()})
         with ir.InsertionPoint(module.body), ir.Location.unknown():
-            fn = func.FuncOp(name, (in_types, [meta_specs(n)[0].to_mlir() for n in out_nodes]))
+            fn = func.FuncOp(name, (in_types, [meta_specs(n, self.sizes)[0].to_mlir()
+                                               for n in out_nodes]))
             entry = fn.add_entry_block()
             if needs_seed:
                 fn.attributes[SEED_ATTR] = ir.IntegerAttr.get(
@@ -236,7 +291,7 @@ class _GraphImporter:
                                     "return only tensors", describe_location(output))
         visit(output.args[0])
         for n in flat:
-            specs = meta_specs(n)
+            specs = meta_specs(n, self.sizes)
             if len(specs) != 1 or specs[0] is None:
                 raise UnsupportedOp("output", f"output '{n.name}' is not a single tensor",
                                     describe_location(output))
@@ -258,10 +313,67 @@ class _GraphImporter:
             return type(a)(self._arg(x, user) for x in a)
         return a
 
+    def _integer_input(self, node: torch.fx.Node) -> None:
+        """An integer input of a graph of symbolic sizes: its size (dg's symbols) or
+        constant for the ops that read it. One that is no tensor input's size cannot be
+        computed from the function's arguments: unsupported where the graph reads it."""
+        val = node.meta.get("val")
+        if not isinstance(val, (*SYM_TYPES, bool, int, float)):
+            raise UnsupportedOp("placeholder", f"input '{node.name}' is not a tensor or an "
+                                f"integer ({type(val).__name__})", describe_location(node), node)
+        try:
+            self.env[node] = self._scalar(val)
+        except NotExpressible as e:
+            if node.users:
+                raise UnsupportedOp("placeholder", f"integer input '{node.name}' ({val}) is read "
+                                    f"by the graph but is no tensor input's size ({e}); "
+                                    "integers that are not sizes (a position offset) are not "
+                                    "supported in a graph of symbolic sizes yet",
+                                    describe_location(node), node) from None
+
+    def _scalar(self, val: Any) -> Any:
+        """A SymInt/SymFloat/SymBool or number as dg's size expression (or number)."""
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+            return self.sizes.dim(val)
+        return self.sizes.expr(val)
+
+    def _size_assertion(self, node: torch.fx.Node) -> None:
+        """`_assert_scalar` / `sym_constrain_range(_for_size)`: dropped where the sizes'
+        ranges or Dynamo's guards ensure the condition (the graph was traced under them,
+        and Dynamo checks them before each call), else unsupported: compiled code cannot
+        raise."""
+        value = self._arg(node.args[0], node)
+        if node.target is torch.ops.aten._assert_scalar.default:
+            conditions = [value]
+        else:
+            low = node.kwargs.get("min", node.args[1] if len(node.args) > 1 else None)
+            high = node.kwargs.get("max", node.args[2] if len(node.args) > 2 else None)
+            conditions = [value >= (0 if low is None else low)]
+            if high is not None:
+                conditions.append(value <= high)
+        for condition in conditions:
+            if self.sizes.decide(condition) is not True:
+                raise self.unsupported(node, f"a runtime condition on sizes ({condition}) that "
+                                       "Dynamo's guards do not ensure; compiled code cannot "
+                                       "check it")
+
     def _import_node(self, node: torch.fx.Node) -> None:
         loc = node_location(node)
         b = Builder(loc)
         with loc:
+            if self.sizes is not None and node.op == "call_function":
+                if node.target in _SIZE_ASSERTIONS:
+                    self._size_assertion(node)
+                    return
+                val = node.meta.get("val")
+                if isinstance(val, (*SYM_TYPES, bool, int, float)):
+                    # a size computed from sizes (sym_size, operator.mul, sym_max, ...): its
+                    # value is its example value's expression, in dg's symbols
+                    try:
+                        self.env[node] = self._scalar(val)
+                    except NotExpressible as e:
+                        raise self.unsupported(node, str(e)) from None
+                    return
             if node.op == "get_attr":
                 value = getattr(self.gm, node.target)
                 if not isinstance(value, torch.Tensor):
@@ -273,14 +385,14 @@ class _GraphImporter:
                 seq, i = node.args
                 self.env[node] = self._value_of(seq, node)[i]
                 if isinstance(self.env[node], ir.Value):
-                    self._check(node, [self.env[node]])
+                    (self.env[node],) = self._check(node, [self.env[node]])
                 return
             if node.target in aten_ops.IGNORED:
                 return
             handler = aten_ops.HANDLERS.get(node.target)
             if handler is None:
                 raise self.unsupported(node, _no_mapping(node.target))
-            specs = meta_specs(node)
+            specs = meta_specs(node, self.sizes)
             if any(s is None for s in specs) and not isinstance(node.meta.get("val"), (tuple, list)):
                 raise self.unsupported(node, "it produces a non-tensor (data-dependent) value")
             args = self._arg(node.args, node)
@@ -294,23 +406,46 @@ class _GraphImporter:
                     result = handler(em, *args, **kwargs)
             except aten_ops.Unsupported as e:
                 raise self.unsupported(node, str(e)) from None
+            except NotExpressible as e:
+                raise self.unsupported(node, str(e)) from None
+            except TypeError as e:
+                if self.sizes is None:
+                    raise
+                # sympy's: a Python comparison or float() of a symbolic size, in a mapping
+                # written for static sizes
+                raise self.unsupported(node, "its mapping needs static sizes here, and this "
+                                       f"graph's are symbolic ({e})") from None
             except ShapeError as e:
                 raise ImporterError(f"importer bug: mapping node '{node.name}' ({node.target}) at "
                                     f"{describe_location(node)} built invalid dg: {e}"
                                     + _REPORT) from e
             results = list(result) if isinstance(result, (tuple, list)) else [result]
+            results = self._check(node, results)
             self.env[node] = results if isinstance(node.meta.get("val"), (tuple, list)) \
                 else results[0]
-            self._check(node, results)
 
-    def _check(self, node: torch.fx.Node, results: Sequence[Any]) -> None:
-        for i, (want, got) in enumerate(zip(meta_specs(node), results)):
+    def _check(self, node: torch.fx.Node, results: Sequence[Any]) -> list[Any]:
+        """`results` checked against PyTorch's (`node.meta['val']`). A symbolic size that
+        equals PyTorch's in another form (`4*s0 + 4` for `4*(s0 + 1)`) is reshaped to
+        PyTorch's form, which the types of the ops reading it are built from."""
+        results = list(results)
+        for i, (want, got) in enumerate(zip(meta_specs(node, self.sizes), results)):
             if want is None or isinstance(got, aten_ops.Unavailable):
                 continue
             have = spec(got)
-            if have != want:
-                raise ImporterError(f"importer bug: node '{node.name}' ({node.target}) result "
-                                    f"#{i} is {have} but PyTorch says {want}" + _REPORT)
+            if have == want:
+                continue
+            if self.sizes is not None and same_spec(have, want):
+                try:
+                    results[i] = Builder(node_location(node)).reshape(got, shape=want.shape)
+                    continue
+                except ShapeError as e:  # dg.reshape compares the element counts as written
+                    raise ImporterError(f"node '{node.name}' ({node.target}) result #{i} is "
+                                        f"{have}, PyTorch's {want}: equal sizes written "
+                                        f"differently, which dg cannot reconcile ({e})") from e
+            raise ImporterError(f"importer bug: node '{node.name}' ({node.target}) result "
+                                f"#{i} is {have} but PyTorch says {want}" + _REPORT)
+        return results
 
 
 def import_graph(gm: torch.fx.GraphModule, *, name: str = "main",

@@ -90,7 +90,12 @@ def _opmath(dtype: str) -> str:
 def _meta(x: Any) -> Any:
     if isinstance(x, ir.Value):
         s = spec(x)
-        return torch.empty(s.shape, dtype=torch_dtype(s.dtype), device="meta")
+        # promotion reads the rank, not the sizes: a symbolic one stands as 1
+        shape = s.shape if s.is_static else tuple(d if isinstance(d, int) else 1
+                                                  for d in s.shape)
+        return torch.empty(shape, dtype=torch_dtype(s.dtype), device="meta")
+    if is_size(x):  # a size read as a scalar: an integer
+        return 1
     return x
 
 
@@ -106,6 +111,8 @@ def coerce(em: Emit, x: Any, dtype: str, shape: Sequence[int]) -> ir.Value:
     if not isinstance(x, ir.Value):
         if isinstance(x, complex):
             raise Unsupported("complex scalars are not supported")
+        if is_size(x):
+            return size_value(em, x, dtype, shape)
         return em.b.full(shape=tuple(shape), dtype=dtype, value=float(x))
     if spec(x).dtype != dtype:
         x = em.b.convert(x, dtype=dtype)
@@ -152,6 +159,98 @@ def to_bool(em: Emit, x: Any, shape: Sequence[int]) -> ir.Value:
     return em.b.compare(x, full_as(em, x, 0.0), direction="ne")
 
 
+# ------------------------------------------------------------------ symbolic sizes
+# In a graph of symbolic sizes (`capture.capture_symbolic`), a dim and an integer
+# argument computed from sizes (a view's size, a slice's bound) are sympy expressions of
+# dg's sizes `s0`, `s1`, ...; Python's comparisons cannot decide them. A handler asks
+# `known`/`decided` instead, and turns a size into a tensor with `size_value`.
+def is_size(x: Any) -> bool:
+    """Is `x` a symbolic size (a sympy expression; a size that is a number is an int)?"""
+    import sympy
+    return isinstance(x, sympy.Basic)
+
+
+def known(em: Emit, condition: Any) -> bool | None:
+    """Whether a condition on sizes holds: Python's answer for static sizes; for symbolic
+    ones sympy's, else the capture's ShapeEnv's (the sizes' ranges, Dynamo's guards); None
+    where only the sizes' values decide."""
+    if isinstance(condition, bool):
+        return condition
+    sizes = getattr(em.importer, "sizes", None)
+    if sizes is not None:
+        return sizes.decide(condition)
+    from ...dialects.core import holds
+    return holds(condition)
+
+
+def decided(em: Emit, condition: Any, what: str) -> bool:
+    """`known(em, condition)`, raising Unsupported where the sizes' values decide it."""
+    answer = known(em, condition)
+    if answer is None:
+        raise Unsupported(f"{what} depends on the values of symbolic sizes ({condition})")
+    return answer
+
+
+def size_value(em: Emit, value: Any, dtype: str, shape: Sequence[Any]) -> ir.Value:
+    """A symbolic size (or a number) as a tensor of `dtype` broadcast to `shape`: each
+    size is the sum of a tensor of that many ones (what the compiled code knows it by),
+    combined by dg arithmetic in i64 (f64 where the expression has fractions)."""
+    if not is_size(value):
+        return em.b.full(shape=tuple(shape), dtype=dtype, value=float(value))
+    return em.b.broadcast_to(cast(em, _size_tensor(em, value), dtype), tuple(shape))
+
+
+def _size_tensor(em: Emit, e: Any) -> ir.Value:
+    """0-d i64 (or f64) tensor of the value of sympy expression `e` of sizes."""
+    import sympy
+
+    b = em.b
+    if e.is_Integer:
+        return b.full(shape=(), dtype="i64", value=float(int(e)))
+    if e.is_Number:
+        return b.full(shape=(), dtype="f64", value=float(e))
+    if e.is_Symbol:
+        return b.reduce_sum(b.full(shape=(e,), dtype="i64", value=1.0), dims=[0])
+
+    def common(values: list[ir.Value]) -> tuple[list[ir.Value], str]:
+        dtype = "f64" if any(spec(v).dtype == "f64" for v in values) else "i64"
+        return [cast(em, v, dtype) for v in values], dtype
+
+    def f64(v: Any) -> ir.Value:
+        return cast(em, _size_tensor(em, v), "f64")
+
+    if isinstance(e, (sympy.Add, sympy.Mul, sympy.Max, sympy.Min)):
+        parts, _ = common([_size_tensor(em, a) for a in e.args])
+        op = {sympy.Add: "add", sympy.Mul: "mul", sympy.Max: "max", sympy.Min: "min"}[e.func]
+        result = parts[0]
+        for p in parts[1:]:
+            result = b.create(op, [result, p])
+        return result
+    if isinstance(e, sympy.Pow):
+        base, exponent = e.args
+        if exponent.is_Integer and 0 < exponent <= 8:
+            x = _size_tensor(em, base)
+            result = x
+            for _ in range(int(exponent) - 1):
+                result = b.mul(result, x)
+            return result
+        if exponent == -1:
+            return b.reciprocal(f64(base))
+        if exponent == sympy.Rational(1, 2):
+            return b.sqrt(f64(base))
+        if exponent == -sympy.Rational(1, 2):
+            return b.rsqrt(f64(base))
+    if isinstance(e, (sympy.floor, sympy.ceiling)):
+        rounded = (b.floor if isinstance(e, sympy.floor) else b.ceil)(f64(e.args[0]))
+        return b.convert(rounded, dtype="i64")
+    if isinstance(e, sympy.Mod):  # a - m floor(a / m), as sympy's (and Python's) %
+        a, m = (f64(x) for x in e.args)
+        r = b.sub(a, b.mul(m, b.floor(b.div(a, m))))
+        return b.convert(r, dtype="i64") if e.is_integer else r
+    from ..symbolic import NotExpressible
+    raise NotExpressible(f"the value {e} of sizes ({type(e).__name__}) as a tensor")
+
+
 # ------------------------------------------------------------------ shared helpers
 _BOOL_ARITH = {"add": "or", "mul": "and", "max": "or", "min": "and"}
 
@@ -162,7 +261,7 @@ def slice_dim(em: Emit, x: ir.Value, dim: int, start: int, end: int, step: int =
     limits = list(s.shape)
     strides = [1] * s.rank
     starts[dim], limits[dim], strides[dim] = start, end, step
-    if end <= start:  # an empty slice: nothing to read
+    if decided(em, end <= start, "whether the slice is empty"):  # nothing to read
         shape = list(s.shape)
         shape[dim] = 0
         return em.b.full(shape=shape, dtype=s.dtype, value=0.0)

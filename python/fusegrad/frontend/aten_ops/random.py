@@ -8,7 +8,7 @@ from typing import Any
 from mlir import ir
 
 from ...dialects.builder import spec
-from .emit import Emit, Unsupported, _opmath, aten, cast, full_as, handles
+from .emit import Emit, Unsupported, _opmath, aten, cast, full_as, handles, is_size
 from .reductions import SORT_MAX_N, _sort
 
 
@@ -41,7 +41,9 @@ def _randint(em: Emit, *args: Any, generator: Any = None, **kwargs: Any) -> ir.V
     if generator is not None:
         raise Unsupported("an explicit generator")
     target = em.node.target
-    numbers = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    numbers = [a for a in args if isinstance(a, int) and not isinstance(a, bool) or is_size(a)]
+    if any(is_size(a) for a in numbers):
+        raise Unsupported("randint over a range of symbolic size")
     if target in (aten.randint.default, aten.randint_like.default):
         low, high = 0, numbers[0]
     else:

@@ -11,8 +11,8 @@ from mlir import ir
 from ...dialects.builder import spec
 from ...dialects.types import from_torch_dtype, is_float, torch_dtype
 from .emit import (
-    Emit, Unsupported, _opmath, aten, cast, coerce, full_as, handles, norm_dim, norm_dims,
-    reshape, slice_dim, to_bool,
+    Emit, Unsupported, _opmath, aten, cast, coerce, full_as, handles, is_size, norm_dim,
+    norm_dims, reshape, size_value, slice_dim, to_bool,
 )
 from .shapes import _permute, _unpermute
 
@@ -39,7 +39,8 @@ def _mean(em: Emit, x: ir.Value, dim: Any = None, keepdim: bool = False, *,
     dims = norm_dims(dim, spec(x).rank)
     count = math.prod(spec(x).shape[d] for d in dims)
     r = em.b.reduce_sum(cast(em, x, ct), dims=dims)
-    r = em.b.div(r, full_as(em, r, float(count)))
+    r = em.b.div(r, size_value(em, count, spec(r).dtype, spec(r).shape) if is_size(count)
+                 else full_as(em, r, float(count)))
     return cast(em, _keep(em, r), out.dtype)
 
 
@@ -81,12 +82,21 @@ def _variance(em: Emit, x: ir.Value, dims: list[int], correction: float) -> tupl
     b = em.b
     s = spec(x)
     count = math.prod(s.shape[d] for d in dims)
-    mean = b.div(b.reduce_sum(x, dims=dims), b.full(shape=tuple(
-        n for i, n in enumerate(s.shape) if i not in dims), dtype=s.dtype, value=float(count)))
+    rest = tuple(n for i, n in enumerate(s.shape) if i not in dims)
+    if is_size(count):  # symbolic sizes: the counts as tensors
+        import sympy
+        c = int(correction) if float(correction).is_integer() else correction
+        mean = b.div(b.reduce_sum(x, dims=dims), size_value(em, count, s.dtype, rest))
+        divisor = size_value(em, sympy.Max(count - c, 0), s.dtype, rest)
+    else:
+        mean = b.div(b.reduce_sum(x, dims=dims), b.full(shape=rest, dtype=s.dtype,
+                                                        value=float(count)))
+        divisor = None
     kept = [1 if i in dims else n for i, n in enumerate(s.shape)]
     centered = b.sub(x, b.broadcast_to(reshape(em, mean, kept), s.shape))
     ss = b.reduce_sum(b.mul(centered, centered), dims=dims)
-    var = b.div(ss, full_as(em, ss, float(max(count - correction, 0))))
+    var = b.div(ss, divisor if divisor is not None
+                else full_as(em, ss, float(max(count - correction, 0))))
     return var, mean
 
 

@@ -12,7 +12,8 @@ from mlir import ir
 from ...dialects.builder import spec
 from ...dialects.types import is_float
 from .emit import (
-    Emit, Unsupported, aten, cast, coerce, full_as, handles, norm_dim, reshape, slice_dim,
+    Emit, Unsupported, aten, cast, coerce, decided, full_as, handles, is_size, norm_dim, reshape,
+    size_value, slice_dim,
 )
 
 
@@ -142,9 +143,12 @@ def _expand(em: Emit, x: ir.Value, size: Sequence[int], *, implicit: bool = Fals
     return em.b.broadcast_to(x, em.out0.shape)
 
 
-def _clamp_bounds(start: int | None, end: int | None, size: int) -> tuple[int, int]:
+def _clamp_bounds(start: int | None, end: int | None, size: int,
+                  em: Emit | None = None) -> tuple[int, int]:
     start = 0 if start is None else start
     end = size if end is None else end
+    if em is not None and any(is_size(v) for v in (start, end, size)):
+        return _clamp_symbolic(em, start, end, size)
     start = start + size if start < 0 else start
     end = end + size if end < 0 else end
     start = min(max(start, 0), size)
@@ -152,12 +156,34 @@ def _clamp_bounds(start: int | None, end: int | None, size: int) -> tuple[int, i
     return start, end
 
 
+# a slice bound this far out means "to the end" (x[1:] ends at INT64_MAX): no size reaches it
+_UNBOUNDED = 1 << 62
+
+
+def _clamp_symbolic(em: Emit, start: Any, end: Any, size: Any) -> tuple[Any, Any]:
+    """`_clamp_bounds` on symbolic sizes or bounds: each comparison decided by the sizes'
+    known facts (sympy's, the capture's ShapeEnv's); one that only their values decide is
+    Unsupported."""
+    def bound(v: Any) -> Any:
+        if isinstance(v, int) and v >= _UNBOUNDED:
+            return size
+        if isinstance(v, int) and v <= -_UNBOUNDED:
+            return 0
+        if decided(em, v < 0, "a negative slice bound"):
+            v = v + size
+        if decided(em, v < 0, "the slice's start"):
+            return 0
+        return size if decided(em, v > size, "the slice's end") else v
+    lo, hi = bound(start), bound(end)
+    return lo, lo if decided(em, hi < lo, "whether the slice is empty") else hi
+
+
 @handles(aten.slice.Tensor, aten.slice_copy.Tensor)
 def _slice(em: Emit, x: ir.Value, dim: int = 0, start: int | None = None, end: int | None = None,
            step: int = 1) -> ir.Value:
     s = spec(x)
     d = norm_dim(dim, s.rank)
-    lo, hi = _clamp_bounds(start, end, s.shape[d])
+    lo, hi = _clamp_bounds(start, end, s.shape[d], em)
     return slice_dim(em, x, d, lo, hi, step)
 
 
@@ -165,7 +191,7 @@ def _slice(em: Emit, x: ir.Value, dim: int = 0, start: int | None = None, end: i
 def _select(em: Emit, x: ir.Value, dim: int, index: int) -> ir.Value:
     s = spec(x)
     d = norm_dim(dim, s.rank)
-    i = index + s.shape[d] if index < 0 else index
+    i = index + s.shape[d] if decided(em, index < 0, "a negative index") else index
     return reshape(em, slice_dim(em, x, d, i, i + 1), em.out0.shape)
 
 
@@ -309,12 +335,14 @@ def _full(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
     if isinstance(value, ir.Value):
         raise Unsupported("a tensor fill value")
     out = em.out0
+    if is_size(value):  # torch.full((n,), seq_len)
+        return size_value(em, value, out.dtype, out.shape)
     return em.b.full(shape=out.shape, dtype=out.dtype, value=float(value))
 
 
 @handles(aten.arange.start_step, aten.arange.start, aten.arange.default)
 def _arange(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
-    nums = [a for a in args if isinstance(a, (int, float))]
+    nums = [a for a in args if isinstance(a, (int, float)) or is_size(a)]
     start, step = 0, 1
     if em.node.target is aten.arange.start_step:
         start, _, step = (nums + [1])[:3]
@@ -325,8 +353,15 @@ def _arange(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
         return em.b.full(shape=out.shape, dtype=out.dtype, value=0.0)
     ct = "f64" if is_float(out.dtype) else "i64"
     i = em.b.iota(shape=out.shape, dtype=ct, dim=0)
-    r = em.b.add(em.b.mul(i, full_as(em, i, float(step))), full_as(em, i, float(start)))
+    r = em.b.add(em.b.mul(i, _scalar_like(em, i, step)), _scalar_like(em, i, start))
     return cast(em, r, out.dtype)
+
+
+def _scalar_like(em: Emit, x: ir.Value, value: Any) -> ir.Value:
+    """`value` (a number or a symbolic size) as a tensor like `x`."""
+    if is_size(value):
+        return size_value(em, value, spec(x).dtype, spec(x).shape)
+    return full_as(em, x, float(value))
 
 
 @handles(aten.eye.default, aten.eye.m)
