@@ -117,11 +117,16 @@ PASSES: dict[str, Pass] = _table(
          "group dg ops into fusion regions (one kernel each); row-temps=0 for targets without "
          "stack rows (CUDA): recompute what a row reduction reads"),
     # conversion: dg -> linalg
+    Pass("dg-size-arguments", ".conversion.sizes:size_arguments_pass",
+         "a function using a symbolic size no argument has as a dim takes it as a trailing "
+         "index argument (named in dg.size_arguments)"),
     Pass("dg-lower-to-linalg", ".conversion.lower_to_linalg:lower_to_linalg",
          "lower dg ops to linalg/tensor/arith/math on tensors (row-bytes-max > 0: a fusion "
          "region's transcendentals that its reduction and outputs share are evaluated once "
          "into a tensor, for targets that keep such a tensor one row at a time; the CPU "
          "pipeline passes its row-temporary limit)"),
+    Pass("dg-drop-size-encodings", ".conversion.sizes:drop_size_encodings_pass",
+         "after dg-lower-to-linalg: tensor types drop the encodings naming their ? dims"),
     # codegen/common: both targets
     Pass("dg-keep-functions", ".codegen.common.entries:keep_functions",
          "erase the public functions not named in names=a,b (the entries a compile needs)"),

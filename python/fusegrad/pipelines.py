@@ -75,7 +75,9 @@ CPU_LINALG = ",".join([
     "dg-outline-conv-grads",
     "dg-outline-conv-nhwc",
     "dg-outline-attention",
+    "dg-size-arguments",
     f"dg-lower-to-linalg{{row-bytes-max={ROW_TEMP_MAX_BYTES}}}",
+    "dg-drop-size-encodings",
     "canonicalize",
     "cse",
 ])
@@ -163,7 +165,9 @@ CUDA_ENTRIES = "dg-forward-arguments"
 # (`conv2d_grad` plan steps), as on the CPU
 CUDA_LINALG = ",".join([
     "dg-outline-conv-grads",
+    "dg-size-arguments",
     "dg-lower-to-linalg",
+    "dg-drop-size-encodings",
     "canonicalize",
     "cse",
 ])

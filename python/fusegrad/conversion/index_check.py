@@ -16,8 +16,12 @@ runtime raises LibraryCallError naming both.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from mlir import ir
 from mlir.dialects import arith, memref, scf
+
+from .sizes import size_value
 
 ERROR_GLOBAL = "__fusegrad_index_error"
 TAKE_ERROR = "__fusegrad_take_index_error"
@@ -101,13 +105,14 @@ def library_site(module: ir.Operation, what: str) -> int:
     return site
 
 
-def checked_index(op: ir.Operation, value: ir.Value, size: int) -> ir.Value:
+def checked_index(op: ir.Operation, value: ir.Value, size: Any) -> ir.Value:
     """`value` (an integer index scalar) as `index`, clamped into [0, size); records `op`
     as the failing site when it is out of range."""
     site = _register_site(op)
     i = arith.IndexCastOp(ir.IndexType.get(), value).result
     zero = arith.ConstantOp(ir.IndexType.get(), 0).result
-    bound = arith.ConstantOp(ir.IndexType.get(), size).result
+    bound = arith.ConstantOp(ir.IndexType.get(), size).result if isinstance(size, int) \
+        else size_value(size)
     ok = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.sge, i, zero).result,
                       arith.CmpIOp(arith.CmpIPredicate.slt, i, bound).result).result
     bad = arith.XOrIOp(ok, arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result).result

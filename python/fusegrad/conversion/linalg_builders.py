@@ -11,12 +11,16 @@ op-family modules in `dialects/` can use it from their lowering rules.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from ..runtime.abi import as_dim as abi_dim
+from .sizes import mixed, size_value
+
 Body = Callable[[list[ir.Value]], Sequence[ir.Value]]
+Dim = Any  # int | a symbolic size (runtime.abi.Dim)
 
 
 def element_type(dtype: str) -> ir.Type:
@@ -44,14 +48,38 @@ def const(dtype: str | ir.Type, value: float | int | bool) -> ir.Value:
     return arith.ConstantOp(t, ir.IntegerAttr.get(t, v)).result
 
 
-def index(value: int) -> ir.Value:
+def index_const(value: int) -> ir.Value:
     return const(ir.IndexType.get(), value)
 
 
-def empty(shape: Sequence[int], dtype: str | ir.Type) -> ir.Value:
-    """`tensor.empty` of a static shape."""
+def index(value: Dim) -> ir.Value:
+    """An `index` value: a constant, or a symbolic size's value in the function."""
+    if not isinstance(value, int):
+        from .sizes import size_value
+        return size_value(value)
+    return const(ir.IndexType.get(), value)
+
+
+def tensor_type(shape: Sequence[Dim], element: ir.Type) -> ir.RankedTensorType:
+    """The dg tensor type of `shape` (symbolic dims named by its encoding)."""
+    from ..dialects.types import tensor_type as _tensor_type
+    return _tensor_type(shape, element)
+
+
+def dims(x: ir.Value) -> tuple[Dim, ...]:
+    """The shape of tensor `x`, symbolic dims as size expressions."""
+    from ..dialects.types import TensorSpec
+    return TensorSpec.from_mlir(x.type).shape
+
+
+def empty(shape: Sequence[Dim], dtype: str | ir.Type) -> ir.Value:
+    """`tensor.empty` of `shape` (its symbolic sizes computed in the function)."""
     t = element_type(dtype) if isinstance(dtype, str) else dtype
-    return tensor.EmptyOp(list(shape), t).result
+    if all(isinstance(d, int) for d in shape):
+        return tensor.EmptyOp(list(shape), t).result
+    _, values = mixed(shape)
+    return ir.Operation.create("tensor.empty", results=[tensor_type(shape, t)],
+                               operands=values).result
 
 
 def fill(value: ir.Value, init: ir.Value) -> ir.Value:
@@ -59,7 +87,7 @@ def fill(value: ir.Value, init: ir.Value) -> ir.Value:
     return linalg.fill(value, outs=[init])
 
 
-def full(shape: Sequence[int], dtype: str, value: float | int | bool) -> ir.Value:
+def full(shape: Sequence[Dim], dtype: str, value: float | int | bool) -> ir.Value:
     """A tensor filled with a constant: `linalg.fill(tensor.empty)`."""
     return fill(const(dtype, value), empty(shape, dtype))
 
@@ -89,7 +117,7 @@ def generic(inputs: Sequence[ir.Value], inits: Sequence[ir.Value],
     return list(op.results)
 
 
-def elementwise(inputs: Sequence[ir.Value], out_shape: Sequence[int], out_dtypes: Sequence[str],
+def elementwise(inputs: Sequence[ir.Value], out_shape: Sequence[Dim], out_dtypes: Sequence[str],
                 body: Body) -> list[ir.Value]:
     """All-parallel `linalg.generic` with identity maps: `body(input scalars)` per element."""
     rank = len(out_shape)
@@ -120,13 +148,13 @@ def _reassociation(groups: Sequence[Sequence[int]]) -> ir.ArrayAttr:
                              for g in groups])
 
 
-def _with_shape(x: ir.Value, shape: Sequence[int]) -> ir.RankedTensorType:
-    return ir.RankedTensorType.get(list(shape), ir.RankedTensorType(x.type).element_type)
+def _with_shape(x: ir.Value, shape: Sequence[Dim]) -> ir.RankedTensorType:
+    return tensor_type(shape, ir.RankedTensorType(x.type).element_type)
 
 
 def collapse(x: ir.Value, groups: Sequence[Sequence[int]]) -> ir.Value:
     """`tensor.collapse_shape`: result dim i is the product of operand dims groups[i]."""
-    shape = list(ir.RankedTensorType(x.type).shape)
+    shape = list(dims(x))
     out = []
     for g in groups:
         n = 1
@@ -136,15 +164,26 @@ def collapse(x: ir.Value, groups: Sequence[Sequence[int]]) -> ir.Value:
     return tensor.CollapseShapeOp(_with_shape(x, out), x, _reassociation(groups)).result
 
 
-def expand(x: ir.Value, groups: Sequence[Sequence[int]], shape: Sequence[int]) -> ir.Value:
-    """`tensor.expand_shape` into static `shape`; operand dim i becomes dims groups[i]."""
-    return tensor.ExpandShapeOp(_with_shape(x, shape), x, _reassociation(groups), [],
-                                _i64_array(shape)).result
+def expand(x: ir.Value, groups: Sequence[Sequence[int]], shape: Sequence[Dim]) -> ir.Value:
+    """`tensor.expand_shape` into `shape`; operand dim i becomes dims groups[i]. A group
+    of two symbolic sizes (`s0*s1` into `s0, s1`) is a `tensor.reshape` instead: MLIR's
+    memref lowering of expand_shape takes one dynamic size per group (and aborts the
+    process on more)."""
+    static, values = mixed(shape)
+    if any(sum(not isinstance(abi_dim(shape[d]), int) for d in g) > 1 for g in groups):
+        index = ir.IndexType.get()
+        sizes = [size_value(d) if not isinstance(abi_dim(d), int) else index_const(d)
+                 for d in shape]
+        shape_tensor = tensor.FromElementsOp(
+            ir.RankedTensorType.get([len(shape)], index), sizes).result
+        return tensor.ReshapeOp(_with_shape(x, shape), x, shape_tensor).result
+    return tensor.ExpandShapeOp(_with_shape(x, shape), x, _reassociation(groups), values,
+                                _i64_array(static)).result
 
 
-def reshape(x: ir.Value, shape: Sequence[int]) -> ir.Value:
+def reshape(x: ir.Value, shape: Sequence[Dim]) -> ir.Value:
     """Row-major reshape: collapse to 1-D, then expand (0-d ends use empty reassociations)."""
-    src = list(ir.RankedTensorType(x.type).shape)
+    src = list(dims(x))
     if src == list(shape):
         return x
     if not src:
@@ -158,18 +197,22 @@ def reshape(x: ir.Value, shape: Sequence[int]) -> ir.Value:
     return x
 
 
-def extract_slice(x: ir.Value, offsets: Sequence[int], sizes: Sequence[int],
+def extract_slice(x: ir.Value, offsets: Sequence[Dim], sizes: Sequence[Dim],
                   strides: Sequence[int]) -> ir.Value:
-    return tensor.ExtractSliceOp(_with_shape(x, sizes), x, [], [], [], _i64_array(offsets),
-                                 _i64_array(sizes), _i64_array(strides)).result
+    (static_offsets, offset_values), (static_sizes, size_values) = mixed(offsets), mixed(sizes)
+    return tensor.ExtractSliceOp(_with_shape(x, sizes), x, offset_values, size_values, [],
+                                 _i64_array(static_offsets), _i64_array(static_sizes),
+                                 _i64_array(strides)).result
 
 
-def insert_slice(x: ir.Value, dest: ir.Value, offsets: Sequence[int],
+def insert_slice(x: ir.Value, dest: ir.Value, offsets: Sequence[Dim],
                  strides: Sequence[int] | None = None) -> ir.Value:
     """Insert all of `x` into `dest` at `offsets` (element strides `strides`)."""
-    sizes = list(ir.RankedTensorType(x.type).shape)
+    sizes = list(dims(x))
     strides = list(strides) if strides is not None else [1] * len(sizes)
-    return tensor.InsertSliceOp(x, dest, [], [], [], _i64_array(offsets), _i64_array(sizes),
+    (static_offsets, offset_values), (static_sizes, size_values) = mixed(offsets), mixed(sizes)
+    return tensor.InsertSliceOp(x, dest, offset_values, size_values, [],
+                                _i64_array(static_offsets), _i64_array(static_sizes),
                                 _i64_array(strides)).result
 
 

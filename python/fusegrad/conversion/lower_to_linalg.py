@@ -14,6 +14,7 @@ from ..dialects.core import attrs_of, lookup
 from ..dialects.region_ops import is_fusion
 from ..dialects.types import TensorSpec
 from .fusion_regions import lower_region
+from .sizes import function_sizes
 from ..passes import PassError
 
 
@@ -69,5 +70,6 @@ def _lower_region_ops(op: ir.Operation, row_bytes_max: int) -> None:
 
 def lower_to_linalg(module: ir.Operation, row_bytes_max: int = 0) -> None:
     for op in module.regions[0].blocks[0].operations:
-        if op.operation.name == "func.func":
-            _lower_region_ops(op.operation, row_bytes_max)
+        if op.operation.name == "func.func" and op.regions[0].blocks:
+            with function_sizes(op.operation):
+                _lower_region_ops(op.operation, row_bytes_max)

@@ -212,8 +212,8 @@ def _conv2d_lower(op, operands, *, op_name, attrs, out):
     from ..conversion import linalg_builders as lb
     x, w = operands
     o, g = out[0], attrs["groups"]
-    n, c, h, wd = ir.RankedTensorType(x.type).shape
-    f, cg, kh, kw = ir.RankedTensorType(w.type).shape
+    n, c, h, wd = lb.dims(x)
+    f, cg, kh, kw = lb.dims(w)
     ph, pw = attrs["padding"]
     if ph or pw:
         x = lb.insert_slice(x, lb.full([n, c, h + 2 * ph, wd + 2 * pw], o.dtype, 0), [0, 0, ph, pw])

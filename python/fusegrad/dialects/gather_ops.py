@@ -121,7 +121,7 @@ def _checked(op, idx, size: int):
     contiguous rows with gathers and scattered the error flag, at 5x eager's time."""
     from mlir import ir
     from ..conversion import linalg_builders as lb
-    shape = ir.RankedTensorType(idx.type).shape
+    shape = lb.dims(idx)
     return lb.elementwise([idx], shape, ["i64"],
                           lambda a: [lb.index_cast(_to_index(op, a[0], size), "i64")])[0]
 
@@ -136,7 +136,7 @@ def _gather_lower(op, operands, *, op_name, attrs, out):
     from ..conversion import linalg_builders as lb
     x, idx = operands
     o, dim = out[0], attrs["dim"]
-    size = ir.RankedTensorType(x.type).shape[dim]
+    size = lb.dims(x)[dim]
     rows = _broadcast_rows(idx, dim)
     if rows is not None:  # one index per slice along dim (a scatter_add's gradient)
         rows = _checked(op, rows, size)
@@ -163,7 +163,7 @@ def _index_select_lower(op, operands, *, op_name, attrs, out):
     o, dim = out[0], attrs["dim"]
     k = ir.RankedTensorType(idx.type).rank
     x_rank = ir.RankedTensorType(x.type).rank
-    idx = _checked(op, idx, ir.RankedTensorType(x.type).shape[dim])
+    idx = _checked(op, idx, lb.dims(x)[dim])
 
     def body(_):
         i = lb.index_cast(lb.extract(idx, [lb.loop_index(d) for d in range(dim, dim + k)]),
@@ -188,7 +188,7 @@ def _scatter_lower(op, operands, *, op_name, attrs, out):
     from .core import lookup
     x, idx, src = operands
     o, dim = out[0], attrs["dim"]
-    shape = ir.RankedTensorType(src.type).shape
+    shape = lb.dims(src)
     combine = _COMBINE.get(op_name)
     if o.dtype == "i1" and combine in ("add", "mul"):  # or, and: torch's bool sum, product
         combine = "max" if combine == "add" else "min"
@@ -261,7 +261,7 @@ def _broadcast_rows(idx, dim: int):
             mapped.update(zip(o.results, clone.results))
         return [mapped.get(v, v) for v in ops[-1].operands]
     dtype = str(ir.RankedTensorType(idx.type).element_type)
-    return lb.elementwise(inputs, ir.RankedTensorType(inputs[0].type).shape, [dtype],
+    return lb.elementwise(inputs, lb.dims(inputs[0]), [dtype],
                           per_index)[0]
 
 

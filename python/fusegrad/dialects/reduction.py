@@ -103,7 +103,7 @@ def round_to(acc, dtype: str):
     from mlir import ir
     from mlir.dialects import arith
     from ..conversion import linalg_builders as lb
-    shape = ir.RankedTensorType(acc.type).shape
+    shape = lb.dims(acc)
     if str(ir.RankedTensorType(acc.type).element_type) == dtype:
         return acc
     return lb.elementwise([acc], shape, [dtype],

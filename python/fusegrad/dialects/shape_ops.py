@@ -171,7 +171,7 @@ def _broadcast_lower(op, operands, *, op_name, attrs, out):
     from ..conversion import linalg_builders as lb
     (x,) = operands
     o = out[0]
-    xshape = ir.RankedTensorType(x.type).shape
+    xshape = lb.dims(x)
     exprs = [ir.AffineConstantExpr.get(0) if xshape[i] != o.shape[d] else ir.AffineDimExpr.get(d)
              for i, d in enumerate(attrs["dims"])]
     in_map = ir.AffineMap.get(o.rank, 0, exprs)
@@ -209,6 +209,18 @@ def _reverse_lower(op, operands, *, op_name, attrs, out):
     from ..conversion import linalg_builders as lb
     (x,) = operands
     o = out[0]
+    if any(not isinstance(o.shape[d], int) for d in attrs["dims"]):
+        # an affine map has no symbolic sizes: the body reads x at size-1-d itself
+        from mlir.dialects import arith
+        from ..conversion.sizes import size_value
+
+        def body(a):
+            idx = [lb.loop_index(d) for d in range(o.rank)]
+            for d in attrs["dims"]:
+                idx[d] = arith.subi(size_value(o.shape[d] - 1), idx[d])
+            return [lb.extract(x, idx)]
+        return lb.generic([], [lb.empty(o.shape, o.dtype)], [lb.identity_map(o.rank)],
+                          ["parallel"] * o.rank, body)
     exprs = [ir.AffineConstantExpr.get(o.shape[d] - 1) - ir.AffineDimExpr.get(d)
              if d in attrs["dims"] else ir.AffineDimExpr.get(d) for d in range(o.rank)]
     in_map = ir.AffineMap.get(o.rank, 0, exprs)
@@ -284,7 +296,7 @@ def _concat_lower(op, operands, *, op_name, attrs, out):
     for x in [part for operand in operands for part in concatenated_parts(operand, dim)]:
         offsets = [offset if d == dim else 0 for d in range(o.rank)]
         result = lb.insert_slice(x, result, offsets)
-        offset += ir.RankedTensorType(x.type).shape[dim]
+        offset += lb.dims(x)[dim]
     return [result]
 
 

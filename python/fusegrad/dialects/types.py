@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from mlir import ir
 
@@ -90,6 +90,16 @@ def dims_encoding(shape: Iterable[abi.Dim]) -> str:
     return ", ".join(abi.format_dim(d) for d in shape if abi.is_symbolic(d))
 
 
+def tensor_type(shape: Sequence[abi.Dim], element: ir.Type) -> ir.RankedTensorType:
+    """The tensor type of `shape`: symbolic dims are `?`, named by the encoding."""
+    shape = [abi.as_dim(d) for d in shape]
+    if all(isinstance(d, int) for d in shape):
+        return ir.RankedTensorType.get(list(shape), element)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    return ir.RankedTensorType.get([d if isinstance(d, int) else dynamic for d in shape],
+                                   element, encoding=ir.StringAttr.get(dims_encoding(shape)))
+
+
 # module attribute: a typical value of each symbolic size (`{s0 = 128 : i64}`), from the
 # capture's example inputs; cost models (dg-remat's saved bytes) weigh sizes by it
 SIZE_HINTS_ATTR = "dg.size_hints"
@@ -137,12 +147,7 @@ class TensorSpec(abi.TensorSig):
         return TensorSpec(self.shape, dtype)
 
     def to_mlir(self) -> ir.RankedTensorType:
-        if self.is_static:
-            return ir.RankedTensorType.get(list(self.shape), element_type(self.dtype))
-        dynamic = ir.ShapedType.get_dynamic_size()
-        return ir.RankedTensorType.get(
-            [d if isinstance(d, int) else dynamic for d in self.shape],
-            element_type(self.dtype), encoding=ir.StringAttr.get(dims_encoding(self.shape)))
+        return tensor_type(self.shape, element_type(self.dtype))
 
     @staticmethod
     def from_mlir(t: ir.Type) -> "TensorSpec":

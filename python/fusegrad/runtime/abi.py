@@ -118,6 +118,32 @@ def eval_dim(d: Dim, sizes: dict[str, int]) -> int:
     return int(value)
 
 
+def dim_code(d: Dim) -> str:
+    """Dim `d` as a Python integer expression of variables named like its symbols: what
+    the runtime's generated calls compute sizes with."""
+    if isinstance(d, int):
+        return str(d)
+    import sympy
+
+    if d.is_Integer or d.is_Symbol:
+        return str(d)
+    if isinstance(d, sympy.Add):
+        return "(" + " + ".join(dim_code(t) for t in d.args) + ")"
+    if isinstance(d, sympy.Mul):
+        return "(" + " * ".join(dim_code(t) for t in d.args) + ")"
+    if isinstance(d, sympy.Pow) and d.exp.is_Integer and d.exp > 0:
+        return f"({dim_code(d.base)} ** {int(d.exp)})"
+    if isinstance(d, sympy.floor):
+        num, den = d.args[0].as_numer_denom()
+        return f"({dim_code(num)} // {dim_code(den)})"
+    if isinstance(d, sympy.Mod):
+        return f"({dim_code(d.args[0])} % {dim_code(d.args[1])})"
+    if isinstance(d, (sympy.Max, sympy.Min)):
+        fn = "max" if isinstance(d, sympy.Max) else "min"
+        return f"{fn}({', '.join(dim_code(t) for t in d.args)})"
+    raise ValueError(f"size {d} has no integer expression")
+
+
 class SizeMismatch(ValueError):
     """Tensors whose shapes do not fit a program's symbolic shapes."""
 

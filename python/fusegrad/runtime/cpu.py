@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from . import host_memory
+from . import abi
 from .abi import TensorSig, torch_dtype
 
 log = logging.getLogger(__name__)
@@ -66,24 +67,28 @@ def descriptor_type(rank: int) -> type[ctypes.Structure]:
 
 
 class _Arguments:
-    """One thread's memref descriptors for an entry's arguments (inputs, computed
-    outputs, then the workspace if it has one) and the packed pointer array the C
-    interface takes. Shapes and strides are static (row-major), so a call only sets
-    each descriptor's data pointer: building descriptors anew was most of the per-call
-    cost."""
+    """One thread's memref descriptors for an entry's arguments (inputs, size arguments,
+    computed outputs, then the workspace if it has one) and the packed pointer array the
+    C interface takes. Static shapes and strides (row-major) are set once, so a call
+    sets each descriptor's data pointer (and the sizes and strides of symbolic shapes):
+    building descriptors anew was most of the per-call cost. `sizes`: one int64 per
+    size argument, after the inputs' descriptors in the packed array."""
 
-    def __init__(self, specs: Sequence[TensorSig]) -> None:
+    def __init__(self, specs: Sequence[TensorSig], num_inputs: int = 0,
+                 num_sizes: int = 0) -> None:
         self.descriptors = []
         for spec in specs:
             d = descriptor_type(len(spec.shape))()
             d.offset = 0
-            if spec.shape:
+            if spec.shape and spec.is_static:
                 d.sizes[:] = list(spec.shape)
                 d.strides[:] = _row_major_strides(spec.shape)
             self.descriptors.append(d)
+        self.sizes = [ctypes.c_int64() for _ in range(num_sizes)]
         self._pointers = [ctypes.pointer(d) for d in self.descriptors]
-        self.packed = (ctypes.c_void_p * len(self._pointers))(
-            *[ctypes.addressof(p) for p in self._pointers])
+        pointers = [ctypes.addressof(p) for p in self._pointers]
+        pointers[num_inputs:num_inputs] = [ctypes.addressof(v) for v in self.sizes]
+        self.packed = (ctypes.c_void_p * len(pointers))(*pointers)
 
 
 class _Workspace(threading.local):
@@ -133,8 +138,13 @@ class CpuFunction:
     def __init__(self, name: str, fn: Callable, inputs: Sequence[TensorSig],
                  outputs: Sequence[TensorSig], owner: object,
                  index_errors: "CompiledErrors | None" = None,
-                 forwarded: Mapping[int, int] | None = None, workspace: int = 0) -> None:
+                 forwarded: Mapping[int, int] | None = None, workspace: int = 0,
+                 size_arguments: Sequence[str] = ()) -> None:
         self.name = name
+        # symbols whose values follow the inputs as int64 arguments (dg-size-arguments)
+        self.size_arguments = list(size_arguments)
+        self.symbolic = bool(self.size_arguments) or not all(
+            s.is_static for s in (*inputs, *outputs))
         self.workspace = workspace
         self._owner = owner  # `fn` points into code it holds: keep it alive
         self._index_errors = index_errors
@@ -148,19 +158,37 @@ class CpuFunction:
         # bytes of each computed result large enough for host_memory's pool, else 0
         self._large = [n if n >= host_memory.LARGE_MIN_BYTES else 0
                       for n in (math.prod(s.shape) * torch.empty((), dtype=dt).element_size()
-                                for _, s, dt in self._computed)]
+                                if s.is_static else 0 for _, s, dt in self._computed)]
         self._in_dtypes = [torch_dtype(s.dtype) for s in inputs]
         self._thread = threading.local()  # .arguments: this thread's `_Arguments`
         # the call itself, generated for this signature (`_generate_call`)
-        self.call: Callable[..., list[torch.Tensor]] = self._generate_call()
+        self.call: Callable[..., list[torch.Tensor]] = (
+            self._generate_symbolic_call() if self.symbolic else self._generate_call())
 
     @property
     def returns_arguments(self) -> bool:
         """Does a call hand some of its arguments back as results (all others are fresh)?"""
         return bool(self._forwarded)
 
-    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+    def __call__(self, *args: torch.Tensor, sizes: Mapping[str, int] | None = None,
+                 ) -> list[torch.Tensor]:
+        """Run the entry. `sizes`: values of symbolic sizes the inputs do not show (a
+        backward's, bound where its forward ran: `bind_sizes`)."""
+        if sizes is not None:
+            return self.call(*args, sizes=sizes)
         return self.call(*args)
+
+    def bind_sizes(self, args: Sequence[torch.Tensor],
+                   sizes: Mapping[str, int] | None = None) -> dict[str, int]:
+        """The values of the symbolic sizes of a call with `args` (TypeError if the
+        shapes do not fit)."""
+        try:
+            return abi.bind_sizes([s.shape for s in self.inputs],
+                                  [tuple(t.shape) for t in args],
+                                  [f"@{self.name} argument #{i}" for i in range(len(args))],
+                                  dict(sizes or {}))
+        except abi.SizeMismatch as e:
+            raise TypeError(f"{e}; compile for this shape") from None
 
     def _check(self, args: Sequence[torch.Tensor]) -> None:
         """Raise the TypeError that names the first argument not matching the signature."""
@@ -170,7 +198,7 @@ class CpuFunction:
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"@{self.name}: argument #{i} is a {type(t).__name__}, "
                                 f"expected a torch.Tensor {s}")
-            if t.shape != s.shape or t.dtype != dt:
+            if (t.shape != s.shape if s.is_static else t.dim() != s.rank) or t.dtype != dt:
                 raise TypeError(f"@{self.name}: argument #{i} is {tuple(t.shape)} {t.dtype}, "
                                 f"expected {s}; compile for this shape/dtype")
             if not t.is_cpu:
@@ -183,7 +211,8 @@ class CpuFunction:
         if arguments is None:
             workspace = [TensorSig((self.workspace,), "i8")] if self.workspace else []
             arguments = self._thread.arguments = _Arguments(
-                [*self.inputs, *(s for _, s, _ in self._computed), *workspace])
+                [*self.inputs, *(s for _, s, _ in self._computed), *workspace],
+                len(self.inputs), len(self.size_arguments))
         return arguments
 
     def _generate_call(self) -> Callable[..., list[torch.Tensor]]:
@@ -233,6 +262,86 @@ class CpuFunction:
         lines.append(f"    return [{', '.join(returned)}]")
         exec(compile("\n".join(lines), f"<fusegrad call @{self.name}>", "exec"), env)
         return env["call"]
+
+
+    def _generate_symbolic_call(self) -> Callable[..., list[torch.Tensor]]:
+        """The call of an entry with symbolic sizes, generated as `_generate_call`'s: it
+        binds each symbol from the first input dim that is that symbol (or from `sizes`,
+        for a backward's), checks every other input dim, allocates the outputs at the
+        sizes, and sets the descriptors' sizes and strides."""
+        names = [f"a{i}" for i in range(len(self.inputs))]
+        env: dict[str, Any] = {"check": self._check, "mismatch": self.bind_sizes,
+                               "alloc": host_memory.empty, "arguments_of": self._arguments,
+                               "raw": self._fn, "workspace": _WORKSPACE.data_ptr,
+                               "geometry": _set_geometry}
+        lines = ["def call(*args, sizes=None):", "    try:",
+                 f"        [{', '.join(names)}] = args"]
+        matches = []
+        for i, (a, s, dt) in enumerate(zip(names, self.inputs, self._in_dtypes)):
+            env[f"D{i}"] = dt
+            matches.append(f"{a}.dtype is D{i} and {a}.dim() == {s.rank} and {a}.is_cpu")
+        lines += [f"        ok = {' and '.join(matches) or 'True'}",
+                  "    except (ValueError, AttributeError):", "        ok = False",
+                  "    if not ok:", "        check(args)"]
+        bound: set[str] = set()
+        for a, s in zip(names, self.inputs):
+            for k, d in enumerate(s.shape):
+                if abi.is_symbolic(d) and d.is_Symbol and str(d) not in bound:
+                    bound.add(str(d))
+                    lines.append(f"    {d} = {a}.shape[{k}]")
+        wanted = {str(x) for sig in (*self.inputs, *self.outputs) for d in sig.shape
+                  if abi.is_symbolic(d) for x in d.free_symbols} | set(self.size_arguments)
+        for name in sorted(wanted - bound):
+            lines.append(f"    {name} = sizes[{name!r}] if sizes is not None and {name!r} in "
+                         f"sizes else mismatch(args, sizes)[{name!r}]")
+        checks = [f"{a}.shape[{k}] == {abi.dim_code(d)}"
+                  for a, s in zip(names, self.inputs) for k, d in enumerate(s.shape)
+                  if not (abi.is_symbolic(d) and d.is_Symbol)]
+        if checks:
+            lines += [f"    if not ({' and '.join(checks)}):", "        mismatch(args, sizes)"]
+        lines += [f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()" for a in names]
+        outs, shapes = [], {}
+        for k, (_, s, dt) in enumerate(self._computed):
+            env[f"U{k}"] = dt
+            shape = "(" + "".join(f"{abi.dim_code(d)}, " for d in s.shape) + ")"
+            itemsize = abi.itemsize(s.dtype)
+            lines.append(f"    o{k} = alloc({shape}, U{k}, "
+                         f"{' * '.join([str(itemsize)] + [abi.dim_code(d) for d in s.shape])})")
+            outs.append(f"o{k}")
+            shapes[f"o{k}"] = s
+        lines.append("    arguments = arguments_of()")
+        tensors = [*zip(names, self.inputs), *((o, shapes[o]) for o in outs)]
+        pointers = [f"{a}.data_ptr()" for a, _ in tensors]
+        if self.workspace:
+            pointers.append(f"workspace({self.workspace})")
+        if pointers:
+            descriptors = [f"d{j}" for j in range(len(pointers))]
+            lines.append(f"    [{', '.join(descriptors)}] = arguments.descriptors")
+            lines += [f"    {d}.allocated = {d}.aligned = {p}"
+                      for d, p in zip(descriptors, pointers)]
+            lines += [f"    geometry({d}, {a}.shape)" for d, (a, s) in zip(descriptors, tensors)
+                      if not s.is_static]
+        lines += [f"    arguments.sizes[{j}].value = {name}"
+                  for j, name in enumerate(self.size_arguments)]
+        lines.append("    raw(arguments.packed)")
+        if self._index_errors is not None:
+            env["errors"] = self._index_errors
+            lines.append(f"    errors.raise_if_set({self.name!r})")
+        results = iter(outs)
+        returned = [f"args[{self._forwarded[k]}]" if k in self._forwarded else next(results)
+                    for k in range(len(self.outputs))]
+        lines.append(f"    return [{', '.join(returned)}]")
+        exec(compile("\n".join(lines), f"<fusegrad call @{self.name}>", "exec"), env)
+        return env["call"]
+
+
+def _set_geometry(descriptor: Any, shape: Sequence[int]) -> None:
+    """A row-major memref descriptor's sizes and strides for `shape`."""
+    step = 1
+    for k in range(len(shape) - 1, -1, -1):
+        descriptor.sizes[k] = shape[k]
+        descriptor.strides[k] = step
+        step *= shape[k]
 
 
 class OutOfRangeIndex(IndexError):
@@ -319,17 +428,21 @@ class CpuModule:
     kernels: the function that takes the error flag, and the sites
     (conversion/index_check.py).
     `workspaces`: per entry that takes one, its workspace bytes (codegen/cpu/plan_workspace.py).
+    `size_arguments`: per entry that takes some, the symbols of its size arguments
+    (conversion/sizes.py).
     """
 
     def __init__(self, lookup: Callable[[str], int], owner: object, entries: Entries,
                  forwarded: Mapping[str, Mapping[int, int]] | None = None,
                  index_errors: tuple[str, Sequence[str]] | None = None,
-                 workspaces: Mapping[str, int] | None = None) -> None:
+                 workspaces: Mapping[str, int] | None = None,
+                 size_arguments: Mapping[str, Sequence[str]] | None = None) -> None:
         host_memory.keep_freed_memory()
         self.owner = owner
         self.entries = {n: (list(ins), list(outs)) for n, (ins, outs) in entries.items()}
         self.forwarded = {n: dict(m) for n, m in (forwarded or {}).items()}
         self.workspaces = {n: int(b) for n, b in (workspaces or {}).items() if b}
+        self.size_arguments = {n: list(v) for n, v in (size_arguments or {}).items() if v}
         self.index_errors = (index_errors[0], list(index_errors[1])) if index_errors else None
         errors = None
         if self.index_errors:
@@ -339,7 +452,8 @@ class CpuModule:
             errors = CompiledErrors(take, sites)
         self._functions = {
             name: CpuFunction(name, _PACKED_FN(_address(lookup, name)), ins, outs, self, errors,
-                              self.forwarded.get(name), self.workspaces.get(name, 0))
+                              self.forwarded.get(name), self.workspaces.get(name, 0),
+                              self.size_arguments.get(name, ()))
             for name, (ins, outs) in self.entries.items()}
 
     def function(self, name: str) -> CpuFunction:

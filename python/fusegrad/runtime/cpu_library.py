@@ -59,7 +59,8 @@ def write(directory: str, cpu: CpuModule, extra: Mapping[str, Any] | None = None
         "entries": {name: {"inputs": [TensorSig(s.shape, s.dtype).to_json() for s in ins],
                            "outputs": [TensorSig(s.shape, s.dtype).to_json() for s in outs],
                            "forwarded": {str(k): i for k, i in cpu.forwarded.get(name, {}).items()},
-                           "workspace": cpu.workspaces.get(name, 0)}
+                           "workspace": cpu.workspaces.get(name, 0),
+                           "size_arguments": cpu.size_arguments.get(name, [])}
                     for name, (ins, outs) in cpu.entries.items()},
         "index_errors": (None if cpu.index_errors is None else
                          {"function": cpu.index_errors[0], "sites": cpu.index_errors[1]}),
@@ -87,9 +88,10 @@ def read(directory: str) -> tuple[CpuModule, dict[str, Any]]:
         forwarded = {name: {int(k): int(i) for k, i in e["forwarded"].items()}
                      for name, e in meta["entries"].items()}
         workspaces = {name: int(e["workspace"]) for name, e in meta["entries"].items()}
+        sizes = {name: list(e.get("size_arguments", [])) for name, e in meta["entries"].items()}
         errors = meta["index_errors"]
         index_errors = None if errors is None else (errors["function"], list(errors["sites"]))
-        cpu = load(library, entries, forwarded, index_errors, workspaces)
+        cpu = load(library, entries, forwarded, index_errors, workspaces, sizes)
     except LibraryError as e:
         raise LibraryError(f"{directory}: {e}") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError) as e:
@@ -99,12 +101,13 @@ def read(directory: str) -> tuple[CpuModule, dict[str, Any]]:
 
 def load(library: str, entries: Entries, forwarded: Mapping[str, Mapping[int, int]],
          index_errors: tuple[str, Sequence[str]] | None,
-         workspaces: Mapping[str, int]) -> CpuModule:
+         workspaces: Mapping[str, int],
+         size_arguments: Mapping[str, Sequence[str]] | None = None) -> CpuModule:
     """The `CpuModule` of the shared library `library` (raises OSError if it does not load)."""
     load_builtins()
     lib = ctypes.CDLL(library)
     return CpuModule(functools.partial(_address, lib), lib, entries, forwarded, index_errors,
-                     workspaces)
+                     workspaces, size_arguments)
 
 
 def _address(lib: ctypes.CDLL, name: str) -> int:

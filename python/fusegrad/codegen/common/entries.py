@@ -18,7 +18,7 @@ from ...passes import PassError, functions
 
 def entry_signatures(module: ir.Module) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
     """Public defined functions -> (input specs, output specs), on tensors (before lowering).
-    Raises TypeError for an entry that is not statically shaped tensors in and out."""
+    Raises TypeError for an entry that does not take and return dg tensors."""
     entries = {}
     for op in module.body.operations:
         op = op.operation
@@ -32,8 +32,8 @@ def entry_signatures(module: ir.Module) -> dict[str, tuple[list[TensorSpec], lis
             entries[name] = ([TensorSpec.from_mlir(t) for t in ftype.inputs],
                              [TensorSpec.from_mlir(t) for t in ftype.results])
         except TypeError as e:
-            raise TypeError(f"@{name} at {op.location}: {e}; entry functions must take and "
-                            "return statically shaped tensors") from None
+            raise TypeError(f"@{name} at {op.location}: {e}; entry functions take and return "
+                            "ranked tensors (a `?` dim named by the type's encoding)") from None
     return entries
 
 

@@ -39,11 +39,14 @@ def _top_level(op: ir.Operation, module: ir.Operation) -> ir.Operation:
 
 def outline_ops(module: ir.Operation, selected: Callable[[ir.Operation], bool], tag: str) -> None:
     """Replace each op for which `selected(op)` holds by a call of a private function
-    holding it, tagged `tag = {op = <name without dg.>, <the op's attributes>}`."""
+    holding it, tagged `tag = {op = <name without dg.>, <the op's attributes>}`. An op
+    with symbolic sizes stays where it is (lowered by its decomposition): bufferization
+    makes no out-params for a call's dynamically shaped results."""
     ops: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if selected(op):
+        if selected(op) and all(v.type.has_static_shape
+                                for v in (*op.operands, *op.results)):
             ops.append(op)
         return ir.WalkResult.ADVANCE
     module.walk(visit)

@@ -499,9 +499,12 @@ def _largest(op: ir.Operation) -> int:
 
 
 def _numel(v: ir.Value) -> int:
-    """Elements of a statically shaped tensor value (without building its TensorSpec:
-    dg-fuse asks this of every value of every region, many times)."""
-    return math.prod(v.type.shape)
+    """Elements of a tensor value (without building its TensorSpec where its shape is
+    static: dg-fuse asks this of every value of every region, many times); a symbolic
+    shape counts at the default size hints."""
+    if v.type.has_static_shape:
+        return math.prod(v.type.shape)
+    return TensorSpec.from_mlir(v.type).hinted({}).numel
 
 
 def _sink_cheap_outputs(block: ir.Block, row_temps: bool) -> int:

@@ -74,7 +74,7 @@ def _keeps_last_two(op: ir.Operation) -> bool:
     transpose of the last two)?"""
     if op.name != "dg.reshape":
         return False
-    src, dst = (ir.RankedTensorType(v.type).shape for v in (op.operands[0], op.results[0]))
+    src, dst = (TensorSpec.from_mlir(v.type).shape for v in (op.operands[0], op.results[0]))
     return len(src) >= 2 and len(dst) >= 2 and src[-2:] == dst[-2:]
 
 
