@@ -167,6 +167,10 @@ class CompiledFunction(torch.autograd.Function):
                 *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         t = training
         results = t.fwd(*inputs)
+        # a program of symbolic sizes: its backward takes the values bound here (those its
+        # own arguments may not show, as a scalar loss's cotangent does not)
+        sizes_of = getattr(t.fwd, "sizes_of", None)
+        ctx.sizes = sizes_of(inputs) if sizes_of is not None else None
         outputs = unaliased(results[:t.num_outputs], inputs)
         saved = unaliased(results[t.num_outputs:], [inputs[i] for i in mutated])
         # a second differentiation needs the inputs; inputs overwritten next are kept by value
@@ -213,7 +217,9 @@ class CompiledFunction(torch.autograd.Function):
                 missing, lambda outputs: sum(_nbytes(ctx.output_specs[i]) for i in outputs))
             cts = [_zeros(ctx.output_specs[i]) if cotangents[i] is None
                    else cotangents[i] for i in t.ct_outputs if i not in skipped]
-            grads = _per_sample(functools.partial(bwd, *tensors[:ctx.num_saved]), cts)
+            grads = _per_sample(functools.partial(bwd, *tensors[:ctx.num_saved]) if ctx.sizes is None
+                                else functools.partial(bwd, *tensors[:ctx.num_saved],
+                                                       sizes=ctx.sizes), cts)
         full: list[torch.Tensor | None] = [None] * ctx.num_inputs
         for i, g, kept in zip(t.wrt, grads, t.kept_gradients(missing)):
             if kept:

@@ -164,6 +164,7 @@ class CpuFunction:
         # the call itself, generated for this signature (`_generate_call`)
         self.call: Callable[..., list[torch.Tensor]] = (
             self._generate_symbolic_call() if self.symbolic else self._generate_call())
+        self.sizes_of = self._sizes_function()
 
     @property
     def returns_arguments(self) -> bool:
@@ -177,6 +178,23 @@ class CpuFunction:
         if sizes is not None:
             return self.call(*args, sizes=sizes)
         return self.call(*args)
+
+    def _sizes_function(self) -> Callable[[Sequence[torch.Tensor]], dict[str, int]] | None:
+        """For an entry of symbolic sizes, the function giving their values in a call with
+        given arguments (what its backward takes as `sizes`); None for a static one."""
+        if not self.symbolic:
+            return None
+        plain = {}
+        for i, s in enumerate(self.inputs):
+            for k, d in enumerate(s.shape):
+                if abi.is_symbolic(d) and d.is_Symbol:
+                    plain.setdefault(str(d), (i, k))
+        wanted = {str(x) for sig in (*self.inputs, *self.outputs) for d in sig.shape
+                  if abi.is_symbolic(d) for x in d.free_symbols}
+        if not wanted <= set(plain):
+            return self.bind_sizes
+        items = sorted(plain.items())
+        return lambda args: {name: args[i].shape[k] for name, (i, k) in items}
 
     def bind_sizes(self, args: Sequence[torch.Tensor],
                    sizes: Mapping[str, int] | None = None) -> dict[str, int]:

@@ -153,10 +153,23 @@ func.func private @__fusegrad_gemm_torch(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm
 """
 
 
+def _row_major(t: ir.Type) -> int | None:
+    """The static offset of a row-major memref: `row_major_offset`, and 0 for a
+    dynamically shaped one of the identity layout (a whole buffer of run-time sizes)."""
+    if isinstance(t, ir.MemRefType) and not t.has_static_shape:
+        layout = ir.AffineMapAttr(t.layout).value
+        return 0 if layout == ir.AffineMap.get_identity(t.rank) else None
+    return row_major_offset(t)
+
+
+# a size of a gemm: static, or dim `k` of a memref, read where the call is made
+Size = int | tuple[ir.Value, int]
+
+
 def _pointer(v: ir.Value) -> ir.Value:
     """The address of `v`'s first element (its buffer's, plus its static offset)."""
     index = memref.ExtractAlignedPointerAsIndexOp(v).result
-    offset = row_major_offset(v.type) or 0
+    offset = _row_major(v.type) or 0
     if offset:
         size = ir.MemRefType(v.type).element_type.width // 8
         index = arith.AddIOp(index, arith.ConstantOp(ir.IndexType.get(), offset * size)).result
@@ -165,8 +178,23 @@ def _pointer(v: ir.Value) -> ir.Value:
                                operands=[as_int]).result
 
 
-def _i32(value: int) -> ir.Value:
-    return arith.ConstantOp(ir.IntegerType.get_signless(32), value).result
+def _index(value: Size) -> ir.Value:
+    if isinstance(value, int):
+        return arith.ConstantOp(ir.IndexType.get(), value).result
+    buf, k = value
+    return memref.DimOp(buf, arith.ConstantOp(ir.IndexType.get(), k).result).result
+
+
+def _i32(value: Size) -> ir.Value:
+    if isinstance(value, int):
+        return arith.ConstantOp(ir.IntegerType.get_signless(32), value).result
+    return arith.IndexCastOp(ir.IntegerType.get_signless(32), _index(value)).result
+
+
+def _i64(value: Size) -> ir.Value:
+    if isinstance(value, int):
+        return arith.ConstantOp(ir.IntegerType.get_signless(64), value).result
+    return arith.IndexCastOp(ir.IntegerType.get_signless(64), _index(value)).result
 
 
 _DEFAULT_MAPS = {
@@ -178,8 +206,10 @@ _DEFAULT_MAPS = {
 }
 
 
-def _gemm_dims(op: ir.Operation) -> tuple[int, int, int, int] | None:
-    """(batch, m, n, k) if `op` is a matmul on contiguous float memrefs."""
+def _gemm_dims(op: ir.Operation) -> tuple[Size, Size, Size, Size] | None:
+    """(batch, m, n, k) if `op` is a matmul on contiguous float memrefs; a run-time size
+    is (memref, dim). (BLAS takes i32 sizes: a product of run-time sizes at or above 2**31
+    is out of its range, as a static one is refused here.)"""
     if op.name not in ("linalg.matmul", "linalg.batch_matmul") or len(op.operands) != 3:
         return None
     if "indexing_maps" in op.attributes and \
@@ -187,15 +217,21 @@ def _gemm_dims(op: ir.Operation) -> tuple[int, int, int, int] | None:
         return None  # transposed/broadcast variants: keep the loops
     types = [v.type for v in op.operands]
     # row-major blocks anywhere in their buffers (the value part of a split QKV projection)
-    if not all(row_major_offset(t) is not None for t in types):
+    if not all(_row_major(t) is not None for t in types):
         return None
     dtypes = {str(t.element_type) for t in types}
     if len(dtypes) != 1 or dtypes.pop() not in (*_GEMM, "bf16", "f16"):
         return None
-    a, b, _ = (t.shape for t in types)
-    batch = a[0] if op.name == "linalg.batch_matmul" else 1
-    m, k, n = a[-2], a[-1], b[-1]
-    if max(batch * m * k, batch * k * n, batch * m * n) >= 2 ** 31:
+    (a, a_type), (b, b_type) = ((v, v.type) for v in op.operands[:2])
+
+    def size(v: ir.Value, t: ir.MemRefType, k: int) -> Size:
+        k %= t.rank
+        return (v, k) if t.is_dynamic_dim(k) else t.shape[k]
+    batch = size(a, a_type, 0) if op.name == "linalg.batch_matmul" else 1
+    m, k, n = size(a, a_type, -2), size(a, a_type, -1), size(b, b_type, -1)
+    dims = (batch, m, k, n)
+    if all(isinstance(d, int) for d in dims) and \
+            max(batch * m * k, batch * k * n, batch * m * n) >= 2 ** 31:
         return None
     return batch, m, n, k
 
@@ -298,7 +334,7 @@ def _transposed_source(buf: ir.Value, matmul: ir.Operation) -> ir.Operation | No
     source = writer.operands[0]
     # a row-major block anywhere in its buffer (a slice's transpose, `w[i].t()`) is read
     # at its offset (`_pointer`)
-    if row_major_offset(source.type) is None or \
+    if _row_major(source.type) is None or \
             not untouched_between(source, writer, matmul):
         return None
     touching = touching_ops(buf, matmul.block)
@@ -360,10 +396,10 @@ class _Gemm:
     a: ir.Value
     b: ir.Value
     c: ir.Value
-    batch: int
-    m: int
-    n: int
-    k: int
+    batch: Size
+    m: Size
+    n: Size
+    k: Size
     ta: bool
     tb: bool
     beta: float
@@ -382,8 +418,7 @@ class _Gemm:
         """`@__fusegrad_gemm_torch`'s: pointers, i64 sizes, i1 flags, beta, dtype code."""
         i1, i32, i64 = (ir.IntegerType.get_signless(w) for w in (1, 32, 64))
         return [_pointer(self.a), _pointer(self.b), _pointer(self.c),
-                *(arith.ConstantOp(i64, v).result for v in (self.batch, self.m, self.n,
-                                                             self.k)),
+                *(_i64(v) for v in (self.batch, self.m, self.n, self.k)),
                 *(arith.ConstantOp(i1, int(t)).result for t in (self.ta, self.tb)),
                 arith.ConstantOp(ir.F64Type.get(), self.beta).result,
                 arith.ConstantOp(i32, DTYPE[self.dtype]).result]
@@ -398,6 +433,8 @@ def _lower(op: ir.Operation, module: ir.Operation, done: set[str]) -> None:
     freed: list = []  # buffers of operands computed untransposed, freed after the call
     for v in (a, b):
         t = _transposed_source(v, op)
+        if t is not None and not _copies(t) and not t.operands[0].type.has_static_shape:
+            t = None  # (no run-time sized copy: the transposed buffer is read as it is)
         if t is not None and not _copies(t):
             freed.append(_untransposed(t))
             ops.append((freed[-1], True, t))
