@@ -5,9 +5,16 @@ module. It must run inside an MLIR context from `fusegrad.context.make_context()
 (`with ctx:`); pass `ctx=` to have it entered for you.
 
 Contracts:
-- every tensor value has a static shape and dtype taken from `node.meta['val']`;
+- every tensor value has a shape and dtype taken from `node.meta['val']`;
   each node's dg result types are checked against it (a mismatch is an
   internal error naming the node: it means an `aten_ops` mapping is wrong);
+- shapes are static, or, for a graph traced with symbolic sizes
+  (`capture.capture_symbolic`), symbolic: Dynamo's size symbols named `s0`, `s1`,
+  ... in order of first appearance in the tensor inputs' shapes
+  (`symbolic.SizeSymbols`), their hints the module's `dg.size_hints`; integer inputs
+  are then not arguments (each is a size the tensors' shapes bind), and a node whose
+  value is an integer (`sym_size`, `operator.mul` of sizes) is its size expression,
+  which handlers read where they read ints;
 - the per-op mappings live in `aten_ops.HANDLERS`; an op without one raises
   `UnsupportedOp`, which names the op and the user's source line so the caller
   can run the graph eagerly;
@@ -454,6 +461,14 @@ def import_graph(gm: torch.fx.GraphModule, *, name: str = "main",
 
     Runs in `ctx` if given, else in the current MLIR context (which must have
     the dg dialect loaded: `fusegrad.context.make_context()`).
+
+    A graph whose inputs have symbolic sizes (`capture_symbolic`'s) imports as a function
+    of symbolic sizes: its arguments are the graph's tensor inputs only, in order (then
+    the seed, if any); its integer inputs are sizes bound from those tensors' shapes when
+    it is called, so the caller drops them (`Captured.symbolic.tensors` are the positions
+    to pass). The module carries `dg.size_hints` (`types.SIZE_HINTS_ATTR`). An integer
+    input the graph reads that is no tensor input's size, a size dg cannot express, or a
+    mapping that needs static sizes raises `UnsupportedOp`.
     """
     if ctx is not None:
         with ctx:

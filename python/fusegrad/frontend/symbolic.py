@@ -208,6 +208,16 @@ class SizeSymbols:
         """Is integer expression `e` (Dynamo's symbols) provably >= 0: by the symbols'
         ranges, or as one of Dynamo's guards `f >= 0` plus what the ranges bound below by 0?"""
         env = self.shape_env
+        choices = [m for m in e.atoms(sympy.Max, sympy.Min) if len(m.args) == 2]
+        if choices:
+            # max(a, b) is a or b: e >= 0 at both is e >= 0; where e grows with max(a, b)
+            # (shrinks with min(a, b)), e >= 0 at either is enough
+            m = choices[0]
+            x = sympy.Dummy("m")
+            slope = e.xreplace({m: x}).diff(x)
+            either = slope.is_Number and (slope > 0 if isinstance(m, sympy.Max) else slope < 0)
+            cases = (self._nonnegative(sympy.expand(e.xreplace({m: a}))) for a in m.args)
+            return any(cases) if either else all(cases)
         try:
             if env.bound_sympy(e).lower >= 0:
                 return True

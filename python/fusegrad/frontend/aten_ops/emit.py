@@ -236,10 +236,8 @@ def _size_tensor(em: Emit, e: Any) -> ir.Value:
             return result
         if exponent == -1:
             return b.reciprocal(f64(base))
-        if exponent == sympy.Rational(1, 2):
-            return b.sqrt(f64(base))
-        if exponent == -sympy.Rational(1, 2):
-            return b.rsqrt(f64(base))
+        if exponent.is_Number:  # a scale t ** -0.5: pow, as Python's float power
+            return b.pow(f64(base), b.full(shape=(), dtype="f64", value=float(exponent)))
     if isinstance(e, (sympy.floor, sympy.ceiling)):
         rounded = (b.floor if isinstance(e, sympy.floor) else b.ceil)(f64(e.args[0]))
         return b.convert(rounded, dtype="i64")
@@ -261,7 +259,8 @@ def slice_dim(em: Emit, x: ir.Value, dim: int, start: int, end: int, step: int =
     limits = list(s.shape)
     strides = [1] * s.rank
     starts[dim], limits[dim], strides[dim] = start, end, step
-    if decided(em, end <= start, "whether the slice is empty"):  # nothing to read
+    # nothing to read (a symbolic slice that may be empty reads none of its operand then)
+    if known(em, end <= start) is True:
         shape = list(s.shape)
         shape[dim] = 0
         return em.b.full(shape=shape, dtype=s.dtype, value=0.0)

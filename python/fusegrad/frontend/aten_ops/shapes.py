@@ -12,8 +12,8 @@ from mlir import ir
 from ...dialects.builder import spec
 from ...dialects.types import is_float
 from .emit import (
-    Emit, Unsupported, aten, cast, coerce, decided, full_as, handles, is_size, norm_dim, reshape,
-    size_value, slice_dim,
+    Emit, Unsupported, aten, cast, coerce, decided, full_as, handles, is_size, known, norm_dim,
+    reshape, size_value, slice_dim,
 )
 
 
@@ -255,8 +255,9 @@ def _unfold(em: Emit, x: ir.Value, dim: int, size: int, step: int) -> ir.Value:
 @handles(aten.cat.default)
 def _cat(em: Emit, tensors: Sequence[ir.Value], dim: int = 0) -> ir.Value:
     out = em.out0
+    # a part of symbolic size that may be empty stays: concatenate reads none of it then
     parts = [cast(em, t, out.dtype) for t in tensors
-             if spec(t).numel > 0 and spec(t).rank == out.rank]
+             if known(em, spec(t).numel > 0) is not False and spec(t).rank == out.rank]
     if not parts:
         return em.b.full(shape=out.shape, dtype=out.dtype, value=0.0)
     if len(parts) == 1:
