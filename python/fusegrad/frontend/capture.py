@@ -414,17 +414,20 @@ class _SymbolicGraph(torch.nn.Module):
 
 def _number_input(node: torch.fx.Node, given: Any) -> tuple[Any, bool] | None:
     """(value, pinned by Dynamo's guards) of a Dynamo placeholder the graph reads as a
-    number, or None where it is an ordinary input: a number the caller passes (the
-    backend reads unspecialized floats so), a 0-d tensor read only by `.item()` (its value
-    is the item's when a guard pins it, else the caller's tensor's), a placeholder whose
-    example value is a plain number."""
+    number, or None where it is an ordinary input: a 0-d tensor the caller passes as a
+    number (the backend reads unspecialized floats so), a 0-d tensor read only by
+    `.item()` (its value is the item's when a guard pins it, else the caller's tensor's),
+    a placeholder whose example value is a plain number. An integer input (a SymInt
+    example value) stays an input whatever the caller passes: it is a size."""
     from .symbolic import SYM_TYPES, raw_expr
     value = node.meta.get("example_value")
-    if isinstance(given, (bool, int, float)):
-        return given, False
     if isinstance(value, (bool, int, float)):
         return value, True
-    if not (isinstance(value, torch.Tensor) and value.dim() == 0 and node.users and all(
+    if not isinstance(value, torch.Tensor):
+        return None
+    if isinstance(given, (bool, int, float)) and value.dim() == 0:
+        return given, False
+    if not (value.dim() == 0 and node.users and all(
             u.op == "call_method" and u.target == "item" for u in node.users)):
         return None
     item = next(iter(node.users)).meta.get("example_value")

@@ -422,6 +422,12 @@ class _GraphImporter:
                 # written for static sizes
                 raise self.unsupported(node, "its mapping needs static sizes here, and this "
                                        f"graph's are symbolic ({e})") from None
+            except ArithmeticError as e:
+                if self.sizes is None:
+                    raise
+                # sympy's PrecisionExhausted: simplifying a condition on floor()s of sizes
+                raise self.unsupported(node, "sympy could not compare its symbolic sizes "
+                                       f"({type(e).__name__})") from None
             except ShapeError as e:
                 raise ImporterError(f"importer bug: mapping node '{node.name}' ({node.target}) at "
                                     f"{describe_location(node)} built invalid dg: {e}"

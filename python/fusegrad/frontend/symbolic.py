@@ -208,6 +208,16 @@ class SizeSymbols:
         """Is integer expression `e` (Dynamo's symbols) provably >= 0: by the symbols'
         ranges, or as one of Dynamo's guards `f >= 0` plus what the ranges bound below by 0?"""
         env = self.shape_env
+        rounded = list(e.atoms(sympy.floor, sympy.ceiling))
+        if rounded:
+            # y - 1 < floor(y) <= y <= ceiling(y) < y + 1: e at the bound it decreases to
+            r, x = rounded[0], sympy.Dummy("r")
+            slope = e.xreplace({r: x}).diff(x)
+            if not slope.is_Number or e.xreplace({r: x}).diff(x, 2) != 0:
+                return False
+            y = r.args[0]
+            low, high = (y - 1, y) if isinstance(r, sympy.floor) else (y, y + 1)
+            return self._nonnegative(sympy.expand(e.xreplace({r: low if slope > 0 else high})))
         choices = [m for m in e.atoms(sympy.Max, sympy.Min) if len(m.args) == 2]
         if choices:
             # max(a, b) is a or b: e >= 0 at both is e >= 0; where e grows with max(a, b)

@@ -146,6 +146,42 @@ def test_size_arithmetic():
     assert len(backend.graphs) == 1
 
 
+def test_cnn_with_dynamic_batch():
+    """Convolutions, batch norm and pooling with the batch marked dynamic (spatial sizes
+    static: through a strided convolution, symbolic ones reach sympy floors the dialect's
+    shape rules cannot compare yet)."""
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                        nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, stride=2), nn.AdaptiveAvgPool2d(1),
+                        nn.Flatten(), nn.Linear(8, 5)).eval()
+    backend = SymbolicBackend()
+    torch._dynamo.reset()
+    f = torch.compile(cnn, backend=backend)
+    with torch.no_grad():
+        for n in (3, 2, 5):
+            x = torch.randn(n, 3, 16, 16)
+            torch._dynamo.mark_dynamic(x, 0)
+            torch.testing.assert_close(f(x), cnn(x), atol=1e-4, rtol=1e-4)
+    assert len(backend.graphs) == 1
+
+
+def test_indexing_scans_and_selection():
+    """Advanced indexing (broadcast index shapes, negative wrapping), a float cumsum along
+    a symbolic dim, topk over one, attention with a padding mask."""
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def fn(x, i, h, mask):
+        return (x[i], x.index_select(0, i % x.shape[0]), x[i[:, None], i[None, :] % x.shape[1]],
+                torch.cumsum(x, 0), x.topk(2, 0)[0], x.argmax(0),
+                mha(h, h, h, key_padding_mask=mask, need_weights=False)[0])
+    backend = SymbolicBackend()
+    check(fn, backend, [(torch.randn(b, 6), torch.randint(-b, b, (b,)), torch.randn(b, t, 16),
+                         torch.rand(b, t) > 0.7) for b, t in ((3, 7), (5, 4), (8, 9))],
+          atol=1e-4)
+    assert len(backend.graphs) == 1
+
+
 def test_unsupported_cases():
     """What a capture for every size does not serve yet fails clearly: an integer input
     that is no size, an output that is a view of symbolic geometry."""
@@ -171,6 +207,43 @@ def test_numbers_baked_in():
     if symbolic.numbers:  # Dynamo's float handling: unspecialized (a tensor) or a guard
         (position, value), = symbolic.numbers.items()
         assert value == 0.5 and position not in symbolic.where
+
+
+def test_arguments_as_the_backend_passes_them_at_a_call():
+    """Captured at a call, as LazyGraph would: its graph's .item() reads of unspecialized
+    floats removed, the floats passed as numbers and the integers as ints. The integers
+    stay sizes (not baked in), the floats are baked in."""
+    from fusegrad.frontend.backend import _read_floats
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16))
+    calls = []
+
+    def backend(gm, example_inputs):
+        floats = _read_floats(gm)
+        state = {}
+
+        def call(*args):
+            if not state:
+                numbers = [a.item() if i in floats else a for i, a in enumerate(args)]
+                captured = capture_symbolic(gm, numbers)
+                state.update(captured=captured, module=import_graph(captured.gm, ctx=ctx))
+            captured, symbolic = state["captured"], state["captured"].symbolic
+            assert all(isinstance(args[i], int) for i in symbolic.where
+                       if not isinstance(args[i], torch.Tensor))
+            inputs = [*captured.lifted, *[args[i] for i in symbolic.where]]
+            with ctx:
+                (fn,) = state["module"].body.operations
+                out = run_function(fn, [inputs[k].detach() for k in symbolic.tensors])
+            calls.append(args)
+            return captured.finish(inputs, out)
+        return call
+    ctx = make_context()
+    f = compiled(model, backend)
+    with torch.no_grad():
+        for n in (5, 3, 9):
+            x = torch.randn(n, 8)
+            torch.testing.assert_close(f(x), model(x))
+    assert len(calls) == 3
 
 
 @pytest.mark.xfail(strict=True, reason="dg.reshape's shape rule compares element counts as "

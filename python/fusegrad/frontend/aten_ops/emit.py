@@ -200,6 +200,37 @@ def size_value(em: Emit, value: Any, dtype: str, shape: Sequence[Any]) -> ir.Val
     return em.b.broadcast_to(cast(em, _size_tensor(em, value), dtype), tuple(shape))
 
 
+def scalar_like(em: Emit, x: ir.Value, value: Any) -> ir.Value:
+    """`value` (a number or a symbolic size) as a tensor like `x`."""
+    if is_size(value):
+        return size_value(em, value, spec(x).dtype, spec(x).shape)
+    return full_as(em, x, float(value))
+
+
+def broadcast_shapes(em: Emit, *shapes: Sequence[Any]) -> list[Any]:
+    """torch.broadcast_shapes, for symbolic sizes too (a size broadcasts where it is
+    provably 1; sizes that only their values could tell apart are Unsupported)."""
+    if all(isinstance(d, int) for shape in shapes for d in shape):
+        return list(torch.broadcast_shapes(*shapes))
+    rank = max((len(shape) for shape in shapes), default=0)
+    out = []
+    for k in range(rank):
+        sizes = [shape[len(shape) - rank + k] for shape in shapes if len(shape) - rank + k >= 0]
+        kept = [d for d in sizes if not known(em, equal_sizes(d, 1))]
+        size = kept[0] if kept else 1
+        for d in kept[1:]:
+            if not decided(em, equal_sizes(d, size), "a broadcast"):
+                raise Unsupported(f"shapes {[list(s) for s in shapes]} do not broadcast")
+        out.append(size)
+    return out
+
+
+def equal_sizes(a: Any, b: Any) -> Any:
+    """The condition a == b on sizes (Python's == compares symbolic ones as written)."""
+    from ...dialects.core import equal
+    return equal(a, b)
+
+
 def _size_tensor(em: Emit, e: Any) -> ir.Value:
     """0-d i64 (or f64) tensor of the value of sympy expression `e` of sizes."""
     import sympy

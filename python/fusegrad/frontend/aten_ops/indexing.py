@@ -13,8 +13,8 @@ from mlir import ir
 from ...dialects.builder import spec
 from ...dialects.types import is_float
 from .emit import (
-    _BOOL_ARITH, Emit, Unavailable, Unsupported, _opmath, _running_sum, aten, cast, coerce,
-    full_as, handles, norm_dim, reshape, to_bool,
+    _BOOL_ARITH, Emit, Unavailable, Unsupported, _opmath, _running_sum, aten, broadcast_shapes,
+    cast, coerce, full_as, handles, norm_dim, reshape, scalar_like, to_bool,
 )
 from .shapes import _permute, _unpermute
 
@@ -22,7 +22,7 @@ from .shapes import _permute, _unpermute
 def _wrap_negative(em: Emit, idx: ir.Value, size: int) -> ir.Value:
     b = em.b
     neg = b.compare(idx, full_as(em, idx, 0.0), direction="lt")
-    return b.select(neg, b.add(idx, full_as(em, idx, float(size))), idx)
+    return b.select(neg, b.add(idx, scalar_like(em, idx, size)), idx)
 
 
 @handles(aten.gather.default)
@@ -301,7 +301,7 @@ def _linearise(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None]) -> _Li
     picked = [d for d, i in enumerate(indices) if i is not None]
     if any(spec(indices[d]).dtype in ("i1", "i8") for d in picked):
         raise Unsupported("boolean-mask indexing has a data-dependent shape")
-    idx_shape = list(torch.broadcast_shapes(*[spec(indices[d]).shape for d in picked]))
+    idx_shape = broadcast_shapes(em, *[spec(indices[d]).shape for d in picked])
     rest = [d for d in range(s.rank) if d not in picked]
     x = _permute(em, x, picked + rest)
     flat = reshape(em, x, [math.prod(s.shape[d] for d in picked)] + [s.shape[d] for d in rest])
@@ -311,7 +311,7 @@ def _linearise(em: Emit, x: ir.Value, indices: Sequence[ir.Value | None]) -> _Li
         i = _wrap_negative(em, i, s.shape[d])
         stride = math.prod(s.shape[e] for e in picked if e > d)
         if stride != 1:
-            i = b.mul(i, full_as(em, i, float(stride)))
+            i = b.mul(i, scalar_like(em, i, stride))
         linear = i if linear is None else b.add(linear, i)
     linear = reshape(em, linear, (math.prod(idx_shape),))
     return _Linearised(flat, linear, idx_shape, picked, rest)

@@ -14,8 +14,8 @@ from ...dialects.core import attrs_of
 from ...dialects.types import is_float, torch_dtype
 from ...transforms.autodiff.cotangent_sum import sum_cotangents
 from .emit import (
-    Emit, Unavailable, Unsupported, _clip, _opmath, aten, cast, full_as, handles, reshape,
-    slice_dim,
+    Emit, Unavailable, Unsupported, _clip, _opmath, aten, cast, decided, full_as, handles,
+    reshape, slice_dim,
 )
 from .shapes import _permute, _unpermute
 
@@ -342,9 +342,13 @@ def _windows(em: Emit, x: ir.Value, geo, out_sizes: Sequence[int], pad_value: fl
     contributes to every window."""
     s = spec(x)
     lows = [p for _, _, p, _ in geo]
-    highs = [max((o - 1) * st + (k - 1) * d + 1 - size - p, 0)
+    highs = [(o - 1) * st + (k - 1) * d + 1 - size - p
              for (k, st, p, d), o, size in zip(geo, out_sizes, s.shape[2:])]
-    if any(lows) or any(highs):
+    # the last window's overhang past the input (none where it provably ends inside)
+    highs = [max(h, 0) if isinstance(h, int)
+             else 0 if decided(em, h <= 0, "a pooling window's overhang") else h
+             for h in highs]
+    if any(lows) or any(h != 0 for h in highs):
         x = em.b.pad(x, low=[0, 0, *lows], high=[0, 0, *highs], interior=[0] * s.rank,
                      value=pad_value)
     strides = [st for _, st, _, _ in geo]

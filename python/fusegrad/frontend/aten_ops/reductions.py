@@ -11,8 +11,8 @@ from mlir import ir
 from ...dialects.builder import spec
 from ...dialects.types import from_torch_dtype, is_float, torch_dtype
 from .emit import (
-    Emit, Unsupported, _opmath, aten, cast, coerce, full_as, handles, is_size, norm_dim,
-    norm_dims, reshape, size_value, slice_dim, to_bool,
+    Emit, Unsupported, _opmath, aten, cast, coerce, decided, full_as, handles, is_size,
+    norm_dim, norm_dims, reshape, size_value, slice_dim, to_bool,
 )
 from .shapes import _permute, _unpermute
 
@@ -289,10 +289,14 @@ def _topk(em: Emit, x: ir.Value, k: int, dim: int = -1, largest: bool = True,
             raise Unsupported(f"topk of k={k} from a 0-d tensor")
         return [x, em.b.full(shape=(), dtype="i64", value=0.0)]
     d = norm_dim(dim, s.rank)
-    if k > TOPK_MAX_K and k <= s.shape[d] <= SORT_MAX_N:
+    if is_size(s.shape[d]):  # k rounds over a dim of symbolic size (no sort: it needs n)
+        if not 1 <= k <= TOPK_MAX_K or not decided(em, k <= s.shape[d], "topk's k in range"):
+            raise Unsupported(f"topk with k={k} of {s.shape[d]} (compiled for 1 <= k <= "
+                              f"{TOPK_MAX_K} over a dim of symbolic size)")
+    elif k > TOPK_MAX_K and k <= s.shape[d] <= SORT_MAX_N:
         values, indices = _sort(em, x, d, descending=largest)
         return [slice_dim(em, v, d, 0, k) for v in (values, indices)]
-    if not 1 <= k <= min(s.shape[d], TOPK_MAX_K):
+    elif not 1 <= k <= min(s.shape[d], TOPK_MAX_K):
         raise Unsupported(f"topk with k={k} of {s.shape[d]} (compiled for 1 <= k <= "
                           f"{TOPK_MAX_K}, or a sort of up to {SORT_MAX_N})")
     if s.dtype == "i1":

@@ -10,8 +10,8 @@ from mlir import ir
 from ...dialects.builder import spec
 from ...dialects.types import is_float
 from .emit import (
-    Emit, Unsupported, _opmath, _running_sum, _scan, aten, cast, full_as, handles,
-    norm_dim, reshape,
+    Emit, Unsupported, _opmath, _running_sum, _scan, aten, cast, full_as, handles, is_size,
+    norm_dim, reshape, scalar_like,
 )
 from .shapes import _permute, _unpermute
 
@@ -33,12 +33,13 @@ def _cumsum(em: Emit, x: ir.Value, dim: int, dtype: Any = None) -> ir.Value:
     x = cast(em, x, acc)
     finite = _finite(em, x)
     z = em.b.select(finite, x, full_as(em, x, 0.0))
+    others = s.numel // (n if is_size(n) else max(n, 1))
     if d == s.rank - 1:  # rows: no data moves
-        rows = reshape(em, z, (s.numel // max(n, 1), n))
+        rows = reshape(em, z, (others, n))
         sums = reshape(em, _prefix_sums(em, rows, acc, axis=1), s.shape)
     else:  # the scanned dim first: the permute moves whole runs of the dims after it
         perm = [d] + [k for k in range(s.rank) if k != d]
-        cols = reshape(em, _permute(em, z, perm), (n, s.numel // max(n, 1)))
+        cols = reshape(em, _permute(em, z, perm), (n, others))
         sums = _prefix_sums(em, cols, acc, axis=0)
         sums = _unpermute(em, reshape(em, sums, [s.shape[k] for k in perm]), perm)
     return cast(em, _with_nonfinite_prefixes(em, x, sums, d), out.dtype)
@@ -65,7 +66,7 @@ def _with_nonfinite_prefixes(em: Emit, x: ir.Value, sums: ir.Value, d: int) -> i
 
     def reached(found: ir.Value) -> ir.Value:
         """Whether the row has had a `found` element up to each position."""
-        first = b.reduce_min(b.select(found, position, full_as(em, position, float(n))), dims=[d])
+        first = b.reduce_min(b.select(found, position, scalar_like(em, position, n)), dims=[d])
         return b.compare(position, b.broadcast_in_dim(first, shape=s.shape, dims=kept),
                          direction="ge")
     nan = reached(b.compare(x, x, direction="ne"))
@@ -95,7 +96,8 @@ def _prefix_sums(em: Emit, x: ir.Value, dtype: str, axis: int) -> ir.Value:
     blocks of 32 or 16 were slower (smaller matmuls)."""
     shape = spec(x).shape
     n, m = shape[axis], shape[1 - axis]
-    if n <= CUMSUM_DIRECT_MAX:
+    # a symbolic length: one [n, n] matrix (blocks of a size fitting every n are to come)
+    if is_size(n) or n <= CUMSUM_DIRECT_MAX:
         return _triangle_matmul(em, x, n, dtype, axis, strict=False)
     b = 2 << math.ceil(math.log2(math.isqrt(n)))
     nb = -(-n // b)

@@ -13,7 +13,7 @@ from ...dialects.builder import spec
 from ...dialects.types import is_float
 from .emit import (
     Emit, Unsupported, aten, cast, coerce, decided, full_as, handles, is_size, known, norm_dim,
-    reshape, size_value, slice_dim,
+    reshape, scalar_like, size_value, slice_dim,
 )
 
 
@@ -354,15 +354,8 @@ def _arange(em: Emit, *args: Any, **kwargs: Any) -> ir.Value:
         return em.b.full(shape=out.shape, dtype=out.dtype, value=0.0)
     ct = "f64" if is_float(out.dtype) else "i64"
     i = em.b.iota(shape=out.shape, dtype=ct, dim=0)
-    r = em.b.add(em.b.mul(i, _scalar_like(em, i, step)), _scalar_like(em, i, start))
+    r = em.b.add(em.b.mul(i, scalar_like(em, i, step)), scalar_like(em, i, start))
     return cast(em, r, out.dtype)
-
-
-def _scalar_like(em: Emit, x: ir.Value, value: Any) -> ir.Value:
-    """`value` (a number or a symbolic size) as a tensor like `x`."""
-    if is_size(value):
-        return size_value(em, value, spec(x).dtype, spec(x).shape)
-    return full_as(em, x, float(value))
 
 
 @handles(aten.eye.default, aten.eye.m)
