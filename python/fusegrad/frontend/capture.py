@@ -452,10 +452,12 @@ def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | N
     appearance in the tensor inputs' shapes), with the size hints as the module's
     `dg.size_hints`.
 
-    `example_inputs`: what Dynamo handed the backend (or None). Only numbers are read from
-    it: a Python number at a position is baked in (the backend's unspecialized floats, read
-    with `.item()`), and so is a 0-d tensor input the graph reads only with `.item()`
-    (its value from Dynamo's guard where one pins it, else from the real tensor given).
+    `example_inputs`: what Dynamo handed the backend, or the arguments of a call, or None.
+    Only numbers are read from it: a 0-d tensor input the graph reads only with `.item()`
+    (Dynamo's unspecialized floats) is baked in, its value from Dynamo's guard where one
+    pins it, else from the real tensor given; so is a Python number given for a 0-d
+    tensor input (the backend passes such floats as numbers, their `.item()` nodes
+    removed). An int given for an integer input is not: that input stays a size.
 
     The caller (`Captured.symbolic` says where everything goes):
     - calls `captured.gm` / the dg function with the inputs `(*captured.lifted,

@@ -439,8 +439,10 @@ class _GraphImporter:
 
     def _check(self, node: torch.fx.Node, results: Sequence[Any]) -> list[Any]:
         """`results` checked against PyTorch's (`node.meta['val']`). A symbolic size that
-        equals PyTorch's in another form (`4*s0 + 4` for `4*(s0 + 1)`) is reshaped to
-        PyTorch's form, which the types of the ops reading it are built from."""
+        equals PyTorch's written otherwise (`floor((s0 - 1)/2) + 1` for
+        `floor((s0 + 1)/2)`) is reshaped to PyTorch's form, which the types of the ops
+        reading it are built from, where dg.reshape accepts that (it compares element
+        counts as written); else ImporterError."""
         results = list(results)
         for i, (want, got) in enumerate(zip(meta_specs(node, self.sizes), results)):
             if want is None or isinstance(got, aten_ops.Unavailable):

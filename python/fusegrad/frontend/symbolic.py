@@ -182,7 +182,10 @@ class SizeSymbols:
         if isinstance(condition, bool):
             return condition
         from ..dialects.core import holds
-        decided = holds(condition)
+        try:
+            decided = holds(condition)
+        except ArithmeticError:  # sympy's PrecisionExhausted, simplifying floor()s
+            decided = None
         if decided is not None:
             return decided
         if self.shape_env is None:

@@ -94,8 +94,8 @@ def _meta(x: Any) -> Any:
         shape = s.shape if s.is_static else tuple(d if isinstance(d, int) else 1
                                                   for d in s.shape)
         return torch.empty(shape, dtype=torch_dtype(s.dtype), device="meta")
-    if is_size(x):  # a size read as a scalar: an integer
-        return 1
+    if is_size(x):  # a size read as a scalar: an integer (a float, its power t ** -0.5)
+        return 1 if x.is_integer else 1.0
     return x
 
 
@@ -243,15 +243,15 @@ def _size_tensor(em: Emit, e: Any) -> ir.Value:
     if e.is_Symbol:
         return b.reduce_sum(b.full(shape=(e,), dtype="i64", value=1.0), dims=[0])
 
-    def common(values: list[ir.Value]) -> tuple[list[ir.Value], str]:
+    def common(values: list[ir.Value]) -> list[ir.Value]:
         dtype = "f64" if any(spec(v).dtype == "f64" for v in values) else "i64"
-        return [cast(em, v, dtype) for v in values], dtype
+        return [cast(em, v, dtype) for v in values]
 
     def f64(v: Any) -> ir.Value:
         return cast(em, _size_tensor(em, v), "f64")
 
     if isinstance(e, (sympy.Add, sympy.Mul, sympy.Max, sympy.Min)):
-        parts, _ = common([_size_tensor(em, a) for a in e.args])
+        parts = common([_size_tensor(em, a) for a in e.args])
         op = {sympy.Add: "add", sympy.Mul: "mul", sympy.Max: "max", sympy.Min: "min"}[e.func]
         result = parts[0]
         for p in parts[1:]:
