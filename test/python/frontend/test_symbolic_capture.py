@@ -13,8 +13,9 @@ from mlir import ir
 from fusegrad.context import make_context
 from fusegrad.dialects.interpreter import run_function
 from fusegrad.dialects.types import SIZE_HINTS_ATTR, TensorSpec, size_hints
-from fusegrad.frontend.capture import CaptureError, capture_symbolic
-from fusegrad.frontend.importer import UnsupportedOp, import_graph
+from fusegrad.frontend.capture import capture_symbolic
+from fusegrad.frontend.importer import import_graph
+from fusegrad.runtime import abi
 
 
 class SymbolicBackend:
@@ -69,12 +70,7 @@ def test_mlp_dynamic_batch():
     assert captured.symbolic.hints == {"s0": 5}
     (fn,) = module.body.operations
     args = [TensorSpec.from_mlir(t) for t in fn.type.inputs]
-    assert [a.shape for a in args if not a.is_static] == [(abi_symbol("s0"), 8)]
-
-
-def abi_symbol(name):
-    from fusegrad.runtime import abi
-    return abi.symbol(name)
+    assert [a.shape for a in args if not a.is_static] == [(abi.symbol("s0"), 8)]
 
 
 def test_ir_has_symbolic_dims_and_hints():
@@ -91,11 +87,15 @@ def test_ir_has_symbolic_dims_and_hints():
         assert SIZE_HINTS_ATTR in module.operation.attributes
         again = ir.Module.parse(text)  # the sizes' text parses back
         (fn,) = again.body.operations
-        out = run_function(fn, [model.weight.detach(), model.bias.detach(),
-                                torch.randn(5, 2, 8)] if len(fn.type.inputs) == 3 else [])
-    assert out[0].shape == (2, 4)
-    assert captured.symbolic.symbols == {"s0": captured.symbolic.symbols["s0"],
-                                         "s1": captured.symbolic.symbols["s1"]}
+        by_shape = {(4, 8): model.weight.detach(), (4,): model.bias.detach()}
+        x = torch.randn(5, 2, 8)
+        args = [by_shape.get(TensorSpec.from_mlir(t).shape, x) for t in fn.type.inputs]
+        (out,) = run_function(fn, args)
+    torch.testing.assert_close(out, model(x).softmax(-1).mean(0).detach())
+    assert sorted(captured.symbolic.symbols) == ["s0", "s1"]  # dg's names -> Dynamo's
+    # Dynamo passes each size as an integer input too: not an argument of the function
+    assert len(captured.symbolic.tensors) == len(args)
+    assert set(captured.symbolic.integers.values()) == {abi.symbol("s0"), abi.symbol("s1")}
 
 
 def test_transformer_encoder_layer_dynamic_batch_and_sequence():
