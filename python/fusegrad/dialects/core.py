@@ -35,7 +35,15 @@ def holds(condition: Any) -> bool | None:
         return bool(condition)
     import sympy
 
-    decided = sympy.simplify(condition)
+    if isinstance(condition, sympy.Eq):
+        difference = sympy.expand(condition.lhs - condition.rhs)
+        if difference == 0:
+            return True
+        return False if difference.is_number else None
+    try:
+        decided = sympy.simplify(condition)
+    except Exception:  # sympy gives up on some conditions (floors: PrecisionExhausted)
+        return None
     if decided in (sympy.true, sympy.false):
         return bool(decided)
     return None

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from .core import (Attr, Kind, ShapeError, define, holds, lowering, reference_rule, require,
+from .core import (Attr, Kind, ShapeError, define, equal, holds, lowering, reference_rule, require,
                    shape_rule)
 from .reduction import check_dims
 from .lazy_torch import torch
@@ -44,7 +44,7 @@ def _broadcast_shape(ins, attrs, hint, *, op):
         raise ShapeError(f"dg.broadcast_in_dim: dims {list(dims)} must be increasing; "
                          "transpose explicitly")
     for i, d in enumerate(dims):
-        if x.shape[i] not in (1, out.shape[d]):
+        if x.shape[i] != 1 and holds(equal(x.shape[i], out.shape[d])) is not True:
             raise ShapeError(f"dg.broadcast_in_dim: operand dim {i} of size {x.shape[i]} cannot "
                              f"broadcast to result dim {d} of size {out.shape[d]}")
     return [out.with_dtype(x.dtype)]
@@ -56,7 +56,7 @@ def _reshape_shape(ins, attrs, hint, *, op):
     if hint is None:
         raise ShapeError("dg.reshape needs the result shape")
     out = hint[0].with_dtype(x.dtype)
-    if out.numel != x.numel:
+    if holds(equal(out.numel, x.numel)) is not True:
         raise ShapeError(f"dg.reshape: cannot reshape {x.numel} elements {list(x.shape)} into "
                          f"{out.numel} elements {list(out.shape)}")
     return [out]
