@@ -71,6 +71,11 @@ class CompileOptions:
     False for none, "auto" for those holding at most `runtime.cuda.AUTO_GRAPH_MAX_BYTES`
     (small batches, where launching kernels from Python costs more than running them;
     a graph keeps its memory between calls).
+
+    `specialize_shapes`: where Dynamo makes sizes dynamic (after a shape changes, or
+    with `dynamic=True`), fusegrad compiles one program for every value of them; True
+    compiles one per shape instead (static code's steady-state speed, a compile for each
+    new shape).
     """
 
     fusion: bool = True
@@ -81,6 +86,7 @@ class CompileOptions:
     target: str | None = None
     cuda_graphs: bool | str = "auto"
     channels_last: bool = True
+    specialize_shapes: bool = False
 
     def __post_init__(self) -> None:
         from .devices import TARGETS

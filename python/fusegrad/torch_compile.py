@@ -18,12 +18,13 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
             executor: str = "cpu", dynamic: bool | None = None, fullgraph: bool = False,
             dump_dir: str | None = None, double_backward: bool = True,
             target: str | None = None, cuda_graphs: bool | str | None = None,
-            channels_last: bool = True, mode: str | None = None) -> Callable[..., Any]:
+            channels_last: bool = True, specialize_shapes: bool = False,
+            mode: str | None = None) -> Callable[..., Any]:
     """Compile an nn.Module or function of tensors with fusegrad.
 
     Works like `torch.compile(model_or_fn, backend="fusegrad")`: Dynamo captures
     graphs (graph breaks run eagerly), each graph is compiled for the shapes
-    and dtypes seen, and new shapes recompile. Training works: `backward()`
+    and dtypes seen; a new shape recompiles once, for every size (see `dynamic`). Training works: `backward()`
     runs fusegrad's compiled backward. `executor="reference"` runs the dg IR
     in the reference interpreter (slow; a debugging aid). `dump_dir` (or the
     `FUSEGRAD_DUMP` environment variable) writes every stage's IR there.
@@ -40,14 +41,18 @@ def compile(model_or_fn: Callable[..., Any], *, fusion: bool = True, remat: bool
     the ops between them, on channels-last activations: dg-channels-last).
     `dynamic` goes to Dynamo as in torch.compile: a graph Dynamo makes
     dynamic (from the start with True, after a shape change with None) is
-    compiled once per concrete shape by fusegrad itself, so new shapes never
-    reach Dynamo's recompile limit. `dynamic=False` makes Dynamo recompile per
-    shape instead, and costs about 4 us per call (Dynamo patches its config
-    around every call of such a function).
+    compiled once for every value of its dynamic sizes (docs/usage.md, "Dynamic
+    shapes"), so new shapes neither compile nor reach Dynamo's recompile limit;
+    `specialize_shapes=True` compiles such a graph per concrete shape instead. A graph
+    whose ops a program for every size cannot serve yet compiles per shape too (its
+    reason is logged at INFO). `dynamic=False` makes Dynamo recompile per shape, and
+    costs about 4 us per call (Dynamo patches its config around every call of such a
+    function).
     """
     options = backend_options(None, mode, fusion=fusion, remat=remat, executor=executor,
                               double_backward=double_backward, target=target,
                               channels_last=channels_last,
+                              specialize_shapes=specialize_shapes,
                               **({"cuda_graphs": cuda_graphs} if cuda_graphs is not None else {}),
                               **({"dump_dir": dump_dir} if dump_dir is not None else {}))
     backend = functools.partial(fusegrad_backend, **vars(options))

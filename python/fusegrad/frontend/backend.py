@@ -27,7 +27,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..autograd_function import constant_outputs, forward_tangents, run_program
-from .capture import Captured, capture
+from .capture import Captured, capture, capture_symbolic
 from ..devices import DeviceError, select_target
 from .graph_split import (CONTROL_FLOW, USER_BACKWARD, EagerPart, complex_ops,
                           eager_higher_order_ops, op_name, origin, read_inplace_results_as_self,
@@ -106,6 +106,14 @@ class CompiledGraph:
         self.program = program
         self.eager = eager
         self.failed = False
+        # a capture for every size (`capture_symbolic`): the Dynamo arguments it takes, and
+        # the inputs (lifted + those) the program takes, integer sizes being bound from
+        # the tensors' shapes
+        symbolic = captured.symbolic
+        self._where = symbolic.where if symbolic is not None else None
+        self._tensors = symbolic.tensors if symbolic is not None else None
+        self._mutated = captured.mutated if symbolic is None else \
+            tuple(symbolic.tensors.index(i) for i in captured.mutated)
         self._warned_dual = False
         # set by LazyGraph from `mark_stop_gradients`: the graph has enable_grad() regions
         # although Dynamo traced it with grad disabled (what they compute records
@@ -121,12 +129,15 @@ class CompiledGraph:
         if self.enables_grad and not torch.is_grad_enabled():
             with torch.enable_grad():  # the graph's own enable_grad() regions record
                 return self(*args)
+        dynamo_args = args  # what eager takes
+        if self._where is not None:  # the Dynamo graph's arguments: numbers baked in go
+            args = tuple(args[i] for i in self._where)
         dual = bool(forward_tangents(args))
         if self._inference is not None and not dual and not (
                 torch.is_grad_enabled() and any(a.requires_grad for a in args)):
             return tuple(self._inference(*args))
         if self.failed:
-            return self.eager(*args)
+            return self.eager(*dynamo_args)
         inputs = [*self.captured.lifted, *args]
         if dual and (self.captured.mutated or self.no_grad_regions):
             # the compiled JVP would not write tangents into updated inputs, and the
@@ -136,7 +147,7 @@ class CompiledGraph:
                 fallback_warning(self.program.label, NotImplementedError(
                     "forward-mode AD (dual tensors) through a graph that updates its inputs "
                     "in place or has no_grad() blocks"))
-            return self.eager(*args)
+            return self.eager(*dynamo_args)
         if self._read_statistics and torch.is_grad_enabled():
             inputs = self._statistics_by_value(inputs)
         recorded = self.captured.recorded(inputs)
@@ -148,14 +159,15 @@ class CompiledGraph:
             # does not express
             return self._fail(NotImplementedError(
                 "an input that requires grad is updated in place while grad is disabled, "
-                "or is a leaf"), args)
+                "or is a leaf"), dynamo_args)
         try:
-            outputs = run_program(self.program, inputs, mutated=self.captured.mutated,
-                                  recorded=recorded)
+            outputs = run_program(
+                self.program, inputs if self._tensors is None else
+                [inputs[k] for k in self._tensors], mutated=self._mutated, recorded=recorded)
         except OutOfRangeIndex:  # bad input data, raised where eager raises: not a fallback
             raise
         except Exception as e:  # building a lazily compiled variant failed: eager is still right
-            return self._fail(e, args)
+            return self._fail(e, dynamo_args)
         result = self.captured.finish(inputs, outputs)
         self._bind_inference()
         return result
@@ -169,6 +181,7 @@ class CompiledGraph:
         program, captured = self.program, self.captured
         forward = program.compiled_forward
         if (self._inference is not None or forward is None or captured.mutated
+                or self._where is not None
                 or captured.checks or captured.output_views or program.seed_input is not None
                 or forward.returns_arguments
                 or not captured.outputs_are_tensor_tuple
@@ -196,15 +209,28 @@ def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
     Logs the compile time per stage: at INFO when it took a while, else at DEBUG."""
     start = time.perf_counter()
     captured = capture(gm, example_inputs, checks_as_outputs=True)
-    inputs = [*captured.lifted, *example_inputs]
-    options = options.with_(target=select_target(options.target, _named(gm, captured, inputs)))
+    return compile_captured(gm, captured, [*captured.lifted, *example_inputs], options, start)
+
+
+def compile_captured(gm: Callable[..., Any], captured: Captured,
+                     inputs: Sequence[torch.Tensor], options: CompileOptions,
+                     start: float) -> CompiledGraph:
+    """Import and compile `captured` (captured from `gm` since `start`) for the variant
+    `inputs` (lifted + the graph's arguments) need. A capture for every size
+    (`Captured.symbolic`) compiles one program for all sizes; its arguments are the
+    tensors among `inputs`."""
+    symbolic = captured.symbolic
+    tensors = list(inputs) if symbolic is None else [inputs[k] for k in symbolic.tensors]
+    options = options.with_(target=select_target(options.target, _named(gm, captured, tensors)))
     captured_at = time.perf_counter()
     program = Program.from_graph(captured.gm, options)
     program.seconds = {"capture": captured_at - start,
                        "import": time.perf_counter() - captured_at, **program.seconds}
-    wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
+    mutated = captured.mutated if symbolic is None else \
+        tuple(symbolic.tensors.index(i) for i in captured.mutated)
+    wrt = tuple(i for i, x in enumerate(tensors) if x.requires_grad and x.is_floating_point())
     if torch.is_grad_enabled() and wrt:
-        program.training(wrt, constant_outputs(captured.mutated, captured.recorded(inputs)))
+        program.training(wrt, constant_outputs(mutated, captured.recorded(inputs)))
     else:
         program.forward()
     total = time.perf_counter() - start
@@ -274,6 +300,21 @@ def _returned_inputs(gm: torch.fx.GraphModule) -> list[tuple[int, int]]:
             if isinstance(out, torch.fx.Node) and out.op == "placeholder"]
 
 
+def _returning_inputs(gm: torch.fx.GraphModule, call: Callable[..., Any]) -> Callable[..., Any]:
+    """`call`, giving back the inputs the graph returns as themselves
+    (`_returned_inputs`)."""
+    returned = _returned_inputs(gm)
+    if not returned:
+        return call
+
+    def returning_inputs(*a: Any) -> Any:
+        outputs = list(call(*a))
+        for k, i in returned:
+            outputs[k] = a[i]
+        return tuple(outputs)
+    return returning_inputs
+
+
 class _NumbersBakedIn(torch.nn.Module):
     """`gm` as a function of its tensor inputs, its number inputs fixed to `args`'.
     A module holding `gm`, so that capture lifts the parameters and buffers `gm` reads
@@ -311,7 +352,9 @@ class LazyGraph:
     """
 
     def __init__(self, gm: torch.fx.GraphModule, compile_fn: CompileFn, dynamic: bool,
-                 eager_parts: list[EagerPart] | None = None) -> None:
+                 eager_parts: list[EagerPart] | None = None,
+                 example_inputs: Sequence[Any] | None = None,
+                 options: CompileOptions | None = None) -> None:
         # before any split: it drops the grad-mode switches. Dynamo guards on the grad mode,
         # so the graph always runs in the one it was traced (and this is built) in
         self.enables_grad = mark_stop_gradients(gm, torch.is_grad_enabled())
@@ -328,12 +371,24 @@ class LazyGraph:
         self.variants: dict[tuple, Callable[..., Any]] = {}
         self.calls = self.reused = 0  # dynamic calls, and those a compiled variant ran
         self.signatures_capped = False
+        # one program for every size: captured here, inside Dynamo's backend call (what the
+        # trace assumes of the sizes becomes Dynamo's guards), compiled at the first call
+        self.options = options
+        self.symbolic: Captured | None = None
+        self.symbolic_call: Callable[..., Any] | None = None
+        if dynamic and not self.floats and example_inputs is not None and options is not None \
+                and not options.specialize_shapes:
+            self.symbolic = self._capture_symbolic(example_inputs)
 
     def __call__(self, *args: Any) -> Any:
         if not self.dynamic:
             if self.static_variant is None:
                 self.static_variant = self._compile(args)
             return self.static_variant(*args)
+        if self.symbolic is not None:
+            call = self._symbolic(args)
+            if call is not None:
+                return call(*args)
         if self.floats:
             args = tuple(a.item() if i in self.floats else a for i, a in enumerate(args))
         key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor)
@@ -362,6 +417,50 @@ class LazyGraph:
             variant = self.variants[key] = self._compile(args)
             self.float_values.add(values)
         return variant(*args)
+
+    def _capture_symbolic(self, example_inputs: Sequence[Any]) -> Captured | None:
+        """The graph captured for every size, or None (with the reason at INFO) where it
+        compiles per shape instead: parts run eagerly, a transform inside, or what a capture
+        for every size does not serve yet (a size-dependent op, an offset given as an
+        integer, a view of symbolic geometry returned)."""
+        if runs_transforms(self.gm) or eager_higher_order_ops(self.gm, USER_BACKWARD) or \
+                eager_higher_order_ops(self.gm, CONTROL_FLOW) or complex_ops(self.gm):
+            return None
+        try:
+            return capture_symbolic(self.gm, example_inputs, checks_as_outputs=True)
+        except Exception as e:  # noqa: BLE001 - any reason means: per shape, as before
+            log.info("a graph compiles per shape, not once for every size: %s: %s",
+                     type(e).__name__, e)
+            return None
+
+    def _symbolic(self, args: Sequence[Any]) -> Callable[..., Any] | None:
+        """The program for every size (compiled at the first call), or None where this
+        call needs one of its own: a number baked in that Dynamo does not guard changed, or
+        the program did not compile (then no call uses it)."""
+        captured = self.symbolic
+        assert captured is not None and captured.symbolic is not None
+        numbers = captured.symbolic.numbers
+        if any(args[i] != numbers[i] for i in captured.symbolic.unguarded):
+            return None
+        if self.symbolic_call is None:
+            start = time.perf_counter()
+            inputs = [*captured.lifted, *(args[i] for i in captured.symbolic.where)]
+            try:
+                with torch.enable_grad() if self.enables_grad else contextlib.nullcontext():
+                    graph = compile_captured(self.gm, captured, inputs, self.options, start)
+            except DeviceError:
+                raise
+            except Exception as e:  # noqa: BLE001 - per shape, as before
+                log.info("a graph of symbolic sizes did not compile (%s: %s); it compiles "
+                         "per shape instead", type(e).__name__, e)
+                self.symbolic = None
+                return None
+            graph.enables_grad = self.enables_grad
+            graph.no_grad_regions = self.no_grad_regions
+            self.symbolic_call = _returning_inputs(self.gm, graph)
+            log.info("%s: compiled once for every size of %s", graph.program.label,
+                     ", ".join(f"{n} (Dynamo's {d})" for n, d in captured.symbolic.symbols.items()))
+        return self.symbolic_call
 
     def _warn_signatures_capped(self, args: Sequence[Any]) -> None:
         if self.signatures_capped:
@@ -411,16 +510,7 @@ class LazyGraph:
             return self.gm
         call = compiled if len(where) == len(args) else (
             lambda *a: compiled(*[a[i] for i in where]))
-        returned = _returned_inputs(self.gm)
-        if not returned:
-            return call
-
-        def returning_inputs(*a: Any) -> Any:
-            outputs = list(call(*a))
-            for k, i in returned:
-                outputs[k] = a[i]
-            return tuple(outputs)
-        return returning_inputs
+        return _returning_inputs(self.gm, call)
 
     def _unsplit(self, part: EagerPart) -> Callable[..., Any]:
         """The whole graph eagerly, for `part` inside a torch.func transform."""
@@ -483,4 +573,5 @@ def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Te
     opts = backend_options(options, mode, **kwargs)
     warn_at_recompile_limit()
     return LazyGraph(gm, functools.partial(compile_graph, options=opts),
-                     dynamic=any(_is_symbolic(x) for x in example_inputs))
+                     dynamic=any(_is_symbolic(x) for x in example_inputs),
+                     example_inputs=example_inputs, options=opts)

@@ -35,6 +35,7 @@ from mlir import ir
 from ..dialects.builder import Builder, spec
 from ..dialects.conv_nhwc import NCHW_TWIN, TWINS, twin_attrs
 from ..dialects.core import SIZES_SUFFIX, attrs_of, encode_attrs, is_pointwise, lookup
+from ..dialects.types import tensor_type
 from .autodiff.common import NUM_OUTPUTS, forward_backward_pairs, func_name
 from ..passes import functions
 
@@ -71,8 +72,9 @@ def _permute(v: ir.Value, perm: list[int]) -> ir.Value:
 
 
 def _phys_type(v: ir.Value, k: int) -> ir.Type:
-    t = ir.RankedTensorType(v.type)
-    return ir.RankedTensorType.get([t.shape[p] for p in moved(t.rank, k)], t.element_type)
+    shape = spec(v).shape
+    return tensor_type([shape[p] for p in moved(len(shape), k)],
+                       ir.RankedTensorType(v.type).element_type)
 
 
 def _is_seed(op: ir.Operation) -> bool:

@@ -52,10 +52,30 @@ def test_dynamic_shapes_are_specialised_per_shape():
             torch.testing.assert_close(x.grad, want_x.grad)
 
 
-def test_fusegrad_compile_takes_more_shapes_than_dynamos_recompile_limit(monkeypatch):
-    """With `dynamic` left to Dynamo, a graph made dynamic after a shape change is
-    compiled per shape by fusegrad: no shape reaches Dynamo's recompile limit (which
-    would run it eagerly)."""
+def test_a_graph_made_dynamic_compiles_once_for_every_size(monkeypatch):
+    """With `dynamic` left to Dynamo, the first shape compiles as it is, and the graph
+    Dynamo makes dynamic after a shape change compiles once for every size: no further
+    compile, and no shape reaches Dynamo's recompile limit (which would run it eagerly)."""
+    from fusegrad.frontend import backend
+
+    compiles = []
+    compile_captured = backend.compile_captured
+
+    def counting(gm, captured, inputs, options, start):
+        compiles.append(captured.symbolic is not None)
+        return compile_captured(gm, captured, inputs, options, start)
+    monkeypatch.setattr(backend, "compile_captured", counting)
+    cf = compiled(f_pointwise)
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for rows in (2, 3, 4, 5, 9, 3):
+            x, y = torch.randn(rows, 5), torch.randn(rows, 5)
+            torch.testing.assert_close(cf(x, y), f_pointwise(x, y))
+    assert compiles == [False, True]
+
+
+def test_specialize_shapes_compiles_per_shape(monkeypatch):
+    """`specialize_shapes=True` keeps one program per shape, each within Dynamo's
+    recompile limit."""
     from fusegrad.frontend import backend
 
     shapes = []
@@ -65,7 +85,8 @@ def test_fusegrad_compile_takes_more_shapes_than_dynamos_recompile_limit(monkeyp
         shapes.append(tuple(example_inputs[0].shape))
         return compile_graph(gm, example_inputs, options)
     monkeypatch.setattr(backend, "compile_graph", counting)
-    cf = compiled(f_pointwise)
+    torch._dynamo.reset()
+    cf = fusegrad.compile(f_pointwise, specialize_shapes=True)
     with torch._dynamo.config.patch(recompile_limit=2):
         for rows in (2, 3, 4, 5):
             x, y = torch.randn(rows, 5), torch.randn(rows, 5)
@@ -147,7 +168,8 @@ def test_data_dependent_sizes_stop_compiling_when_no_signature_is_reused(monkeyp
     def f(x, mask):
         return (x[mask] * 2).sum()
     torch._dynamo.reset()
-    cf = fusegrad.compile(f)
+    # (by default the part after x[mask] compiles once for every size)
+    cf = fusegrad.compile(f, specialize_shapes=True)
     x = torch.randn(12)
 
     def call(count):

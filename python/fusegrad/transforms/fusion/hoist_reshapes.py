@@ -23,38 +23,46 @@ size.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Optional
 
 from mlir import ir
 
 from ...dialects.builder import erase_if_unused, recreate, spec
-from ...dialects.core import attrs_of, is_pointwise
+from ...dialects.core import attrs_of, equal, holds, is_pointwise
+from ...dialects.types import DEFAULT_SIZE_HINT, tensor_type
+from ...runtime import abi
 from ...passes import rewrite_bodies
 
 
 log = logging.getLogger(__name__)
 
 
-def reshape_groups(src: tuple[int, ...], dst: tuple[int, ...]
-                   ) -> Optional[list[tuple[list[int], list[int]]]]:
+def reshape_groups(src: tuple, dst: tuple) -> Optional[list[tuple[list[int], list[int]]]]:
     """The reshape's groups: (source dims, destination dims) with equal products, in
     order; size-1 dims join the group before them (or the first). None if the shapes
-    do not split that way."""
+    do not split that way. Symbolic sizes are ordered at a size hint to form the groups,
+    and each group's products must then be provably equal."""
+    at_hint = [[d if isinstance(d, int) else abi.eval_dim(
+        d, {str(x): DEFAULT_SIZE_HINT for x in d.free_symbols}) for d in shape]
+        for shape in (src, dst)]
+    hs, hd = at_hint
     groups, i, j = [], 0, 0
     while i < len(src) or j < len(dst):
         gs, gd, ps, pd = [], [], 1, 1
         while True:
-            if ps <= pd and i < len(src) and (not gs or ps < pd or src[i] == 1):
-                ps *= src[i]
+            if ps <= pd and i < len(src) and (not gs or ps < pd or hs[i] == 1):
+                ps *= hs[i]
                 gs.append(i)
                 i += 1
-            elif j < len(dst) and (not gd or pd < ps or dst[j] == 1):
-                pd *= dst[j]
+            elif j < len(dst) and (not gd or pd < ps or hd[j] == 1):
+                pd *= hd[j]
                 gd.append(j)
                 j += 1
             else:
                 break
-        if ps != pd:
+        if ps != pd or holds(equal(math.prod(src[k] for k in gs),
+                                   math.prod(dst[k] for k in gd))) is not True:
             return None
         groups.append((gs, gd))
     return groups
@@ -77,7 +85,7 @@ def _broadcast_dims(op: ir.Operation, groups) -> Optional[list[int]]:
 def _reshaped(v: ir.Value, shape: tuple[int, ...], groups, loc: ir.Location) -> ir.Value:
     """`reshape(v)` to `shape`, emitted at the insertion point (rebuilding a splat or a
     broadcast in the new shape; a broadcast must pass `_broadcast_dims`)."""
-    t = ir.RankedTensorType.get(shape, ir.RankedTensorType(v.type).element_type)
+    t = tensor_type(shape, ir.RankedTensorType(v.type).element_type)
     op = None if isinstance(v.owner, ir.Block) else v.owner.operation
     if op is not None and op.name == "dg.full":
         return recreate(op, [], [t]).results[0]
@@ -135,7 +143,7 @@ def _hoist(reshape: ir.Operation) -> bool:
         for a in f.operands:
             if a not in made:
                 made[a] = _reshaped(a, shape, groups, reshape.location)
-        new = recreate(f, [made[a] for a in f.operands], [ir.RankedTensorType.get(
+        new = recreate(f, [made[a] for a in f.operands], [tensor_type(
             shape, ir.RankedTensorType(f.results[0].type).element_type)])
     reshape.results[0].replace_all_uses_with(new.results[0])
     reshape.erase()

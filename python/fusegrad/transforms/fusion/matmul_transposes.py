@@ -17,7 +17,7 @@ from mlir import ir
 
 from ...dialects.builder import Builder, erase_dead, erase_if_unused, recreate
 from ...dialects.core import attrs_of, is_pointwise
-from ...dialects.types import TensorSpec
+from ...dialects.types import TensorSpec, tensor_type
 from ...passes import rewrite_bodies
 from .hoist_reshapes import hoist_reshapes
 
@@ -63,10 +63,9 @@ def transpose_matmul_results(block: ir.Block) -> int:
 
 def _swapped(t: ir.Type) -> ir.Type:
     """Tensor type `t` with its last two dims swapped."""
-    rt = ir.RankedTensorType(t)
-    shape = list(rt.shape)
+    shape = list(TensorSpec.from_mlir(t).shape)
     shape[-2:] = shape[-1], shape[-2]
-    return ir.RankedTensorType.get(shape, rt.element_type)
+    return tensor_type(shape, ir.RankedTensorType(t).element_type)
 
 
 def _keeps_last_two(op: ir.Operation) -> bool:

@@ -22,6 +22,7 @@ from mlir import ir
 
 from ...dialects.builder import erase_if_unused, recreate, spec
 from ...dialects.core import attrs_of, is_pointwise
+from ...dialects.types import tensor_type
 from ...passes import rewrite_bodies
 
 
@@ -47,7 +48,7 @@ def _constant_along(v: ir.Value, dim: int) -> Optional[ir.Operation]:
 def _at(v: ir.Value, shape: tuple[int, ...], dim: int, idx: ir.Value,
         gather: ir.Operation) -> ir.Value:
     """`gather(v, idx, dim)` (of shape `shape`), emitted at the insertion point."""
-    at_shape = [ir.RankedTensorType.get(shape, ir.RankedTensorType(v.type).element_type)]
+    at_shape = [tensor_type(shape, ir.RankedTensorType(v.type).element_type)]
     const = _constant_along(v, dim)
     if const is not None:  # the same op over the gathered shape
         return recreate(const, const.operands, at_shape).results[0]
@@ -80,7 +81,7 @@ def sink_gathers(block: ir.Block) -> int:
             for a in f.operands:
                 if a not in gathered:
                     gathered[a] = _at(a, shape, dim, idx, gather)
-            new = recreate(f, [gathered[a] for a in f.operands], [ir.RankedTensorType.get(
+            new = recreate(f, [gathered[a] for a in f.operands], [tensor_type(
                 shape, ir.RankedTensorType(f.results[0].type).element_type)])
         gather.results[0].replace_all_uses_with(new.results[0])
         gather.erase()
