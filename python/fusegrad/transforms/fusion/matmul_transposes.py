@@ -130,7 +130,7 @@ def _path_up(t: ir.Operation) -> list[ir.Operation] | None:
 def _rebuild_swapped(b: Builder, op: ir.Operation, chain: ir.Value, x: ir.Value) -> ir.Value:
     """`op` (a path op reading `chain`) recomputed on `x`, the transpose of `chain`."""
     if op.name == "dg.reshape":
-        return b.reshape(x, shape=list(ir.RankedTensorType(_swapped(op.results[0].type)).shape))
+        return b.reshape(x, shape=list(TensorSpec.from_mlir(_swapped(op.results[0].type)).shape))
     operands = [x if o == chain else
                 recreate(o.owner.operation, [], [_swapped(o.type)]).results[0]
                 for o in op.operands]
