@@ -155,10 +155,16 @@ def host_cpu() -> str:
     return " | ".join([platform.machine(), *(f"{k}: {v}" for k, v in sorted(fields.items()))])
 
 
+# a program of symbolic sizes is right at every size; its size hints (the sizes Dynamo
+# traced it at) only weigh its cost models, so processes that traced other sizes share it
+_SIZE_HINTS = re.compile(r"dg\.size_hints = \{[^}]*\}")
+
+
 def key_inputs(module_text: str, derivation: str, options: Any) -> dict[str, Any]:
     """What the key hashes (also stored in the entry, to tell why two entries differ)."""
+    keyed = _SIZE_HINTS.sub("dg.size_hints", module_text)
     return {"format": FORMAT_VERSION,
-            "module_sha256": hashlib.sha256(module_text.encode()).hexdigest(),
+            "module_sha256": hashlib.sha256(keyed.encode()).hexdigest(),
             "derivation": derivation,
             "target": target_of(options),
             "options": {"fusion": options.fusion, "remat": options.remat,

@@ -113,6 +113,48 @@ def test_second_process_hits_with_identical_results(tmp_path):
     assert done.stdout.strip().endswith("False")
 
 
+# Trains an MLP at the batch sizes given (the first static, then dynamic for Dynamo) and
+# prints the cache counters and whether each step matched eager
+DYNAMIC_SCRIPT = textwrap.dedent("""
+    import copy, json, sys
+    import torch, fusegrad
+    from fusegrad import compile_cache
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    eager = copy.deepcopy(model)
+    cm = fusegrad.compile(model)
+    ok = []
+    for n in map(int, sys.argv[1].split(",")):
+        x = torch.randn(n, 6)
+        cm(x).square().sum().backward()
+        eager(x).square().sum().backward()
+        ok.append(all(torch.allclose(a.grad, b.grad, atol=1e-5)
+                      for a, b in zip(model.parameters(), eager.parameters())))
+    print(json.dumps({"ok": ok, "stats": compile_cache.stats()}))
+""")
+
+
+def test_program_for_every_size_is_one_entry_for_any_sizes(tmp_path):
+    """The program a graph made dynamic compiles to is one cache entry, whatever size
+    Dynamo traced it at: a second process running other sizes loads it (only its own
+    first, static shape compiles)."""
+    cache = tmp_path / "cache"
+    script = tmp_path / "dynamic.py"
+    script.write_text(DYNAMIC_SCRIPT)
+
+    def run(sizes: str) -> dict:
+        done = subprocess.run([sys.executable, str(script), sizes], env=_env(str(cache)),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    first = run("3,5,7")
+    assert all(first["ok"]) and first["stats"]["misses"] == 2
+    second = run("4,9,11")
+    assert all(second["ok"])
+    assert second["stats"]["misses"] == 1 and second["stats"]["hits"] == 1
+
+
 def test_concurrent_processes_leave_one_valid_entry(tmp_path):
     """Two processes compiling the same model at the same moment both succeed; each
     entry ends up in place once, complete, with no temporary left behind."""

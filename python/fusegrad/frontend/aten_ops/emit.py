@@ -323,18 +323,27 @@ def _scan(em: Emit, values: list[ir.Value], d: int, identities: list[float],
     and returns tuples; it must be associative. No scan op: plain dg ops, differentiable."""
     s = spec(values[0])
     n = s.shape[d]
+    symbolic = not isinstance(n, int)
     k = 1
-    while k < n:
+    # a symbolic n takes rounds for any size below 2**31 (as a dim can be: BLAS's i32),
+    # each shifting by min(k, n): the rounds past n add only identities
+    while (k < n if not symbolic else k < 1 << 31):
+        shift = k if not symbolic else _min_size(k, n)
         limit = list(s.shape)
-        limit[d] = n - k
+        limit[d] = n - shift
         low = [0] * s.rank
-        low[d] = k
+        low[d] = shift
         earlier = [em.b.pad(em.b.slice(v, start=[0] * s.rank, limit=limit, stride=[1] * s.rank),
                             low=low, high=[0] * s.rank, interior=[0] * s.rank, value=identity)
                    for v, identity in zip(values, identities)]
         values = combine(earlier, values)
         k *= 2
     return values
+
+
+def _min_size(k: int, n: Any) -> Any:
+    import sympy
+    return sympy.Min(k, n)
 
 
 def _running_sum(em: Emit, x: ir.Value, d: int) -> ir.Value:

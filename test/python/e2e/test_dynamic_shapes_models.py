@@ -1,0 +1,110 @@
+"""Programs for every size on real models: HuggingFace GPT-2, LLaMA, BERT and T5 train
+with the sequence length and the batch size changing at every step (a partial last
+batch among them) like eager, each Dynamo graph compiling at most twice (its first
+shape, then once for every size); greedy generation with a KV cache matches eager token
+for token."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import fusegrad
+from fusegrad.frontend import backend
+
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.usefixtures("no_fallback")
+
+VOCAB = 96
+# (batch, sequence length) per step: lengths change every step, and the last batch is
+# a partial one
+SHAPES = [(4, 12), (4, 17), (4, 9), (4, 23), (3, 14)]
+
+
+def _gpt2():
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=64, resid_pdrop=0.0,
+        embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, bos_token_id=0, eos_token_id=0))
+
+
+def _llama():
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+        intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=64, use_cache=False))
+
+
+def _bert():
+    return transformers.BertForMaskedLM(transformers.BertConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64,
+        vocab_size=VOCAB, max_position_embeddings=64, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0))
+
+
+def _t5():
+    return transformers.T5ForConditionalGeneration(transformers.T5Config(
+        num_layers=1, num_decoder_layers=1, d_model=32, d_kv=8, d_ff=64, num_heads=4,
+        vocab_size=VOCAB, dropout_rate=0.0, use_cache=False, decoder_start_token_id=0,
+        pad_token_id=0))
+
+
+MODELS = {"gpt2": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5}
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Each compile of a captured graph: True for a program for every size."""
+    made: list[bool] = []
+    compile_captured = backend.compile_captured
+
+    def counting(gm, captured, inputs, options, start):
+        made.append(captured.symbolic is not None)
+        return compile_captured(gm, captured, inputs, options, start)
+    monkeypatch.setattr(backend, "compile_captured", counting)
+    return made
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_trains_like_eager_at_changing_sizes(name, compiles):
+    torch.manual_seed(0)
+    model = MODELS[name]()
+    reference = copy.deepcopy(model)
+    compiled = fusegrad.compile(model)
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-3, eps=1e-4)
+                  for m in (model, reference)]
+    for step, (batch, length) in enumerate(SHAPES):
+        ids = torch.randint(0, VOCAB, (batch, length),
+                            generator=torch.Generator().manual_seed(step))
+        labels = ids.clone()
+        labels[:, :2] = -100
+        losses = []
+        for fn, opt in zip((compiled, reference), optimizers):
+            opt.zero_grad()
+            loss = fn(input_ids=ids, labels=labels).loss
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5,
+                                   msg=lambda m: f"step {step} at {batch}x{length}: {m}")
+    for (name_p, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name_p}: {m}")
+    # every graph: static at its first shape, then one program for every size; the
+    # later shapes compile nothing
+    programs = compiles.count(True)
+    assert programs >= 1 and len(compiles) <= 2 * programs, compiles
+
+
+def test_generate_with_a_kv_cache_matches_eager(compiles):
+    torch.manual_seed(0)
+    model = _gpt2().eval()
+    model.config.use_cache = True
+    prompt = torch.randint(0, VOCAB, (1, 5), generator=torch.Generator().manual_seed(0))
+    want = model.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0)
+    model.forward = torch.compile(model.forward, backend="fusegrad")
+    for _ in range(2):
+        got = model.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0)
+        assert torch.equal(got, want)
+    # the prompt, the first decoding step, then every cache length from one program
+    assert compiles.count(True) >= 1 and len(compiles) <= 2 * compiles.count(True) + 1, \
+        compiles
