@@ -29,7 +29,7 @@ from ..dialects.core import Kind, attrs_of, lookup
 from ..dialects.reduction import accumulator_dtype, round_to, widen
 from ..dialects.region_ops import fusion_body, fusion_inputs
 from ..dialects.shape_ops import pad_value
-from ..dialects.types import TensorSpec, is_float
+from ..dialects.types import TensorSpec, is_float, size_hints
 from . import linalg_builders as lb
 
 Map = tuple  # per value dim: loop dim index, or None for the constant index 0
@@ -373,8 +373,12 @@ def _shared_transcendentals(ops: Sequence[ir.Operation], plan: Plan, leaves: dic
         if op.name[3:] not in TRANSCENDENTAL:
             continue
         v = op.results[0]
-        if (v, ident) in both and _spec(v).nbytes <= row_bytes_max * full[0] and \
-                body.varies(v, ident):
+        if (v, ident) not in both:
+            continue
+        # a symbolic row is weighed at the size hints: dg-cpu-kernels keeps a row whose
+        # length only the run time knows on the heap, not the stack
+        spec = _spec(v).hinted(size_hints(op))  # (v's shape is `full`)
+        if spec.nbytes <= row_bytes_max * spec.shape[0] and body.varies(v, ident):
             shared.append(v)
     return shared
 

@@ -61,10 +61,22 @@ def dedup_functions(module: ir.Operation) -> None:
     for fn in symbols.values():
         if fn.name != "func.func" or not fn.regions[0].blocks:
             continue
-        for op in fn.regions[0].blocks[0].operations:
-            if op.operation.name == "func.call":
-                callee = ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value
-                if callee in uses:
-                    op.operation.attributes["callee"] = ir.FlatSymbolRefAttr.get(uses[callee])
+        for op in _calls(fn.regions[0].blocks[0]):
+            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            if callee in uses:
+                op.attributes["callee"] = ir.FlatSymbolRefAttr.get(uses[callee])
     for copy in renamed:
         symbols[copy].erase()
+
+
+def _calls(block: ir.Block):
+    """The calls at the top level of `block`, and in the branches of its `scf.if`s (a
+    kernel of run-time sizes chooses between its launcher and itself there)."""
+    for op in block.operations:
+        op = op.operation
+        if op.name == "func.call":
+            yield op
+        elif op.name == "scf.if":
+            for region in op.regions:
+                for inner in region.blocks:
+                    yield from _calls(inner)

@@ -37,11 +37,12 @@ from typing import Callable, Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf, vector
 
-from ..common.loops import (FLOAT_IDENTITY, LoopOp, clone_body, combine, identity, mark_reassoc,
-                            parse, reduction_combiners)
+from ..common.loops import (FLOAT_IDENTITY, DynSize, LoopOp, SizeClasses, clone_body, combine,
+                            identity, is_dynamic, mark_reassoc, parse, reduction_combiners,
+                            size_hint)
 from ..common.memrefs import (VIEWS, Access, buffer_root, dynamic_offset,
                               passed_as, row_conflict, row_local)
-from ...passes import functions
+from ...passes import PassError, functions
 
 PARALLEL_SUFFIX = "__parallel"
 # kernel attribute: LLVM parameter positions of pointers no other parameter aliases
@@ -103,6 +104,8 @@ def column_split(lop: LoopOp, min_work: int) -> Optional[tuple[int, int]]:
         return None
     dim = parallel[-1]
     size = lop.sizes[dim]
+    if is_dynamic(size):
+        return None
     block = max(16, min(512, (size // 8) // 16 * 16))
     return (dim, block) if size > block else None
 
@@ -118,7 +121,8 @@ def transposed(lop: LoopOp) -> Optional[tuple[int, int]]:
     (`Nest._tiles`). Other strides keep dim order: partial tiles of a 50 x 100
     transpose (6000 bytes) made it 1.5x slower."""
     n = len(lop.sizes)
-    if n < 2 or lop.fill is not None or any(it != "parallel" for it in lop.iterators):
+    if n < 2 or lop.fill is not None or any(it != "parallel" for it in lop.iterators) or \
+            lop.dynamic:  # (run-time sizes keep dim order)
         return None
     i = n - 1
     if lop.sizes[i] < TRANSPOSE_TILE:
@@ -175,7 +179,8 @@ class Env:
 
     def __init__(self, mapping: Optional[dict] = None, row: Optional[ir.Value] = None,
                  row_temps: Sequence[ir.Value] = (), split: tuple[int, int] = (0, 1),
-                 partials: Sequence[ir.Value] = (), block: Optional[ir.Value] = None) -> None:
+                 partials: Sequence[ir.Value] = (), block: Optional[ir.Value] = None,
+                 sizes: Optional[dict] = None) -> None:
         self.mapping = mapping if mapping is not None else {}
         self.row = row  # the kernel's loop iv: a row (split (0, 1)) or a block of `split`
         self.split = split  # (loop dim, block size) the kernel's loop runs over
@@ -184,9 +189,26 @@ class Env:
         # by the row block `block` first
         self.partials = set(partials)
         self.block = block
+        # a kernel's run-time sizes, read once at its start: DynSize key -> index value
+        self.sizes = sizes
 
     def value(self, v: ir.Value) -> ir.Value:
         return self.mapping.get(v, v)
+
+    def size(self, size) -> ir.Value:
+        """A loop size as an index value at the current insertion point: a constant, the
+        kernel's read of a run-time size, or (inline, in the function that has the
+        buffers) `memref.dim` of one of the op's operands that has it."""
+        index = ir.IndexType.get()
+        if not is_dynamic(size):
+            return arith.ConstantOp(index, size).result
+        if self.sizes is not None:
+            if size.key not in self.sizes:
+                raise PassError("dg-cpu-kernels: a run-time size the kernel does not read",
+                                ir.Location.current)
+            return self.sizes[size.key]
+        buf, d = size.sources[0]
+        return memref.DimOp(self.value(buf), arith.ConstantOp(index, d).result).result
 
 
 class Nest:
@@ -267,7 +289,7 @@ class Nest:
 
         def const(v: int) -> ir.Value:
             return arith.ConstantOp(index, v).result
-        lb, ub = self.zero, const(self.lop.sizes[dim])
+        lb, ub = self.zero, self.env.size(self.lop.sizes[dim])
         split_dim, block = self.env.split
         if tile is not None:
             end = arith.addi(tile, const(TRANSPOSE_TILE))  # full tiles: a static trip count
@@ -421,20 +443,26 @@ class Nest:
         widest = max(ir.FloatType(ir.MemRefType(b.type).element_type).width
                      for b in self.lop.outs)
         lanes = MINMAX_LANE_BYTES // (widest // 8)
-        return lanes if self.lop.sizes[dim] >= 2 * lanes else 0
+        size = self.lop.sizes[dim]
+        return lanes if is_dynamic(size) or size >= 2 * lanes else 0
 
     def _reduce_in_lanes(self, position: int, accs: list, lanes: int) -> list:
         """The innermost reduction as `lanes` independent accumulators per output over
         the loop's first multiple of lanes, combined once, then the remainder."""
         dim = self._dim(position)
         size, n = self.lop.sizes[dim], len(accs)
-        main = size // lanes * lanes
         index = ir.IndexType.get()
 
         def const(v: int) -> ir.Value:
             return arith.ConstantOp(index, v).result
+        if is_dynamic(size):  # the run-time size's first multiple of lanes
+            size = self.env.size(size)
+            main = arith.muli(arith.divui(size, const(lanes)), const(lanes))
+        else:
+            main = size // lanes * lanes
         inits = [identity(c, a.type) for c, a in zip(self.combiners, accs)] * lanes
-        loop = scf.ForOp(self.zero, const(main), const(lanes), inits)
+        loop = scf.ForOp(self.zero, main if isinstance(main, ir.Value) else const(main),
+                         const(lanes), inits)
         with ir.InsertionPoint(loop.body):
             carried = list(loop.inner_iter_args)
             results = []
@@ -448,9 +476,12 @@ class Nest:
         for k in range(lanes):
             out = [combine(c, a, b) for c, a, b in
                    zip(self.combiners, out, list(loop.results)[k * n:(k + 1) * n])]
-        if main == size:
+        if isinstance(main, ir.Value):
+            rest = scf.ForOp(main, size, self.one, out)
+        elif main == size:
             return out
-        rest = scf.ForOp(const(main), const(size), self.one, out)
+        else:
+            rest = scf.ForOp(const(main), const(size), self.one, out)
         with ir.InsertionPoint(rest.body):
             self.ivs[dim] = rest.induction_variable
             tail = self._compute(self.lop, list(rest.inner_iter_args))
@@ -545,7 +576,8 @@ def _companion(group: list[LoopOp], lop: LoopOp) -> bool:
 
 
 def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK,
-               max_loops: int = ROW_GROUP_MAX_LOOPS) -> list[list[LoopOp]]:
+               max_loops: int = ROW_GROUP_MAX_LOOPS,
+               sizes: Optional[SizeClasses] = None) -> list[list[LoopOp]]:
     """Maximal runs of row-parallel LoopOps over equal rows, separated only by pure ops,
     with the reductions over the same rows that follow them (`row_partial`), at most
     `max_loops` ops a run; and other
@@ -564,7 +596,7 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK,
 
     for op in block.operations:
         op = op.operation
-        lop = parse(op) if op.name in _LOOP_OPS else None
+        lop = parse(op, sizes=sizes) if op.name in _LOOP_OPS else None
         full = len(current) >= max_loops
         if lop is not None and current and not split and not full and \
                 row_partial(lop, current[0].sizes[0]) and not row_conflict(current, lop):
@@ -623,14 +655,14 @@ def _dominates_run(moved: list, before: int, ops: list) -> bool:
                for op in moved for v in op.operands)
 
 
-def join_row_runs(block: ir.Block) -> None:
+def join_row_runs(block: ir.Block, sizes: Optional[SizeClasses] = None) -> None:
     """Move ops that are not row loops (a column reduction, a small fill) out from between
     two row loops over the same rows, so that the two share one kernel and a layer norm's
     backward reads its inputs from DRAM once: below the second when independent of it,
     else above the first run when independent of that (the fill and copies that
     initialise a weight gradient the next reduction over rows accumulates into)."""
     ops = [o.operation for o in block.operations]
-    parsed = {op: lop for op in ops if op.name in _LOOP_OPS and (lop := parse(op)) is not None}
+    parsed = {op: lop for op in ops if op.name in _LOOP_OPS and (lop := parse(op, sizes=sizes)) is not None}
 
     def continues(lop: Optional[LoopOp], rows: Optional[int]) -> bool:
         if lop is None:
@@ -686,7 +718,10 @@ def join_row_runs(block: ir.Block) -> None:
 
 
 def _row_temps(group: list[LoopOp]) -> list[ir.Value]:
-    """Allocs used only by this group, row by row (and freed): they shrink to one row."""
+    """Allocs used only by this group, row by row (and freed): they shrink to one row. A
+    row of static size at most ROW_TEMP_MAX_BYTES goes on the kernel's stack; a row of a
+    run-time size (`_heap_row`) is allocated on the heap once per kernel call, since
+    nothing bounds it."""
     members = {m.op for m in group}
     touched: dict = {}
     for m in group:
@@ -699,15 +734,82 @@ def _row_temps(group: list[LoopOp]) -> list[ir.Value]:
         if not all(row_local(a) for a in accs):
             continue
         t = ir.MemRefType(b.type)
-        row_bytes = t.element_type.width // 8 if hasattr(t.element_type, "width") else 8
-        for s in t.shape[1:]:
-            row_bytes *= s
-        if row_bytes > ROW_TEMP_MAX_BYTES:
-            continue
+        if not _heap_row(t):
+            row_bytes = t.element_type.width // 8 if hasattr(t.element_type, "width") else 8
+            for s in t.shape[1:]:
+                row_bytes *= s
+            if row_bytes > ROW_TEMP_MAX_BYTES:
+                continue
         users = [u.owner.operation for u in b.uses]
         if all(u in members or u.name == "memref.dealloc" for u in users):
             temps.append(b)
     return temps
+
+
+def _heap_row(t: ir.MemRefType) -> bool:
+    """Is a row of `t` (all dims but the first) of a size only the run time knows?"""
+    return any(ir.ShapedType.is_dynamic_size(s) for s in t.shape[1:])
+
+
+def _dim_sizes(group: list[LoopOp], temps: Sequence[ir.Value]) -> dict:
+    """The run-time size of each dim of the group's buffers (and its temps') of dynamic
+    size, as {DynSize key: [(buffer, dim), ...]}, the group's operands first."""
+    found: dict = {}
+    for m in group:
+        for size in m.sizes:
+            if is_dynamic(size):
+                found.setdefault(size.key, [])
+                found[size.key] += [s for s in size.sources if s not in found[size.key]]
+    return found
+
+
+def _temp_dim_keys(group: list[LoopOp], temp: ir.Value) -> dict:
+    """Per dynamic dim (after the first) of row temp `temp`, the key of its size."""
+    keys: dict = {}
+    for m in group:
+        for b, acc, _ in m.buffers():
+            if b != temp or acc is None:
+                continue
+            for d, loop in enumerate(acc):
+                if d > 0 and isinstance(loop, int) and is_dynamic(m.sizes[loop]):
+                    keys[d] = m.sizes[loop].key
+    return keys
+
+
+def _ceil_div(a: ir.Value, b: ir.Value) -> ir.Value:
+    one = arith.ConstantOp(ir.IndexType.get(), 1).result
+    return arith.divui(arith.subi(arith.addi(a, b), one), b)
+
+
+def _dynamic_rows_per_block(rows: ir.Value, reducers: list[LoopOp]) -> ir.Value:
+    """`_rows_per_block` for a run-time number of rows (at least 1, so that the blocks,
+    ceil(rows / it), are at most PARTIAL_MAX_BLOCKS): the combine's share is weighed
+    with the other loop sizes at their estimates."""
+    index = ir.IndexType.get()
+    least = 1
+    for m in reducers:
+        out = max(math.prod(size_hint(s) for s in _out_sizes(m, v)) for v in m.outs)
+        inner = max(1, m.work // max(1, size_hint(m.sizes[0])))
+        least = max(least, -(-PARTIAL_COMBINE_SHARE * out // inner))
+    per_block = arith.maxui(_ceil_div(rows, arith.ConstantOp(index, PARTIAL_MAX_BLOCKS).result),
+                            arith.ConstantOp(index, least).result)
+    return arith.maxui(arith.minui(per_block, rows), arith.ConstantOp(index, 1).result)
+
+
+def _out_sizes(m: LoopOp, out: ir.Value) -> list:
+    """The sizes of output `out`'s dims (static, or the loop's DynSize)."""
+    acc = m.accesses[len(m.ins) + m.outs.index(out)]
+    shape = ir.MemRefType(out.type).shape
+    return [m.sizes[d] if ir.ShapedType.is_dynamic_size(s) else s for d, s in zip(acc, shape)]
+
+
+def _shape_values(buf: ir.Value, skip: int = 0) -> list:
+    """`buf`'s dims from `skip` on: ints where static, else `memref.dim` values."""
+    index = ir.IndexType.get()
+    t = ir.MemRefType(buf.type)
+    return [memref.DimOp(buf, arith.ConstantOp(index, d).result).result
+            if ir.ShapedType.is_dynamic_size(t.shape[d]) else t.shape[d]
+            for d in range(skip, t.rank)]
 
 
 class Outliner:
@@ -729,22 +831,52 @@ class Outliner:
                 self.names.add(name)
                 return name
 
-    def outline(self, fn: ir.Operation, group: list[LoopOp]) -> None:
+    def outline(self, fn: ir.Operation, group: list[LoopOp]) -> bool:
+        """Outline `group`; False (nothing changed) when a run-time size it needs has no
+        operand to read it from inside the kernel."""
         split = column_split(group[0], self.parallel_min_work) or _row_tiles(group) or (0, 1)
         temps = _row_temps(group) if split == (0, 1) else []
         last = group[-1].op
         loc = last.location
         index = ir.IndexType.get()
         reducers = [m for m in group if split == (0, 1) and not row_parallel(m)]
-        rows_per_block = _rows_per_block(group[0].sizes[0], reducers)
-        n_blocks = -(-group[0].sizes[0] // rows_per_block)
+        dim, block = split
+        dynamic = any(m.dynamic for m in group)
+        self.outer_sizes: dict = {}  # DynSize key -> its value where the kernel is called
+        reads: dict = {}  # DynSize key -> (outer value, dim) the kernel reads it from
+        if dynamic:
+            reads = self._size_reads(group, temps, reducers)
+            if reads is None:
+                return False
+            whole = reads.pop(None)
+            temps = [t for t in temps if t not in whole]
+        # the row count, and per-block partial results, as ints or (run time) values
+        with ir.InsertionPoint(last), loc:
+            rows_size = group[0].sizes[dim]
+            if is_dynamic(rows_size):
+                total = self._outer_size(rows_size, group, temps)
+            if reducers and is_dynamic(rows_size):
+                n_blocks = _ceil_div(total, _dynamic_rows_per_block(total, reducers))
+                rows_per_block = None
+            elif reducers:
+                rows_per_block = _rows_per_block(rows_size, reducers)
+                n_blocks = -(-rows_size // rows_per_block)
         partials = {}  # output of a reduction over rows -> its [blocks, ...] partial buffer
         with ir.InsertionPoint(last), loc:
             for m in reducers:
                 for out in m.outs:
                     t = ir.MemRefType(out.type)
+                    dims = [] if t.has_static_shape else \
+                        [v for v in _shape_values(out) if isinstance(v, ir.Value)]
+                    if isinstance(n_blocks, int):
+                        first, operands = n_blocks, []
+                    elif t.has_static_shape:  # at most PARTIAL_MAX_BLOCKS blocks
+                        first, operands = PARTIAL_MAX_BLOCKS, []
+                    else:
+                        first, operands = ir.ShapedType.get_dynamic_size(), [n_blocks]
                     partials[out] = memref.AllocOp(
-                        ir.MemRefType.get([n_blocks, *t.shape], t.element_type), [], []).result
+                        ir.MemRefType.get([first, *t.shape], t.element_type), operands + dims,
+                        []).result
         args: list = []  # outer values passed to the kernel
         constants: list = []  # outer arith.constants cloned into the kernel
         for m in group:
@@ -764,26 +896,40 @@ class Outliner:
         with ir.InsertionPoint(fn), loc:
             kernel = func.FuncOp(name, ftype, visibility="private")
         mark_kernel(kernel, args, 2)
-        block = kernel.add_entry_block()
-        with ir.InsertionPoint(block), loc:
-            mapping = dict(zip(args, list(block.arguments)[2:]))
+        block_ = kernel.add_entry_block()
+        with ir.InsertionPoint(block_), loc:
+            mapping = dict(zip(args, list(block_.arguments)[2:]))
             for out, buf in partials.items():
                 mapping[out] = mapping[buf]
             for c in constants:
                 mapping[c] = c.owner.operation.clone().results[0]
+            sizes = None
+            if dynamic:  # the run-time sizes, read once from the kernel's arguments
+                sizes = {key: memref.DimOp(mapping[v], arith.ConstantOp(index, d).result).result
+                         for key, (v, d) in reads.items()}
+            heap = []
             for t in temps:
                 mt = ir.MemRefType(t.type)
                 row = ir.MemRefType.get([1] + list(mt.shape[1:]), mt.element_type)
-                mapping[t] = memref.AllocaOp(row, [], []).result
+                if _heap_row(mt):
+                    keys = _temp_dim_keys(group, t)
+                    mapping[t] = memref.AllocOp(row, [sizes[keys[d]] for d in range(1, mt.rank)
+                                                      if d in keys], []).result
+                    heap.append(mapping[t])
+                else:
+                    mapping[t] = memref.AllocaOp(row, [], []).result
+            if reducers and is_dynamic(rows_size):
+                rows_per_block = _dynamic_rows_per_block(sizes[rows_size.key], reducers)
             one = arith.ConstantOp(index, 1).result
-            lo, hi = list(block.arguments)[:2]
+            lo, hi = list(block_.arguments)[:2]
             loop = scf.ForOp(lo, hi, one)
             with ir.InsertionPoint(loop.body):
                 if reducers:
                     self._block_of_rows(group, reducers, mapping, temps, loop.induction_variable,
-                                        rows_per_block)
+                                        rows_per_block, sizes)
                 else:
-                    env = Env(mapping, row=loop.induction_variable, row_temps=temps, split=split)
+                    env = Env(mapping, row=loop.induction_variable, row_temps=temps, split=split,
+                              sizes=sizes)
                     if split == (0, 1):
                         for m in group:
                             with m.op.location:
@@ -792,13 +938,18 @@ class Outliner:
                         with group[0].op.location:
                             Nest(group[0], env, companions=group[1:]).emit()
                 scf.YieldOp([])
+            for h in heap:
+                memref.DeallocOp(h)
             func.ReturnOp([])
-        dim, block = split
-        rows = n_blocks if reducers else -(-group[0].sizes[dim] // block)
-        work = sum(m.work for m in group)
+        if not dynamic:
+            rows = n_blocks if reducers else -(-group[0].sizes[dim] // block)
+            work = sum(m.work for m in group)
         with ir.InsertionPoint(last), loc:
             args = passed_as(args, params)
-            if work >= self.parallel_min_work and rows >= 2 and self.parallel_min_work > 0:
+            if dynamic:
+                self._call_dynamic(fn, name, params, args, group, temps, reducers,
+                                   n_blocks if reducers else None, split)
+            elif work >= self.parallel_min_work and rows >= 2 and self.parallel_min_work > 0:
                 launcher = name + PARALLEL_SUFFIX
                 ltype = ir.FunctionType.get([index] + params, [])
                 with ir.InsertionPoint(fn):
@@ -811,7 +962,8 @@ class Outliner:
                              arith.ConstantOp(index, rows).result, *args])
             for m in reducers:
                 for out, combiner in zip(m.outs, _float_combiners(m)):
-                    _combine_partials(out, partials[out], combiner)
+                    _combine_partials(out, partials[out], combiner,
+                                      None if isinstance(n_blocks, int) else n_blocks)
                     memref.DeallocOp(partials[out])
         for m in group:
             m.op.erase()
@@ -819,13 +971,112 @@ class Outliner:
             for u in list(t.uses):
                 u.owner.operation.erase()  # the deallocs
             t.owner.operation.erase()
+        return True
+
+    @staticmethod
+    def _size_reads(group: list[LoopOp], temps: list, reducers: list) -> Optional[dict]:
+        """For a group with run-time sizes: per DynSize key, an operand the kernel gets
+        (not a row temp, not a reduction's output, which becomes its partials) and the dim
+        that has it; under key None, the row temps that stay whole because no operand
+        has a run-time size of their row. None when some loop's size has no operand."""
+        outs = {v for m in reducers for v in m.outs}
+        known = _dim_sizes(group, temps)
+        reads: dict = {None: []}
+
+        def usable(skip: set) -> dict:
+            found = {}
+            for key, sources in known.items():
+                for v, d in sources:
+                    if v not in skip and v not in outs:
+                        found[key] = (v, d)
+                        break
+            return found
+        found = usable(set(temps))
+        for t in temps:
+            mt = ir.MemRefType(t.type)
+            keys = _temp_dim_keys(group, t)
+            if _heap_row(mt) and not all(
+                    d in keys and keys[d] in found for d in range(1, mt.rank)
+                    if ir.ShapedType.is_dynamic_size(mt.shape[d])):
+                reads[None].append(t)  # kept whole: its row's sizes are read nowhere
+        found = usable(set(temps) - set(reads[None]))
+        if len(found) != len(known):
+            return None
+        reads.update(found)
+        return reads
+
+    def _outer_size(self, size, group: list[LoopOp], temps: Sequence[ir.Value]) -> ir.Value:
+        """A run-time size of the group, read in the function that calls its kernel (from
+        an operand, or a row temp's alloc, which goes), once per outlined group."""
+        if size.key in self.outer_sizes:
+            return self.outer_sizes[size.key]
+        index = ir.IndexType.get()
+        sources = _dim_sizes(group, temps).get(size.key, size.sources)
+        found = None
+        for v, d in sources:
+            if v not in temps:
+                found = memref.DimOp(v, arith.ConstantOp(index, d).result).result
+                break
+        if found is None:
+            v, d = sources[0]
+            t = ir.MemRefType(v.type)
+            k = sum(ir.ShapedType.is_dynamic_size(s) for s in t.shape[:d])
+            found = v.owner.operation.operands[k]
+        self.outer_sizes[size.key] = found
+        return found
+
+    def _call_dynamic(self, fn: ir.Operation, name: str, params: list, args: list,
+                      group: list[LoopOp], temps: list, reducers: list,
+                      n_blocks: Optional[object], split: tuple[int, int]) -> None:
+        """The call of a kernel with run-time sizes: through its `__parallel` launcher when
+        the group's iterations, counted at run time, reach PARALLEL_MIN_WORK and there
+        are at least two rows (blocks) to share, else directly."""
+        index = ir.IndexType.get()
+
+        def value(size) -> ir.Value:
+            return self._outer_size(size, group, temps) if is_dynamic(size) else \
+                arith.ConstantOp(index, size).result
+        dim, block = split
+        if n_blocks is not None:
+            rows = n_blocks if isinstance(n_blocks, ir.Value) else \
+                arith.ConstantOp(index, n_blocks).result
+        elif block == 1:
+            rows = value(group[0].sizes[dim])
+        else:
+            rows = _ceil_div(value(group[0].sizes[dim]), arith.ConstantOp(index, block).result)
+        zero = arith.ConstantOp(index, 0).result
+        if self.parallel_min_work <= 0:
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [zero, rows, *args])
+            return
+        work = None
+        for m in group:
+            n = None
+            for size in m.sizes:
+                n = value(size) if n is None else arith.muli(n, value(size))
+            n = n if n is not None else arith.ConstantOp(index, 1).result
+            work = n if work is None else arith.addi(work, n)
+        threads = arith.andi(
+            arith.cmpi(arith.CmpIPredicate.uge, work,
+                       arith.ConstantOp(index, self.parallel_min_work).result),
+            arith.cmpi(arith.CmpIPredicate.uge, rows, arith.ConstantOp(index, 2).result))
+        launcher = name + PARALLEL_SUFFIX
+        with ir.InsertionPoint(fn):
+            func.FuncOp(launcher, ir.FunctionType.get([index] + params, []), visibility="private")
+        branch = scf.IfOp(threads, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            func.CallOp([], ir.FlatSymbolRefAttr.get(launcher), [rows, *args])
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [zero, rows, *args])
+            scf.YieldOp([])
 
     @staticmethod
     def _block_of_rows(group: list[LoopOp], reducers: list[LoopOp], mapping: dict,
-                       temps: list, block: ir.Value, rows_per_block: int) -> None:
+                       temps: list, block: ir.Value, rows_per_block, sizes: Optional[dict]) -> None:
         """Kernel body for row block `block` of a group with reductions over rows: their
         partial results for the block start from the identity, then every member runs
-        row by row over the block's rows."""
+        row by row over the block's rows. `rows_per_block`: an int, or a run-time value
+        (the group's rows then being read from `sizes`)."""
         index = ir.IndexType.get()
         partial_outs = [out for m in reducers for out in m.outs]
         for m in reducers:
@@ -833,14 +1084,21 @@ class Outliner:
                 t = ir.MemRefType(out.type)
                 init = identity(combiner, t.element_type)
                 buf = mapping[out]
-                _for_each(list(t.shape), lambda ivs: memref.StoreOp(init, buf, [block, *ivs]))
-        size = arith.ConstantOp(index, rows_per_block).result
+                shape = list(t.shape) if t.has_static_shape else _shape_values(buf, 1)
+                _for_each(shape, lambda ivs: memref.StoreOp(init, buf, [block, *ivs]))
+        rows = group[0].sizes[0]
+        if isinstance(rows_per_block, int):
+            size = arith.ConstantOp(index, rows_per_block).result
+        else:
+            size = rows_per_block
         first = arith.muli(block, size)
-        end = arith.minsi(arith.addi(first, size), arith.ConstantOp(index, group[0].sizes[0]).result)
-        rows = scf.ForOp(first, end, arith.ConstantOp(index, 1).result)
-        with ir.InsertionPoint(rows.body):
-            env = Env(mapping, row=rows.induction_variable, row_temps=temps,
-                      partials=partial_outs, block=block)
+        end = arith.minsi(arith.addi(first, size),
+                          sizes[rows.key] if is_dynamic(rows) else
+                          arith.ConstantOp(index, rows).result)
+        loop = scf.ForOp(first, end, arith.ConstantOp(index, 1).result)
+        with ir.InsertionPoint(loop.body):
+            env = Env(mapping, row=loop.induction_variable, row_temps=temps,
+                      partials=partial_outs, block=block, sizes=sizes)
             for run in _shared_nests(group):
                 with run[0].op.location:
                     Nest(run[0], env, companions=run[1:]).emit()
@@ -851,7 +1109,7 @@ def _rows_per_block(rows: int, reducers: list[LoopOp]) -> int:
     """Rows per block of a row kernel's per-block partial results (see PARTIAL_*)."""
     per_block = -(-rows // PARTIAL_MAX_BLOCKS)
     for m in reducers:
-        out = max(math.prod(ir.MemRefType(v.type).shape) for v in m.outs)
+        out = max(math.prod(size_hint(s) for s in _out_sizes(m, v)) for v in m.outs)
         per_block = max(per_block, -(-PARTIAL_COMBINE_SHARE * out * rows // m.work))
     return min(per_block, rows)
 
@@ -876,9 +1134,9 @@ def _shared_nests(group: list[LoopOp]) -> list[list[LoopOp]]:
     return runs
 
 
-def _for_each(shape: Sequence[int], body: Callable[[list], object]) -> None:
-    """Nested scf.for loops over `shape` at the current insertion point; `body(ivs)`
-    emits the innermost body."""
+def _for_each(shape: Sequence, body: Callable[[list], object]) -> None:
+    """Nested scf.for loops over `shape` (ints, or index values) at the current insertion
+    point; `body(ivs)` emits the innermost body."""
     index = ir.IndexType.get()
     zero, one = arith.ConstantOp(index, 0).result, arith.ConstantOp(index, 1).result
 
@@ -886,23 +1144,31 @@ def _for_each(shape: Sequence[int], body: Callable[[list], object]) -> None:
         if len(ivs) == len(shape):
             body(ivs)
             return
-        loop = scf.ForOp(zero, arith.ConstantOp(index, shape[len(ivs)]).result, one)
+        size = shape[len(ivs)]
+        loop = scf.ForOp(zero, size if isinstance(size, ir.Value) else
+                         arith.ConstantOp(index, size).result, one)
         with ir.InsertionPoint(loop.body):
             nest(ivs + [loop.induction_variable])
             scf.YieldOp([])
     nest([])
 
 
-def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str) -> None:
+def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str,
+                      blocks: Optional[ir.Value] = None) -> None:
     """out = combiner(out, partial[0], ..., partial[blocks - 1]), in block order (so the
-    result does not depend on the number of threads)."""
-    blocks = ir.MemRefType(partial.type).shape[0]
+    result does not depend on the number of threads). `blocks`: a run-time count (else
+    the partial buffer's first dim)."""
+    t = ir.MemRefType(out.type)
+    if blocks is None:
+        shape = [ir.MemRefType(partial.type).shape[0], *t.shape]
+    else:
+        shape = [blocks, *(t.shape if t.has_static_shape else _shape_values(out))]
 
     def body(ivs: list) -> None:
         rest = ivs[1:]
         acc = memref.LoadOp(out, rest).result
         memref.StoreOp(combine(combiner, acc, memref.LoadOp(partial, ivs).result), out, rest)
-    _for_each([blocks, *ir.MemRefType(out.type).shape], body)
+    _for_each(shape, body)
 
 
 def mark_kernel(fn: ir.Operation, args: Sequence[ir.Value], leading: int) -> None:
@@ -960,15 +1226,17 @@ def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK
     outliner = Outliner(module, parallel_min_work)
     for fn in list(functions(module)):
         body = fn.regions[0].blocks[0]
-        join_row_runs(body)
-        for group in row_groups(body, parallel_min_work, row_group_max_loops):
+        sizes = SizeClasses(body)  # which run-time sizes are equal, before any rewrite
+        join_row_runs(body, sizes)
+        for group in row_groups(body, parallel_min_work, row_group_max_loops, sizes):
             outliner.outline(fn, group)
         # what remains (reductions over rows, rank-0 fills) runs inline; copies that
         # joined no row loop stay memref.copy (memcpy)
         rest = []
         for op in body.operations:
             name = op.operation.name
-            lop = parse(op.operation) if name in _LOOP_OPS and name != "memref.copy" else None
+            lop = parse(op.operation, sizes=sizes) \
+                if name in _LOOP_OPS and name != "memref.copy" else None
             if lop is not None:
                 rest.append(lop)
         for lop in rest:
