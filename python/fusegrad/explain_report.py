@@ -37,6 +37,10 @@ class GraphReport:
     saved_bytes_before_remat: int | None
     saved_bytes_after_remat: int | None
     compile_seconds: dict[str, float] = field(default_factory=dict)
+    # explain(dynamic=True): each size of the program for every size (`s0`) -> the input
+    # dim it is (`L_input_ids_ dim 1`); or why the graph compiles per shape instead
+    dynamic_sizes: dict[str, str] = field(default_factory=dict)
+    per_shape: str = ""
 
     def rows(self) -> list[tuple[str, int, int]]:
         return [(fn, self.dg_ops[fn], self.kernels[fn]) for fn in self.dg_ops]
@@ -82,6 +86,11 @@ class Report:
                              f"({cut:.0f}% less)")
             stages = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in g.compile_seconds.items())
             lines.append(f"  compile: {stages}")
+            if g.dynamic_sizes:
+                lines.append("  one program for every size of " + ", ".join(
+                    f"{n} ({where})" for n, where in g.dynamic_sizes.items()))
+            elif g.per_shape:
+                lines.append(f"  compiles per shape: {g.per_shape}")
         return "\n".join(lines)
 
 
@@ -90,10 +99,13 @@ def _funcs(module: ir.Module) -> dict[str, ir.Operation]:
     return {ir.StringAttr(f.attributes["sym_name"]).value: f for f in functions(module.operation)}
 
 
-def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any) -> Report:
+def explain(fn: Callable[..., Any], *example_inputs: Any, dynamic: bool = False,
+            **example_kwargs: Any) -> Report:
     """Run `fn(*example_inputs, **example_kwargs)` under Dynamo and report each graph's
     stages: ops, kernels, saved bytes and compile times, plus the graph breaks and eager
-    parts."""
+    parts. With `dynamic=True`, Dynamo makes the sizes dynamic (torch.compile's
+    `dynamic=True`), and each graph says which of its input dims its one program for every
+    size takes as sizes, or why it would compile per shape instead."""
     from torch._dynamo.utils import counters
 
     from .frontend.backend import LazyGraph
@@ -103,18 +115,27 @@ def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any)
     eager_parts: list[EagerPart] = []
     stops: list[Any] = []  # the `compile_subgraph_reason` of each graph Dynamo had to end
 
+    sizes: dict[int, tuple[dict[str, str], str]] = {}  # id(gm) -> dynamic sizes, or why not
+
     def report(graph: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> Callable[..., Any]:
-        reports.append(_explain_graph(f"f{len(reports)}", graph, list(inputs)))
+        g = _explain_graph(f"f{len(reports)}", graph, list(inputs))
+        key = id(getattr(graph, "gm", graph))  # (a graph with its numbers baked in)
+        if key in sizes:
+            g.dynamic_sizes, g.per_shape = sizes[key]
+        reports.append(g)
         return graph  # the part runs eagerly: explain compiles nothing
 
     def record(gm: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
         why = getattr(gm, "compile_subgraph_reason", None)
         if why is not None and why.graph_break:
             stops.append(why)
-        return LazyGraph(gm, report, dynamic=False, eager_parts=eager_parts)
+        graph = LazyGraph(gm, report, dynamic=False, eager_parts=eager_parts)
+        if dynamic:
+            sizes[id(gm)] = _dynamic_sizes(graph, inputs)
+        return graph
 
     breaks_before = counters["graph_break"].copy()
-    compiled = torch.compile(fn, backend=record, dynamic=False)
+    compiled = torch.compile(fn, backend=record, dynamic=dynamic)
     if isinstance(fn, torch.nn.Module):
         own_top_frame(compiled)
     compiled(*example_inputs, **example_kwargs)
@@ -122,6 +143,25 @@ def explain(fn: Callable[..., Any], *example_inputs: Any, **example_kwargs: Any)
     if len(reports) == 1:
         reports = [reports[0].renamed("f")]
     return Report(reports, breaks, eager_parts)
+
+
+def _dynamic_sizes(graph: Any, inputs: list) -> tuple[dict[str, str], str]:
+    """The sizes of a `LazyGraph`'s program for every size, each named by the input dim
+    it is; or why the graph compiles per shape instead."""
+    captured = graph.capture_for_every_size(inputs)
+    if isinstance(captured, str):
+        return {}, captured
+    assert captured.symbolic is not None
+    gm = graph.gm
+    where: dict[str, str] = {}
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value") if node.op == "placeholder" else None
+        if not isinstance(value, torch.Tensor):
+            continue
+        for k, d in enumerate(value.shape):
+            if isinstance(d, torch.SymInt):
+                where.setdefault(str(d.node.expr), f"{node.target} dim {k}")
+    return {n: where.get(dynamo, dynamo) for n, dynamo in captured.symbolic.symbols.items()}, ""
 
 
 def _graph_breaks(stops: Sequence[Any], counted: Sequence[str]) -> list[GraphBreak]:

@@ -376,7 +376,7 @@ class LazyGraph:
         self.options = options
         self.symbolic: Captured | None = None
         self.symbolic_call: Callable[..., Any] | None = None
-        if dynamic and not self.floats and example_inputs is not None and options is not None \
+        if dynamic and example_inputs is not None and options is not None \
                 and not options.specialize_shapes:
             self.symbolic = self._capture_symbolic(example_inputs)
 
@@ -385,12 +385,12 @@ class LazyGraph:
             if self.static_variant is None:
                 self.static_variant = self._compile(args)
             return self.static_variant(*args)
+        if self.floats:
+            args = tuple(a.item() if i in self.floats else a for i, a in enumerate(args))
         if self.symbolic is not None:
             call = self._symbolic(args)
             if call is not None:
                 return call(*args)
-        if self.floats:
-            args = tuple(a.item() if i in self.floats else a for i, a in enumerate(args))
         key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor)
                     else (type(a).__name__, a) for a in args)
         variant = self.variants.get(key)
@@ -420,18 +420,34 @@ class LazyGraph:
 
     def _capture_symbolic(self, example_inputs: Sequence[Any]) -> Captured | None:
         """The graph captured for every size, or None (with the reason at INFO) where it
-        compiles per shape instead: parts run eagerly, a transform inside, or what a capture
-        for every size does not serve yet (a size-dependent op, an offset given as an
-        integer, a view of symbolic geometry returned)."""
-        if runs_transforms(self.gm) or eager_higher_order_ops(self.gm, USER_BACKWARD) or \
-                eager_higher_order_ops(self.gm, CONTROL_FLOW) or complex_ops(self.gm):
+        compiles per shape instead (`capture_for_every_size`)."""
+        captured = self.capture_for_every_size(example_inputs)
+        if isinstance(captured, str):
+            log.info("a graph compiles per shape, not once for every size: %s", captured)
             return None
+        return captured
+
+    def capture_for_every_size(self, example_inputs: Sequence[Any]) -> Captured | str:
+        """The graph captured for every size, or why it compiles per shape instead: parts
+        run eagerly, a transform inside, a float read by value, or what a capture for every
+        size does not serve yet (a size-dependent op, an offset given as an integer, a view
+        of symbolic geometry returned)."""
+        if runs_transforms(self.gm):
+            return "a torch.func transform inside the graph"
+        for nodes, reason in ((eager_higher_order_ops(self.gm, USER_BACKWARD), USER_BACKWARD),
+                              (eager_higher_order_ops(self.gm, CONTROL_FLOW), CONTROL_FLOW),
+                              (complex_ops(self.gm), "complex numbers")):
+            if nodes:
+                return f"{', '.join(sorted({op_name(n) for n in nodes}))} runs eagerly: {reason}"
+        # the floats the graph reads by value are baked in (those Dynamo does not guard
+        # are checked at each call: `_symbolic`)
+        example_inputs = [x.item() if i in self.floats and isinstance(x, torch.Tensor)
+                          and not isinstance(x, torch._subclasses.FakeTensor) else x
+                          for i, x in enumerate(example_inputs)]
         try:
             return capture_symbolic(self.gm, example_inputs, checks_as_outputs=True)
         except Exception as e:  # noqa: BLE001 - any reason means: per shape, as before
-            log.info("a graph compiles per shape, not once for every size: %s: %s",
-                     type(e).__name__, e)
-            return None
+            return f"{type(e).__name__}: {e}"
 
     def _symbolic(self, args: Sequence[Any]) -> Callable[..., Any] | None:
         """The program for every size (compiled at the first call), or None where this

@@ -118,3 +118,20 @@ def test_a_break_before_any_op_is_counted_without_a_graph():
     (brk,) = report.graph_breaks
     assert brk.where == "" and "print" in brk.reason
     assert "graph break: Failed to trace builtin operator" in str(report)
+
+
+def test_dynamic_names_each_graphs_sizes_or_why_it_compiles_per_shape():
+    """explain(dynamic=True): the input dims a graph's program for every size takes as
+    its sizes, or why the graph would compile per shape instead."""
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    report = fusegrad.explain(mlp, torch.randn(3, 8), dynamic=True)
+    (graph,) = report.graphs
+    assert graph.dynamic_sizes == {"s0": "L_args_0_ dim 0"} and not graph.per_shape
+    assert "one program for every size of s0 (L_args_0_ dim 0)" in str(report)
+
+    def offset(x, n):  # an integer that is no tensor's size
+        return x * n
+    report = fusegrad.explain(offset, torch.randn(3), 5, dynamic=True)
+    (graph,) = report.graphs
+    assert not graph.dynamic_sizes and "no tensor input's size" in graph.per_shape
+    assert "compiles per shape: " in str(report)
