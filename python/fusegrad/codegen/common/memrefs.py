@@ -285,7 +285,7 @@ def untouched_between(buf: ir.Value, first: ir.Operation, last: ir.Operation) ->
     while work:
         for use in work.pop().uses:
             user = use.owner.operation
-            if user in seen:
+            if user in seen or user.name == "memref.dim":  # (a size, not an element)
                 continue
             seen.add(user)
             top = _in_block(user, block)

@@ -184,7 +184,59 @@ class _TouchingOps:
                               result_ops[1])
 
 
+def _elide_whole(copy: ir.Operation, touching_of: _TouchingOps) -> bool:
+    """A buffer of run-time sizes copied whole into a buffer of its type (a result into
+    its out-param, which bufferization does for static shapes only: its
+    `buffer-results-to-out-params` hoists static allocs) is that buffer from its first
+    writer on: its uses take the destination, its alloc and the copy go."""
+    block = copy.block
+    part, dst = copy.operands
+    alloc = part.owner
+    if isinstance(alloc, ir.Block) or alloc.operation.name != "memref.alloc" or \
+            alloc.operation.block != block or part.type != dst.type or \
+            ir.MemRefType(part.type).has_static_shape or \
+            not isinstance(ir.MemRefType(part.type).layout, ir.AffineMapAttr) or \
+            buffer_root(dst) == part:
+        return False
+    alloc = alloc.operation
+    owner = dst.owner  # the destination exists before the part does
+    if isinstance(owner, ir.Block):
+        if owner != block:
+            return False
+    elif owner.operation.block != block or not owner.operation.is_before_in_block(alloc):
+        return False
+    touching = touching_of(part)
+    if touching is None:
+        return False
+    ops = [o for o in touching[0] if o != copy and o.name not in _VIEWS + ("memref.dim",)]
+    if not ops or any(not o.is_before_in_block(copy) for o in ops):
+        return False
+    first = first_in_block(ops)
+    result = buffer_root(dst)
+    result_touching = touching_of(result)
+    if result_touching is None:
+        return False
+    for o in result_touching[0]:
+        if o.name in _VIEWS or o.name == "memref.dim" or o == copy:
+            continue
+        if o == first or (first.is_before_in_block(o) and o.is_before_in_block(copy)):
+            return False
+    erased = {copy, *touching[1]}
+    touching_of.merge(part, result, erased)
+    copy.erase()
+    for use in list(part.uses):
+        user = use.owner.operation
+        if user.name == "memref.dealloc":
+            user.erase()
+        else:
+            user.operands[use.operand_number] = dst
+    alloc.erase()
+    return True
+
+
 def _elide(copy: ir.Operation, touching_of: _TouchingOps) -> bool:
+    if _elide_whole(copy, touching_of):
+        return True
     block = copy.block
     found = _source_chain(copy.operands[0])
     if found is None:

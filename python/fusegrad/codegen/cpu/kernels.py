@@ -151,8 +151,12 @@ def starts_row_kernel(lop: LoopOp, min_work: int) -> bool:
     rows computed row by row as per-block partial results? The partials cost a
     combine of n_blocks x output, but every row is then read whole and in order;
     threaded by column blocks instead, each block read a strided slice of every row
-    (a 4096x1024 bias gradient: 512 bytes per 4 KiB page) at a third of the rate."""
-    return row_parallel(lop) or (large(lop, min_work) and row_partial(lop, lop.sizes[0]))
+    (a 4096x1024 bias gradient: 512 bytes per 4 KiB page) at a third of the rate. Over a
+    run-time number of rows it does whatever its estimate: the kernel's caller counts
+    the work when it runs, and the partials cost at most 1/16 of the reduction then."""
+    return row_parallel(lop) or (
+        bool(lop.sizes) and row_partial(lop, lop.sizes[0]) and
+        (large(lop, min_work) or (min_work > 0 and is_dynamic(lop.sizes[0]))))
 
 
 def row_partial(lop: LoopOp, rows: int) -> bool:

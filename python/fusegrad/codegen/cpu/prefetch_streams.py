@@ -79,7 +79,7 @@ def _streams(loop: ir.Operation) -> list[tuple[ir.Value, list[ir.Value]]]:
         if o.name != "memref.load":
             return ir.WalkResult.ADVANCE
         buf, indices = o.operands[0], list(o.operands[1:])
-        if (not indices or not _at(indices[-1], iv) or _layout(ir.MemRefType(buf.type)) is None
+        if (not indices or not _at(indices[-1], iv) or not _streamable(ir.MemRefType(buf.type))
                 or any(_defined_in(i, loop) for i in indices[:-1])
                 or not any(_defined_in(i, parent) for i in indices[:-1])):
             return ir.WalkResult.ADVANCE
@@ -122,10 +122,58 @@ def _layout(t: ir.MemRefType) -> Optional[tuple[list[int], Optional[int]]]:
     return list(strides), None if t.is_dynamic_stride_or_offset(offset) else offset
 
 
+def _streamable(t: ir.MemRefType) -> bool:
+    """A memref whose last dim is unit-stride: statically laid out (`_layout`), or of
+    run-time sizes or strides (`_prefetch_dynamic`)."""
+    if _layout(t) is not None:
+        return True
+    if not t.rank:
+        return False
+    strides, _ = t.get_strides_and_offset()
+    return strides[-1] == 1
+
+
+def _prefetch_dynamic(buf: ir.Value, leading: list[ir.Value], start: ir.Value,
+                      nbytes: int) -> None:
+    """`_prefetch_lines` for a memref of run-time sizes or strides: the view's extent in
+    its buffer from its descriptor (`memref.extract_strided_metadata`)."""
+    t = ir.MemRefType(buf.type)
+    elt = _element_bytes(t)
+    per_line = max(1, CACHE_LINE // elt)
+    lines = max(1, -(-nbytes // CACHE_LINE))
+    metadata = memref.ExtractStridedMetadataOp(buf).results
+    rank = t.rank
+    static_strides, static_offset = t.get_strides_and_offset()
+    offset = metadata[1] if t.is_dynamic_stride_or_offset(static_offset) else \
+        _index(static_offset)
+    sizes = [metadata[2 + k] if t.is_dynamic_dim(k) else _index(t.shape[k])
+             for k in range(rank)]
+    strides = [metadata[2 + rank + k] if t.is_dynamic_stride_or_offset(s) else _index(s)
+               for k, s in enumerate(static_strides)]
+    one = _index(1)
+    extent = arith.addi(offset, one)  # offset + 1 + sum((size - 1) * stride)
+    for size, stride in zip(sizes, strides):
+        extent = arith.addi(extent, arith.muli(arith.subi(size, one), stride))
+    dynamic = ir.ShapedType.get_dynamic_size()
+    flat = memref.reinterpret_cast(ir.MemRefType.get([dynamic], t.element_type), buf, [],
+                                   [extent], [], [0], [dynamic], [1])
+    linear = arith.addi(start, offset)
+    for i, stride in zip(leading, strides):
+        linear = arith.addi(linear, arith.muli(i, stride))
+    last_start = arith.maxsi(arith.subi(extent, _index(1 + (lines - 1) * per_line)), _index(0))
+    first = arith.minui(arith.addi(linear, _index(PREFETCH_BYTES // elt)), last_start)
+    for k in range(lines):
+        at = first if k == 0 else arith.addi(first, _index(k * per_line))
+        memref.prefetch(flat, [at], is_write=False, locality_hint=3, is_data_cache=True)
+
+
 def _prefetch_lines(buf: ir.Value, leading: list[ir.Value], start: ir.Value, nbytes: int) -> None:
     """Prefetch the cache lines of `buf`[leading..., start:] + PREFETCH_BYTES, `nbytes`
     of them, each address clamped to the view's last element."""
     t = ir.MemRefType(buf.type)
+    if _layout(t) is None:
+        _prefetch_dynamic(buf, leading, start, nbytes)
+        return
     elt = _element_bytes(t)
     strides, offset = _layout(t)
     span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, strides))
