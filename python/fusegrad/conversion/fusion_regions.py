@@ -400,6 +400,8 @@ def lower_region(fusion: ir.Operation, row_bytes_max: int = 0) -> list[ir.Value]
         results = _emit_reductions(plan.reductions, leaves)
         leaves.update({r.results[0]: t for r, t in zip(plan.reductions, results)})
     # smaller (reduced) shapes first: larger nests then read them instead of recomputing
-    for shape, values in sorted(plan.parallel.items(), key=lambda kv: TensorSpec(kv[0], "f32").numel):
+    hints = size_hints(fusion)  # (symbolic shapes are ordered at their hints)
+    for shape, values in sorted(plan.parallel.items(),
+                                key=lambda kv: TensorSpec(kv[0], "f32").hinted(hints).numel):
         leaves.update(zip(values, _emit_parallel(shape, values, leaves)))
     return [leaves[v] for v in yielded]
