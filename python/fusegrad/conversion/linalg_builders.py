@@ -182,9 +182,22 @@ def expand(x: ir.Value, groups: Sequence[Sequence[int]], shape: Sequence[Dim]) -
 
 
 def reshape(x: ir.Value, shape: Sequence[Dim]) -> ir.Value:
-    """Row-major reshape: collapse to 1-D, then expand (0-d ends use empty reassociations)."""
+    """Row-major reshape: collapse to 1-D, then expand (0-d ends use empty reassociations).
+    With symbolic sizes, only the dims that change are collapsed and expanded
+    (`_reshape_groups`): canonicalize folds the 1-D round trip of static shapes into
+    that, but not of run-time sizes, and bufferization then copies a strided view (one
+    third of a fused QKV projection) to collapse it."""
     src = list(dims(x))
     if src == list(shape):
+        return x
+    groups = _reshape_groups(src, list(shape)) if src and shape and any(
+        not isinstance(abi_dim(d), int) for d in (*src, *shape)) else None
+    if groups is not None:
+        src_groups, dst_groups = groups
+        if any(len(g) != 1 for g in src_groups):
+            x = collapse(x, src_groups)
+        if any(len(g) != 1 for g in dst_groups):
+            x = expand(x, dst_groups, shape)
         return x
     if not src:
         x = expand(x, [], [1])
@@ -195,6 +208,48 @@ def reshape(x: ir.Value, shape: Sequence[Dim]) -> ir.Value:
     if len(shape) > 1:
         return expand(x, [list(range(len(shape)))], shape)
     return x
+
+
+def _reshape_groups(src: list, dst: list) -> tuple[list, list] | None:
+    """Paired groups of consecutive dims of `src` and `dst` with equal products (each
+    group one dim on at least one side), or None when the sizes do not prove them. The
+    side to grow is chosen with the symbols at distinct primes; a group closes only
+    where the products are equal as expressions."""
+    import sympy
+
+    from ..runtime.abi import eval_dim
+    names = sorted({str(s) for d in (*src, *dst) if not isinstance(abi_dim(d), int)
+                    for s in abi_dim(d).free_symbols})
+    primes = dict(zip(names, sympy.primerange(1009, 10 ** 6)))
+
+    def value(d) -> int:
+        return eval_dim(abi_dim(d), primes)
+    src_groups: list = []
+    dst_groups: list = []
+    i = j = 0
+    while i < len(src) and j < len(dst):
+        gs, gd = [i], [j]
+        ps, pd = abi_dim(src[i]), abi_dim(dst[j])
+        i, j = i + 1, j + 1
+        while value(ps) != value(pd):
+            if value(ps) < value(pd) and i < len(src):
+                ps, i = ps * abi_dim(src[i]), i + 1
+                gs.append(i - 1)
+            elif value(pd) < value(ps) and j < len(dst):
+                pd, j = pd * abi_dim(dst[j]), j + 1
+                gd.append(j - 1)
+            else:
+                return None
+        if sympy.expand(ps - pd) != 0:
+            return None
+        src_groups.append(gs)
+        dst_groups.append(gd)
+    # trailing size-1 dims join the last group
+    if any(abi_dim(d) != 1 for d in src[i:]) or any(abi_dim(d) != 1 for d in dst[j:]):
+        return None
+    src_groups[-1] += list(range(i, len(src)))
+    dst_groups[-1] += list(range(j, len(dst)))
+    return src_groups, dst_groups
 
 
 def extract_slice(x: ir.Value, offsets: Sequence[Dim], sizes: Sequence[Dim],

@@ -162,6 +162,8 @@ class SizeClasses:
                 dynamic = [sum(ir.ShapedType.is_dynamic_size(x) for x in a) for a in static]
                 start = 1 + dynamic[0]
                 self._dims(result, list(op.operands[start:start + dynamic[1]]))
+        elif name == "memref.reshape":
+            self._reshape(op)
         elif name in _PARSED:
             lop = parse(op, sizes=SizeClasses())
             if lop is None:
@@ -170,6 +172,41 @@ class SizeClasses:
                 if isinstance(size, DynSize):
                     for src in size.sources[1:]:
                         self.union(size.sources[0], src)
+
+    def _reshape(self, op: ir.Operation) -> None:
+        """A memref.reshape's dims are the values stored at their index of its shape
+        buffer, when that buffer is an alloc of one block whose every element is stored
+        once, by stores before the reshape, and which nothing else writes."""
+        result, shape = op.results[0], op.operands[1]
+        owner = shape.owner
+        if isinstance(owner, ir.Block) or owner.operation.name != "memref.alloc" or \
+                owner.operation.block != op.block or \
+                not ir.MemRefType(shape.type).has_static_shape:
+            return
+        stored: dict = {}
+        for use in shape.uses:
+            user = use.owner.operation
+            if user.name == "memref.store" and use.operand_number == 1 and \
+                    user.block == op.block and user.is_before_in_block(op) and \
+                    len(user.operands) == 3:
+                k = _constant_index(user.operands[2])
+                if k is None or k in stored:
+                    return
+                stored[k] = user.operands[0]
+            elif user.name not in ("memref.reshape", "memref.dealloc"):
+                return
+        rank = ir.MemRefType(result.type).rank
+        if sorted(stored) != list(range(rank)):
+            return
+        for d in range(rank):
+            if ir.ShapedType.is_dynamic_size(ir.MemRefType(result.type).shape[d]):
+                self.union((result, d), stored[d])
+
+    def same(self, a, b) -> bool:
+        """Are nodes `a` and `b` (memref dims `(value, dim)` or index values) provably
+        equal?"""
+        return a == b or (a in self.parent and b in self.parent and
+                          self.find(a) == self.find(b))
 
     def key(self, sources: Sequence[tuple]) -> object:
         """The class of a size that `sources` (memref dims) have: known sizes by their

@@ -10,8 +10,10 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import memref
 
+# (a memref.reshape, which dg-lower-to-linalg's tensor.reshape of run-time sizes becomes,
+# is a view of its first operand: the second is its shape)
 VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
-         "memref.reinterpret_cast")
+         "memref.reinterpret_cast", "memref.reshape")
 
 # per buffer dim: the loop dim indexing it, None for the constant index 0, or (GPU kernels'
 # inputs only, `cpu_kernels.parse(affine_ins=True)`) another affine expression of the dims
@@ -137,9 +139,10 @@ def row_local(acc: Optional[Access]) -> bool:
     return acc is not None and len(acc) > 0 and acc[0] == 0
 
 
-def row_conflict(group, op) -> bool:
+def row_conflict(group, op, sizes=None) -> bool:
     """Would running loop op `op` row by row with the loop ops of `group` change what any
-    of them reads? (Loop ops expose `buffers()`: (buffer, access, writes?) triples.)"""
+    of them reads? (Loop ops expose `buffers()`: (buffer, access, writes?) triples.)
+    `sizes` (a `loops.SizeClasses`) proves views of run-time sizes keep rows."""
     for b, acc_b, writes_b in op.buffers():
         root = buffer_root(b)
         for member in group:
@@ -147,17 +150,22 @@ def row_conflict(group, op) -> bool:
                 if buffer_root(a) != root or not (writes_a or writes_b):
                     continue
                 if not (row_local(acc_a) and row_local(acc_b)) or \
-                        (a != b and not (keeps_rows(a) and keeps_rows(b))):
+                        (a != b and not (keeps_rows(a, sizes) and keeps_rows(b, sizes))):
                     return True
     return False
 
 
-def keeps_rows(v: ir.Value) -> bool:
+def keeps_rows(v: ir.Value, sizes=None) -> bool:
     """Is `v` its buffer, or a view of it that only merges dims after dim 0 or slices them
-    (a concatenation's part), so view row i is buffer row i?"""
+    (a concatenation's part), so view row i is buffer row i? With `sizes`, views of
+    run-time sizes too (`_keeps_rows_dynamic`)."""
     while not isinstance(v.owner, ir.Block) and v.owner.operation.name in VIEWS:
         view = v.owner.operation
-        if view.name == "memref.subview":
+        if sizes is not None and not (ir.MemRefType(v.type).has_static_shape and
+                                      ir.MemRefType(view.operands[0].type).has_static_shape):
+            if not _keeps_rows_dynamic(view, sizes):
+                return False
+        elif view.name == "memref.subview":
             attrs = view.attributes
             source = ir.MemRefType(view.operands[0].type)
             if len(view.operands) > 1 or ir.MemRefType(v.type).rank != source.rank or \
@@ -173,6 +181,35 @@ def keeps_rows(v: ir.Value) -> bool:
             return False
         v = view.operands[0]
     return True
+
+
+def _keeps_rows_dynamic(view: ir.Operation, sizes) -> bool:
+    """`keeps_rows` for a view of run-time sizes: a subview at offset 0 and step 1 in dim
+    0 whose dim 0 is its source's, a collapse or expand that keeps dim 0 apart, or a
+    reshape of a contiguous buffer whose dim 0 is its source's (each then holds the same
+    number of elements per row); dims equal as `sizes` proves them."""
+    source, result = view.operands[0], view.results[0]
+    st, rt = ir.MemRefType(source.type), ir.MemRefType(result.type)
+    if not st.rank or not rt.rank:
+        return False
+
+    def same_rows() -> bool:
+        if st.is_static_dim(0) or rt.is_static_dim(0):
+            return st.is_static_dim(0) and rt.is_static_dim(0) and st.shape[0] == rt.shape[0]
+        return sizes.same((source, 0), (result, 0))
+    if view.name == "memref.subview":
+        attrs = view.attributes
+        return rt.rank == st.rank and \
+            list(ir.DenseI64ArrayAttr(attrs["static_offsets"]))[0] == 0 and \
+            list(ir.DenseI64ArrayAttr(attrs["static_strides"]))[0] == 1 and same_rows()
+    if view.name in ("memref.collapse_shape", "memref.expand_shape"):
+        first = ir.ArrayAttr(view.attributes["reassociation"])[0]
+        return [ir.IntegerAttr(d).value for d in ir.ArrayAttr(first)] == [0]
+    if view.name == "memref.reshape":
+        return same_rows()  # (a reshape's source and result are contiguous)
+    if view.name == "memref.cast":
+        return rt.rank == st.rank and same_rows()
+    return False
 
 
 def zero_fill_of(op: ir.Operation, root: ir.Value) -> bool:

@@ -83,6 +83,22 @@ _PURE = VIEWS + ("memref.alloc", "memref.alloca", "arith.constant")
 _LOOP_OPS = ("linalg.generic", "linalg.fill", "linalg.transpose", "linalg.copy", "memref.copy")
 
 
+def _pure(op: ir.Operation) -> bool:
+    """May loop ops run as if `op` were not between them: a view, an alloc, a constant,
+    or a store into the shape operand of `memref.reshape`s (an index buffer nothing else
+    reads: dg-lower-to-linalg's reshapes of run-time sizes)."""
+    if op.name in _PURE:
+        return True
+    if op.name != "memref.store":
+        return False
+    buf = op.operands[1]
+    return isinstance(ir.MemRefType(buf.type).element_type, ir.IndexType) and \
+        not isinstance(buf.owner, ir.Block) and buf.owner.operation.name == "memref.alloc" and \
+        all(u.owner.operation.name in ("memref.store", "memref.dealloc") or
+            (u.owner.operation.name == "memref.reshape" and u.operand_number == 1)
+            for u in buf.uses)
+
+
 # ---------------------------------------------------------------- loop predicates (CPU)
 
 def _float_combiners(lop: LoopOp) -> Optional[list[str]]:
@@ -603,7 +619,7 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK,
         lop = parse(op, sizes=sizes) if op.name in _LOOP_OPS else None
         full = len(current) >= max_loops
         if lop is not None and current and not split and not full and \
-                row_partial(lop, current[0].sizes[0]) and not row_conflict(current, lop):
+                row_partial(lop, current[0].sizes[0]) and not row_conflict(current, lop, sizes):
             current.append(lop)  # per-block partial results in the row kernel
             continue
         if lop is not None and column_split(lop, min_work) is not None:
@@ -615,16 +631,17 @@ def row_groups(block: ir.Block, min_work: int = PARALLEL_MIN_WORK,
             if lop is not None and not full and _companion(current, lop):
                 current.append(lop)
                 continue
-            if lop is None and op.name in _PURE:
+            if lop is None and _pure(op):
                 continue
             close()
             split = False
         if lop is None or not starts_row_kernel(lop, min_work):
-            if op.name not in _PURE:
+            if not _pure(op):
                 close()
             continue
         if current and (full or current[0].sizes[0] != lop.sizes[0] or
-                        row_conflict(current, lop) or _row_tiles(current) or _row_tiles([lop])):
+                        row_conflict(current, lop, sizes) or _row_tiles(current) or
+                        _row_tiles([lop])):
             close()
         current.append(lop)
     close()
@@ -687,14 +704,14 @@ def join_row_runs(block: ir.Block, sizes: Optional[SizeClasses] = None) -> None:
             i += 1
             continue
         if lop is None or last_rows is None:
-            if ops[i].name not in _PURE:
+            if not _pure(ops[i]):
                 last_rows = None
             i += 1
             continue
         # ops[i] is a loop op after a run: gather what stands before the next row loop
         j = i
         while j < len(ops) and not continues(parsed.get(ops[j]), last_rows) and \
-                (ops[j] in parsed or ops[j].name in _PURE):
+                (ops[j] in parsed or _pure(ops[j])):
             j += 1
         nxt = parsed.get(ops[j]) if j < len(ops) else None
         between = ops[run_end + 1:j]  # with the allocs the deferred ops use
