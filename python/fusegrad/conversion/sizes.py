@@ -94,6 +94,12 @@ class FunctionSizes:
             for t in factors[1:]:
                 out = arith.MulIOp(out, t).result
             return out
+        if isinstance(d, sympy.Pow) and d.exp.is_Integer and d.exp > 0:
+            base = self.value(d.base)
+            out = base
+            for _ in range(int(d.exp) - 1):
+                out = arith.MulIOp(out, base).result
+            return out
         if isinstance(d, sympy.floor):
             num, den = d.args[0].as_numer_denom()
             return arith.FloorDivSIOp(self.value(num), self.value(den)).result

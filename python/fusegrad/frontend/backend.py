@@ -230,7 +230,13 @@ def compile_captured(gm: Callable[..., Any], captured: Captured,
         tuple(symbolic.tensors.index(i) for i in captured.mutated)
     wrt = tuple(i for i, x in enumerate(tensors) if x.requires_grad and x.is_floating_point())
     if torch.is_grad_enabled() and wrt:
-        program.training(wrt, constant_outputs(mutated, captured.recorded(inputs)))
+        training = program.training(wrt, constant_outputs(mutated, captured.recorded(inputs)))
+        if symbolic is not None:
+            # a program for every size compiles its backward now, where a failure still
+            # means per-shape programs: at the first backward it would be an error (the
+            # forward already ran); later backwards without some outputs' gradients
+            # fall back to this one with zeros if theirs do not compile
+            training.bwd
     else:
         program.forward()
     total = time.perf_counter() - start

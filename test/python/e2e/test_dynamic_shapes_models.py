@@ -90,8 +90,11 @@ def test_trains_like_eager_at_changing_sizes(name, compiles):
                                    msg=lambda m: f"step {step} at {batch}x{length}: {m}")
         if step == 0:
             first = len(compiles)
+    # (AdamW normalizes each gradient: at a symbolic size attention runs decomposed, not
+    # as PyTorch's flash kernel, and a near-zero gradient's rounding moves its weight by
+    # up to ~3e-5 in these 5 steps)
     for (name_p, p), q in zip(model.named_parameters(), reference.parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name_p}: {m}")
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=5e-5, msg=lambda m: f"{name_p}: {m}")
     # static at the first shapes, then only programs for every size, one per graph Dynamo
     # made dynamic (two here: sequence length, then batch size too, per Dynamo graph)
     later = compiles[first:]

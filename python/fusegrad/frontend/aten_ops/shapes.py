@@ -12,7 +12,8 @@ from mlir import ir
 from ...dialects.builder import spec
 from ...dialects.types import is_float
 from .emit import (
-    Emit, Unsupported, aten, cast, coerce, decided, full_as, handles, is_size, known, norm_dim,
+    Emit, Unsupported, _size_tensor, aten, cast, coerce, decided, full_as, handles, is_size,
+    known, norm_dim,
     reshape, scalar_like, size_value, slice_dim,
 )
 
@@ -204,6 +205,8 @@ def _slice_scatter(em: Emit, x: ir.Value, src: ir.Value, dim: int = 0, start: in
     out = em.out0
     d = norm_dim(dim, out.rank)
     size = out.shape[d]
+    if any(is_size(v) for v in (start, end, size)):
+        return _slice_scatter_symbolic(em, x, src, d, start, end, step)
     lo, hi = _clamp_bounds(start, end, size)
     count = len(range(lo, hi, step))
     shape = list(out.shape)
@@ -221,6 +224,38 @@ def _slice_scatter(em: Emit, x: ir.Value, src: ir.Value, dim: int = 0, start: in
     taken[lo:hi:step] = True
     mask = em.b.broadcast_in_dim(em.b.constant(taken), shape=out.shape, dims=[d])
     return em.b.select(mask, placed, cast(em, x, out.dtype))
+
+
+def _slice_scatter_symbolic(em: Emit, x: ir.Value, src: ir.Value, d: int, start: Any,
+                            end: Any, step: int) -> ir.Value:
+    """`_slice_scatter` along a dim of symbolic size, or with symbolic bounds: the mask of
+    the slice's positions is computed (iota against the bounds' values), not a constant."""
+    out = em.out0
+    size = out.shape[d]
+    lo, hi = _clamp_bounds(start, end, size, em)
+    count = (hi - lo + step - 1) // step
+    shape = list(out.shape)
+    shape[d] = count
+    src = coerce(em, src, out.dtype, shape)
+    low, high, interior = [0] * out.rank, [0] * out.rank, [0] * out.rank
+    low[d], interior[d] = lo, step - 1
+    high[d] = size - (lo + (count - 1) * step + 1)
+    placed = em.b.pad(src, low=low, high=high, interior=interior, value=0.0)
+    b = em.b
+    position = b.iota(shape=out.shape, dtype="i64", dim=d)
+
+    def at(value: Any) -> ir.Value:
+        scalar = _size_tensor(em, value) if is_size(value) else \
+            b.full(shape=(), dtype="i64", value=float(value))
+        return b.broadcast_in_dim(cast(em, scalar, "i64"), shape=out.shape, dims=[])
+    mask = b.create("and", [b.compare(position, at(lo), direction="ge"),
+                            b.compare(position, at(hi), direction="lt")])
+    if step > 1:
+        offset = b.sub(position, at(lo))
+        on_step = b.compare(b.sub(offset, b.mul(b.div(offset, at(step)), at(step))),
+                            at(0), direction="eq")
+        mask = b.create("and", [mask, on_step])
+    return b.select(mask, placed, cast(em, x, out.dtype))
 
 
 @handles(aten.select_scatter.default)
