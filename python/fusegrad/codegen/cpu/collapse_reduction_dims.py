@@ -37,8 +37,13 @@ def _dims(m: ir.AffineMap) -> Optional[list[Optional[int]]]:
 
 
 def _mergeable(t: ir.MemRefType, r: int) -> bool:
-    """Are memref dims r and r + 1 one contiguous run of memory?"""
+    """Are memref dims r and r + 1 one contiguous run of memory (static sizes and strides,
+    whatever the other dims)?"""
     strides, _ = t.get_strides_and_offset()
+    if not t.has_static_shape and (
+            not (t.is_static_dim(r) and t.is_static_dim(r + 1)) or
+            any(t.is_dynamic_stride_or_offset(strides[k]) for k in (r, r + 1))):
+        return False
     return strides[r] == strides[r + 1] * t.shape[r + 1]
 
 
@@ -66,6 +71,16 @@ def _collapsible(op: ir.Operation, k: int) -> Optional[list[Optional[int]]]:
 
 
 def _collapsed_type(t: ir.MemRefType, r: int) -> ir.MemRefType:
+    if not t.has_static_shape:  # (dims r, r + 1 static: `_mergeable`)
+        shape = list(t.shape[:r]) + [t.shape[r] * t.shape[r + 1]] + list(t.shape[r + 2:])
+        if isinstance(t.layout, ir.AffineMapAttr) and \
+                t.layout.value == ir.AffineMap.get_identity(t.rank):
+            return ir.MemRefType.get(shape, t.element_type, memory_space=t.memory_space)
+        strides, offset = t.get_strides_and_offset()
+        strides = list(strides[:r]) + [strides[r + 1]] + list(strides[r + 2:])
+        return ir.MemRefType.get(shape, t.element_type,
+                                 ir.StridedLayoutAttr.get(offset, strides),
+                                 memory_space=t.memory_space)
     strides, offset = t.get_strides_and_offset()
     shape = list(t.shape[:r]) + [t.shape[r] * t.shape[r + 1]] + list(t.shape[r + 2:])
     strides = list(strides[:r]) + [strides[r + 1]] + list(strides[r + 2:])
@@ -129,9 +144,8 @@ def _uses_index(op: ir.Operation) -> bool:
 def collapse_reduction_dims(op: ir.Operation, views: _Views) -> bool:
     """Merge every mergeable pair of reduction loops of one linalg.generic; True if any."""
     if op.name != "linalg.generic" or _uses_index(op) or \
-            not all(isinstance(v.type, ir.MemRefType) and v.type.has_static_shape
-                    for v in op.operands):
-        return False
+            not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
+        return False  # (run-time sizes merge where the two dims are static: `_mergeable`)
     changed = True
     merged = False
     while changed:

@@ -26,7 +26,16 @@ level, where every loop nest and buffer is visible:
 
 Loops follow each op's dim order (the fusion lowering puts the contiguous dim
 last). Ops this pass does not understand (non-projected indexing maps,
-regions in bodies, dynamic shapes) are left to `convert-linalg-to-loops`.
+regions in bodies) are left to `convert-linalg-to-loops`.
+
+Memrefs of run-time sizes get the same kernels (`loops.DynSize`): a kernel reads each
+size once from its own arguments (`memref.dim`); rows of two ops are the same when the
+function proves it (`loops.SizeClasses`); heuristics weigh a run-time size at
+DEFAULT_SIZE_HINT, but the caller counts a kernel's iterations when it runs and
+chooses its launcher or itself then (`Outliner._call_dynamic`); per-block partials
+take a run-time block count of at most PARTIAL_MAX_BLOCKS; a row temporary of
+run-time length is a heap row per kernel call (nothing bounds it for the stack).
+Transposing tiles and column splits keep static sizes only.
 """
 from __future__ import annotations
 
