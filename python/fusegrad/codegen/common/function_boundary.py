@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import memref
+from mlir.dialects import arith, memref
 
 from ...passes import functions
 
@@ -32,7 +32,11 @@ def _distinct_returns(fn: ir.Operation) -> None:
     for i, v in enumerate(list(ret.operands)):
         if v in seen and isinstance(v.type, ir.MemRefType):
             with ir.InsertionPoint(ret), ret.location:
-                copy = memref.AllocOp(v.type, [], []).result
+                t = ir.MemRefType(v.type)
+                sizes = [memref.DimOp(v, arith.ConstantOp(ir.IndexType.get(), k).result).result
+                         for k in range(t.rank) if t.is_dynamic_dim(k)]
+                copy = memref.AllocOp(ir.MemRefType.get(t.shape, t.element_type), sizes,
+                                      []).result
                 memref.CopyOp(v, copy)
             ret.operands[i] = copy
         seen.add(v)
