@@ -121,3 +121,20 @@ def test_symbolic_program_matches_eager(name, text, eager, shapes, torch_threads
     text = llvm.read_text()
     for entry in ("main_fwd", "main_bwd"):
         assert re.search(rf"@{entry}_k[0-9]+__parallel", text), f"{entry}: no threaded kernel"
+
+
+def test_partials_over_static_rows_into_a_run_time_sized_result():
+    """A sum over a static leading dim into a result of run-time sizes: the per-block
+    partials combine over the result's run-time sizes (they looped over MLIR's dynamic
+    marker: an empty loop, the result left zero)."""
+    from fusegrad.codegen.cpu.compile import compile_cpu
+
+    text = '''func.func @f(%x: tensor<4x4x?x?xf32, "s0, s0">) -> tensor<4x?x?xf32, "s0, s0"> {
+      %0 = "dg.reduce_sum"(%x) {dims = array<i64: 0>} : (tensor<4x4x?x?xf32, "s0, s0">) -> tensor<4x?x?xf32, "s0, s0">
+      return %0 : tensor<4x?x?xf32, "s0, s0">
+    }'''
+    with make_context(), ir.Location.unknown():
+        cm = compile_cpu(ir.Module.parse(text))
+    for n in (3, 17, 64):
+        x = torch.randn(4, 4, n, n)
+        torch.testing.assert_close(cm.function("f")(x)[0], x.sum(0))

@@ -1189,10 +1189,8 @@ def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str,
     result does not depend on the number of threads). `blocks`: a run-time count (else
     the partial buffer's first dim)."""
     t = ir.MemRefType(out.type)
-    if blocks is None:
-        shape = [ir.MemRefType(partial.type).shape[0], *t.shape]
-    else:
-        shape = [blocks, *(t.shape if t.has_static_shape else _shape_values(out))]
+    dims = t.shape if t.has_static_shape else _shape_values(out)
+    shape = [ir.MemRefType(partial.type).shape[0] if blocks is None else blocks, *dims]
 
     def body(ivs: list) -> None:
         rest = ivs[1:]
