@@ -1271,3 +1271,24 @@ def cpu_kernels(module: ir.Operation, parallel_min_work: int = PARALLEL_MIN_WORK
             with ir.InsertionPoint(lop.op), lop.op.location:
                 Nest(lop, Env()).emit()
             lop.op.erase()
+    _check_loop_bounds(module)
+
+
+def _check_loop_bounds(module: ir.Operation) -> None:
+    """A loop bounded by MLIR's dynamic-size marker is a size read from a type where it
+    had to be read from a buffer (memref.dim): an empty or huge loop, a wrong result.
+    Fail the compile rather than run it."""
+    marker = ir.ShapedType.get_dynamic_size()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "scf.for":
+            for bound in list(op.operands)[:2]:
+                owner = bound.owner
+                if not isinstance(owner, ir.Block) and owner.name == "arith.constant" and \
+                        isinstance(bound.type, ir.IndexType) and \
+                        ir.IntegerAttr(owner.attributes["value"]).value == marker:
+                    raise PassError("dg-cpu-kernels: a loop bound is MLIR's dynamic-size "
+                                    "marker, not the buffer's run-time size (a compiler "
+                                    "bug: please report it)", op.location)
+        return ir.WalkResult.ADVANCE
+    module.walk(visit)
