@@ -692,7 +692,8 @@ def join_row_runs(block: ir.Block, sizes: Optional[SizeClasses] = None) -> None:
     else above the first run when independent of that (the fill and copies that
     initialise a weight gradient the next reduction over rows accumulates into)."""
     ops = [o.operation for o in block.operations]
-    parsed = {op: lop for op in ops if op.name in _LOOP_OPS and (lop := parse(op, sizes=sizes)) is not None}
+    parsed = {op: lop for op in ops
+              if op.name in _LOOP_OPS and (lop := parse(op, sizes=sizes)) is not None}
 
     def continues(lop: Optional[LoopOp], rows: Optional[int]) -> bool:
         if lop is None:
@@ -781,9 +782,9 @@ def _heap_row(t: ir.MemRefType) -> bool:
     return any(ir.ShapedType.is_dynamic_size(s) for s in t.shape[1:])
 
 
-def _dim_sizes(group: list[LoopOp], temps: Sequence[ir.Value]) -> dict:
-    """The run-time size of each dim of the group's buffers (and its temps') of dynamic
-    size, as {DynSize key: [(buffer, dim), ...]}, the group's operands first."""
+def _dim_sizes(group: list[LoopOp]) -> dict:
+    """The group's run-time loop sizes, as {DynSize key: [(buffer, dim), ...]}: every
+    operand dim of the group that has it."""
     found: dict = {}
     for m in group:
         for size in m.sizes:
@@ -1010,7 +1011,7 @@ class Outliner:
         that has it; under key None, the row temps that stay whole because no operand
         has a run-time size of their row. None when some loop's size has no operand."""
         outs = {v for m in reducers for v in m.outs}
-        known = _dim_sizes(group, temps)
+        known = _dim_sizes(group)
         reads: dict = {None: []}
 
         def usable(skip: set) -> dict:
@@ -1041,7 +1042,7 @@ class Outliner:
         if size.key in self.outer_sizes:
             return self.outer_sizes[size.key]
         index = ir.IndexType.get()
-        sources = _dim_sizes(group, temps).get(size.key, size.sources)
+        sources = _dim_sizes(group).get(size.key, size.sources)
         found = None
         for v, d in sources:
             if v not in temps:
