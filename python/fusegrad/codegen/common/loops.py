@@ -164,7 +164,9 @@ class SizeClasses:
                 self._dims(result, list(op.operands[start:start + dynamic[1]]))
         elif name == "memref.reshape":
             self._reshape(op)
-        elif name in _PARSED:
+        elif name in _PARSED and any(isinstance(v.type, ir.MemRefType) and
+                                     not ir.MemRefType(v.type).has_static_shape
+                                     for v in op.operands):
             lop = parse(op, sizes=SizeClasses())
             if lop is None:
                 return
