@@ -74,8 +74,8 @@ class CompileOptions:
 
     `specialize_shapes`: where Dynamo makes sizes dynamic (after a shape changes, or
     with `dynamic=True`), fusegrad compiles one program for every value of them; True
-    compiles one per shape instead (static code's steady-state speed, a compile for each
-    new shape).
+    compiles one per shape instead (a compile for each new shape; library calls such as
+    PyTorch's flash attention are used at static shapes only).
     """
 
     fusion: bool = True
