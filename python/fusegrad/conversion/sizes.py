@@ -82,35 +82,20 @@ class FunctionSizes:
         if d.is_Symbol:
             raise SizeError(f"no value for size {d}: no argument of the function has it as a "
                             "dim (dg-size-arguments adds an argument for it)")
-        if isinstance(d, sympy.Add):
-            terms = [self.value(t) for t in d.args]
-            out = terms[0]
-            for t in terms[1:]:
-                out = arith.AddIOp(out, t).result
-            return out
-        if isinstance(d, sympy.Mul):
-            factors = [self.value(t) for t in d.args]
-            out = factors[0]
-            for t in factors[1:]:
-                out = arith.MulIOp(out, t).result
-            return out
-        if isinstance(d, sympy.Pow) and d.exp.is_Integer and d.exp > 0:
-            base = self.value(d.base)
-            out = base
-            for _ in range(int(d.exp) - 1):
-                out = arith.MulIOp(out, base).result
+        folds = {sympy.Add: arith.AddIOp, sympy.Mul: arith.MulIOp, sympy.Max: arith.MaxSIOp,
+                 sympy.Min: arith.MinSIOp}
+        if d.func in folds or (isinstance(d, sympy.Pow) and d.exp.is_Integer and d.exp > 0):
+            op, args = (arith.MulIOp, [d.base] * int(d.exp)) if isinstance(d, sympy.Pow) \
+                else (folds[d.func], list(d.args))
+            out = self.value(args[0])
+            for t in args[1:]:
+                out = op(out, self.value(t)).result
             return out
         if isinstance(d, sympy.floor):
             num, den = d.args[0].as_numer_denom()
             return arith.FloorDivSIOp(self.value(num), self.value(den)).result
         if isinstance(d, sympy.Mod):
             return arith.RemSIOp(self.value(d.args[0]), self.value(d.args[1])).result
-        if isinstance(d, (sympy.Max, sympy.Min)):
-            op = arith.MaxSIOp if isinstance(d, sympy.Max) else arith.MinSIOp
-            out = self.value(d.args[0])
-            for t in d.args[1:]:
-                out = op(out, self.value(t)).result
-            return out
         raise SizeError(f"cannot compute size {d} in compiled code")
 
 
