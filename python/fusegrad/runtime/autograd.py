@@ -56,6 +56,8 @@ class Training:
     backwards: dict[tuple[int, ...], Executable] = field(default_factory=dict, repr=False)
     _kept: dict = field(default_factory=dict, repr=False)
     _failed: set = field(default_factory=set, repr=False)  # `missing` that did not compile
+    # per `missing`, the key of the backward `backward_for` took for it
+    _chosen: dict = field(default_factory=dict, repr=False)
 
     @functools.cached_property
     def reached_outputs(self) -> frozenset[int] | None:
@@ -97,9 +99,12 @@ class Training:
         takes the cotangents of the ct_outputs not in `skipped` (a subset of `missing`),
         zeros for the rest of `missing`. The one compiled for the most zeros is taken;
         `bwd` is compiled for `missing` when there is none, or when it leaves
-        `nbytes(outputs) >= SPECIALIZE_MIN_BYTES` of zeros."""
-        if missing in self.backwards:  # a step's pattern repeats
-            return missing, self.backwards[missing]
+        `nbytes(outputs) >= SPECIALIZE_MIN_BYTES` of zeros. That is decided at the
+        first backward of each `missing` and kept: a program of symbolic sizes would
+        otherwise compile again in mid-run, when a longer sequence passes the bytes."""
+        if missing in self._chosen:  # a step's pattern repeats
+            best = self._chosen[missing]
+            return best, self.backwards[best]
         taken = set(missing)
         usable = [k for k in self.backwards if taken.issuperset(k)]
         best = max(usable, key=lambda k: nbytes(set(k)), default=None)
@@ -122,6 +127,7 @@ class Training:
         if best is None:
             raise RuntimeError("fusegrad: no backward for outputs without gradient "
                                f"{list(missing)} and none to compile it")
+        self._chosen[missing] = best
         return best, self.backwards[best]
 
 

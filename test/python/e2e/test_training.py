@@ -511,3 +511,22 @@ def test_a_backward_that_fails_to_compile_for_missing_outputs_falls_back_to_the_
                       compile_backward=lambda missing: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         broken.backward_for(())
+
+
+def test_which_backward_outputs_without_gradient_take_is_decided_once():
+    """A program of symbolic sizes sees the same outputs missing at growing sizes: the
+    backward chosen at the first (zeros too small for a compile of their own) stays
+    chosen when later zeros pass SPECIALIZE_MIN_BYTES, with no compile in mid-run."""
+    from fusegrad.runtime.autograd import Training
+
+    compiled = []
+
+    def compile_backward(missing):
+        compiled.append(missing)
+        return ("backward", missing)
+    t = Training(fwd=lambda *a: a, num_outputs=2, wrt=(0,), ct_outputs=(0, 1),
+                 compile_backward=compile_backward)
+    assert t.backward_for(()) == ((), ("backward", ()))
+    assert t.backward_for((1,), lambda outputs: 1024) == ((), ("backward", ()))
+    assert t.backward_for((1,), lambda outputs: 1 << 30) == ((), ("backward", ()))
+    assert compiled == [()]
