@@ -24,3 +24,13 @@ func.func @strided_rows(%a: memref<5x3xf32>, %b: memref<3x8xf32>, %c: memref<5x4
   linalg.matmul ins(%a, %half : memref<5x3xf32>, memref<3x4xf32, strided<[8, 1]>>) outs(%c : memref<5x4xf32>)
   return
 }
+
+// A block of run-time sizes with strided rows (a third of a QKV projection at symbolic
+// batch and sequence sizes) keeps the loops too.
+// CHECK-LABEL: func.func @strided_rows_of_run_time_sizes(
+// CHECK-NOT: call @__fusegrad_gemm_f32
+// CHECK: linalg.batch_matmul
+func.func @strided_rows_of_run_time_sizes(%q: memref<?x?x16xf32, strided<[?, 48, 1]>>, %kt: memref<?x16x?xf32>, %c: memref<?x?x?xf32>) {
+  linalg.batch_matmul ins(%q, %kt : memref<?x?x16xf32, strided<[?, 48, 1]>>, memref<?x16x?xf32>) outs(%c : memref<?x?x?xf32>)
+  return
+}

@@ -155,10 +155,12 @@ func.func private @__fusegrad_gemm_torch(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm
 
 def _row_major(t: ir.Type) -> int | None:
     """The static offset of a row-major memref: `row_major_offset`, and 0 for a
-    dynamically shaped one of the identity layout (a whole buffer of run-time sizes)."""
+    dynamically shaped one of the identity layout (a whole buffer of run-time sizes);
+    None for one of strided layout (a third of a QKV projection of run-time sizes)."""
     if isinstance(t, ir.MemRefType) and not t.has_static_shape:
-        layout = ir.AffineMapAttr(t.layout).value
-        return 0 if layout == ir.AffineMap.get_identity(t.rank) else None
+        if not isinstance(t.layout, ir.AffineMapAttr):
+            return None
+        return 0 if t.layout.value == ir.AffineMap.get_identity(t.rank) else None
     return row_major_offset(t)
 
 
