@@ -85,6 +85,8 @@ class Stats:
     writes: int = 0        # entries this process put in place
     rebuilt: int = 0       # unusable entries discarded
     evicted: int = 0       # entries removed by the size cap
+    graph_hits: int = 0    # captures of Dynamo graphs loaded (`frontend.graph_cache`)
+    graph_writes: int = 0  # captures of Dynamo graphs stored
 
 
 STATS = Stats()
@@ -262,6 +264,45 @@ class CompileCache:
             return code, metadata
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def read_blob(self, key: str, name: str) -> bytes | None:
+        """The file `name` of the plain entry `key` (no code: `write_blob`), or None."""
+        entry = os.path.join(self.directory, key)
+        try:
+            with open(os.path.join(entry, name), "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        _touch(entry)
+        return data
+
+    def write_blob(self, key: str, name: str, data: bytes) -> None:
+        """Put `data` in place as the file `name` of the entry `key`, as `_build` puts
+        code: written aside and renamed in, the first writer winning a race."""
+        entry = os.path.join(self.directory, key)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix=".tmp-", dir=self.directory)
+        except OSError as e:
+            _warn_unwritable(self.directory, str(e))
+            return
+        try:
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(data)
+            os.rename(tmp, entry)
+        except OSError as e:
+            if not os.path.isdir(entry):
+                _warn_unwritable(self.directory, str(e))
+        else:
+            STATS.graph_writes += 1
+            self._evict(keep=entry)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def discard(self, key: str) -> None:
+        """Remove the entry `key` (an unusable one)."""
+        STATS.rebuilt += 1
+        self._remove(os.path.join(self.directory, key))
 
     def _remove(self, entry: str) -> None:
         """Delete an entry: rename it out of the way first, so no reader sees it half gone."""

@@ -168,6 +168,21 @@ class Program:
             module = import_graph(gm, name="main")
         return cls(module, "main", options, label)
 
+    @classmethod
+    def from_text(cls, text: str, options: CompileOptions) -> "Program":
+        """The Program of a module `from_graph` imported in an earlier process, as `text`
+        (`frontend.graph_cache`)."""
+        from .context import make_context
+
+        with make_context(), ir.Location.unknown():
+            module = ir.Module.parse(text)
+        return cls(module, "main", options)
+
+    @property
+    def text(self) -> str:
+        """The module as text, locations included."""
+        return self._text()
+
     @property
     def function(self) -> ir.Operation:
         try:

@@ -27,6 +27,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..autograd_function import constant_outputs, forward_tangents, run_program
+from . import graph_cache
 from .capture import Captured, capture, capture_symbolic
 from ..devices import DeviceError, select_target
 from .graph_split import (CONTROL_FLOW, USER_BACKWARD, EagerPart, complex_ops,
@@ -208,22 +209,36 @@ def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
 
     Logs the compile time per stage: at INFO when it took a while, else at DEBUG."""
     start = time.perf_counter()
+    key = graph_cache.graph_key(gm, example_inputs, options, for_every_size=False)
+    cached = graph_cache.load(key, gm, options)
+    if cached is not None:
+        return compile_captured(gm, cached.captured, [*cached.captured.lifted, *example_inputs],
+                                options, start, cached=cached)
     captured = capture(gm, example_inputs, checks_as_outputs=True)
-    return compile_captured(gm, captured, [*captured.lifted, *example_inputs], options, start)
+    return compile_captured(gm, captured, [*captured.lifted, *example_inputs], options, start,
+                            key=key)
 
 
 def compile_captured(gm: Callable[..., Any], captured: Captured,
                      inputs: Sequence[torch.Tensor], options: CompileOptions,
-                     start: float) -> CompiledGraph:
+                     start: float, *, key: str | None = None,
+                     cached: graph_cache.CachedCapture | None = None) -> CompiledGraph:
     """Import and compile `captured` (captured from `gm` since `start`) for the variant
     `inputs` (lifted + the graph's arguments) need. A capture for every size
     (`Captured.symbolic`) compiles one program for all sizes; its arguments are the
-    tensors among `inputs`."""
+    tensors among `inputs`. The capture and its import are stored in the graph cache
+    under `key`; `cached`: both from there (`captured` is its capture)."""
     symbolic = captured.symbolic
     tensors = list(inputs) if symbolic is None else [inputs[k] for k in symbolic.tensors]
-    options = options.with_(target=select_target(options.target, _named(gm, captured, tensors)))
     captured_at = time.perf_counter()
-    program = Program.from_graph(captured.gm, options)
+    if cached is not None:
+        options = options.with_(target=cached.target)
+        program = Program.from_text(cached.module, options)
+    else:
+        options = options.with_(target=select_target(options.target,
+                                                     _named(gm, captured, tensors)))
+        program = Program.from_graph(captured.gm, options)
+        graph_cache.store(key, gm, captured, program.text, options.target, options)
     program.seconds = {"capture": captured_at - start,
                        "import": time.perf_counter() - captured_at, **program.seconds}
     mutated = captured.mutated if symbolic is None else \
@@ -382,6 +397,9 @@ class LazyGraph:
         self.options = options
         self.symbolic: Captured | None = None
         self.symbolic_call: Callable[..., Any] | None = None
+        # its graph cache key, and the capture from there (`graph_cache`)
+        self.symbolic_key: str | None = None
+        self.symbolic_cached: graph_cache.CachedCapture | None = None
         if dynamic and example_inputs is not None and options is not None \
                 and not options.specialize_shapes:
             self.symbolic = self._capture_symbolic(example_inputs)
@@ -427,6 +445,12 @@ class LazyGraph:
     def _capture_symbolic(self, example_inputs: Sequence[Any]) -> Captured | None:
         """The graph captured for every size, or None (with the reason at INFO) where it
         compiles per shape instead (`capture_for_every_size`)."""
+        assert self.options is not None
+        self.symbolic_key = graph_cache.graph_key(self.gm, example_inputs, self.options,
+                                                  for_every_size=True)
+        self.symbolic_cached = graph_cache.load(self.symbolic_key, self.gm, self.options)
+        if self.symbolic_cached is not None:
+            return self.symbolic_cached.captured
         captured = self.capture_for_every_size(example_inputs)
         if isinstance(captured, str):
             log.info("a graph compiles per shape, not once for every size: %s", captured)
@@ -469,7 +493,8 @@ class LazyGraph:
             inputs = [*captured.lifted, *(args[i] for i in captured.symbolic.where)]
             try:
                 with torch.enable_grad() if self.enables_grad else contextlib.nullcontext():
-                    graph = compile_captured(self.gm, captured, inputs, self.options, start)
+                    graph = compile_captured(self.gm, captured, inputs, self.options, start,
+                                             key=self.symbolic_key, cached=self.symbolic_cached)
             except DeviceError:
                 raise
             except Exception as e:  # noqa: BLE001 - per shape, as before

@@ -39,6 +39,9 @@ class _TensorLeaf:
     def __repr__(self) -> str:
         return "<tensor>"
 
+    def __reduce__(self) -> str:  # unpickled as the one TENSOR_LEAF (`graph_cache`)
+        return "TENSOR_LEAF"
+
 
 TENSOR_LEAF = _TensorLeaf()
 

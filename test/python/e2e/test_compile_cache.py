@@ -79,7 +79,12 @@ def _run_script(tmp_path, cache, *args: str) -> dict:
 
 
 def _entries(cache) -> list[str]:
-    return sorted(d for d in os.listdir(cache) if not d.startswith("."))
+    """The code entries (not the graph cache's captures)."""
+    return sorted(d for d in os.listdir(cache) if not d.startswith((".", "graph-")))
+
+
+def _graph_entries(cache) -> list[str]:
+    return sorted(d for d in os.listdir(cache) if d.startswith("graph-"))
 
 
 def test_second_process_hits_with_identical_results(tmp_path):
@@ -90,8 +95,11 @@ def test_second_process_hits_with_identical_results(tmp_path):
     first = _run_script(tmp_path, cache)
     assert first["stats"]["misses"] == 2 and first["stats"]["writes"] == 2
     assert len(_entries(cache)) == 2
+    # Dynamo traces the model twice: for training, and under no_grad
+    assert first["stats"]["graph_writes"] == 2 and len(_graph_entries(cache)) == 2
     second = _run_script(tmp_path, cache)
-    assert second["stats"]["hits"] == 2 and second["stats"]["misses"] == 0
+    assert second["stats"]["hits"] == 2 and second["stats"]["misses"] == 0, second["stats"]
+    assert second["stats"]["graph_hits"] == 2  # no capture, no import: Dynamo's graph is the key
     assert {k: v for k, v in first.items() if k != "stats"} == \
         {k: v for k, v in second.items() if k != "stats"}
     assert "index out of range in dg.index_select" in second["index_error"]
@@ -153,6 +161,7 @@ def test_program_for_every_size_is_one_entry_for_any_sizes(tmp_path):
     second = run("4,9,11")
     assert all(second["ok"])
     assert second["stats"]["misses"] == 1 and second["stats"]["hits"] == 1
+    assert second["stats"]["graph_hits"] == 1  # the capture for every size too
 
 
 def test_concurrent_processes_leave_one_valid_entry(tmp_path):
@@ -177,7 +186,9 @@ def test_concurrent_processes_leave_one_valid_entry(tmp_path):
     assert results[0]["grads"] == results[1]["grads"]
     # each entry was put in place once (if both compiled it, the second rename lost)
     assert sum(r["stats"]["writes"] for r in results) == 2
-    assert sorted(os.listdir(cache)) == _entries(cache) and len(_entries(cache)) == 2
+    assert sum(r["stats"]["graph_writes"] for r in results) == 2
+    assert sorted(os.listdir(cache)) == sorted(_entries(cache) + _graph_entries(cache))
+    assert len(_entries(cache)) == 2 and len(_graph_entries(cache)) == 2
     for entry in _entries(cache):
         cpu_library.read(str(cache / entry))
 
@@ -457,3 +468,92 @@ def test_corrupted_cuda_image_is_rebuilt_with_a_warning(cache, monkeypatch, fake
     assert _entries(cache) == [entry]
     from fusegrad.runtime.cuda import read_entry
     read_entry(str(cache / entry))  # valid again
+
+
+# ---------------------------------------------------------------- the graph cache
+
+def _train_step(x, dtype=torch.float32, **options):
+    """One fusegrad training step of a small module, after torch._dynamo.reset() (a new
+    Dynamo graph, as in a new process); its gradients."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh()).to(dtype)
+    fusegrad.compile(model, **options)(x.to(dtype)).sum().backward()
+    return [p.grad for p in model.parameters()]
+
+
+def test_a_graph_cache_hit_skips_capture_and_import(cache, monkeypatch):
+    """A Dynamo graph seen before (by any process) is neither captured nor imported: the
+    capture and the dg module come from the graph cache, the code from the compile cache,
+    and the gradients are the same."""
+    from fusegrad.frontend import backend
+
+    x = torch.randn(5, 4)
+    first = _train_step(x)
+    assert len(_graph_entries(cache)) == 1
+    _forget_loaded(monkeypatch)
+
+    def no_capture(*args, **kwargs):
+        raise AssertionError("captured again")
+    monkeypatch.setattr(backend, "capture", no_capture)
+    monkeypatch.setattr(Program, "from_graph", no_capture)
+    before = compile_cache.stats()
+    again = _train_step(x)
+    after = compile_cache.stats()
+    assert after["graph_hits"] == before["graph_hits"] + 1
+    assert after["misses"] == before["misses"]
+    for got, want in zip(again, first):
+        torch.testing.assert_close(got, want)
+
+
+def test_what_the_capture_depends_on_is_in_the_graph_key(cache, monkeypatch):
+    """Another dtype, another requires_grad, other compile options or another size are
+    other captures: each misses the graph cache."""
+    x = torch.randn(5, 4)
+    _train_step(x)
+    for variant in (lambda: _train_step(x, torch.float64), lambda: _train_step(x, fusion=False),
+                    lambda: _train_step(torch.randn(6, 4))):
+        before = compile_cache.stats()
+        variant()
+        assert compile_cache.stats()["graph_hits"] == before["graph_hits"]
+    torch._dynamo.reset()
+    frozen = torch.nn.Linear(4, 3).requires_grad_(False)
+    with torch.no_grad():
+        fusegrad.compile(frozen)(x)
+    assert len(_graph_entries(cache)) == 5
+
+
+def test_a_constant_attribute_of_the_graph_is_keyed_by_value():
+    """A tensor the graph reads that is a plain attribute (not a parameter or buffer,
+    which the program takes as inputs: those are keyed by their metadata) is keyed by
+    its value."""
+    from fusegrad.frontend import graph_cache
+
+    def graph(value):
+        g = torch.fx.Graph()
+        x = g.placeholder("x")
+        g.output(g.call_function(torch.mul, (x, g.get_attr("scale"))))
+        gm = torch.fx.GraphModule({"scale": torch.tensor(0.0)}, g)
+        del gm.scale  # a buffer, made a plain attribute
+        object.__setattr__(gm, "scale", torch.tensor(value))
+        return gm
+    options, x = CompileOptions(dump_dir=None), [torch.randn(3)]
+    keys = [graph_cache.graph_key(graph(v), x, options, for_every_size=False)
+            for v in (2.0, 2.0, 3.0)]
+    assert keys[0] is not None and keys[0] == keys[1] != keys[2]
+
+
+def test_an_unusable_graph_cache_entry_is_captured_again(cache, monkeypatch):
+    x = torch.randn(5, 4)
+    first = _train_step(x)
+    (entry,) = _graph_entries(cache)
+    (cache / entry / "capture.pkl").write_bytes(b"not a pickle")
+    _forget_loaded(monkeypatch)
+    before = compile_cache.stats()
+    again = _train_step(x)
+    after = compile_cache.stats()
+    assert after["graph_hits"] == before["graph_hits"]
+    assert after["rebuilt"] == before["rebuilt"] + 1
+    assert after["graph_writes"] == before["graph_writes"] + 1  # stored again, whole
+    for got, want in zip(again, first):
+        torch.testing.assert_close(got, want)
