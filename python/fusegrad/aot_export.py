@@ -10,19 +10,23 @@ an artifact.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import tempfile
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.utils._pytree as pytree
 from mlir import ir
 
 from .frontend.capture import TENSOR_LEAF, Captured, CaptureError, capture, read_from_outside
+from .frontend.dynamic_shapes import (DynamicDim, DynamicDims, DynamicShapesError,
+                                      argument_names, parse_dynamic_shapes)
+from .frontend.torch_export import capture_dynamic, trace
 from .program import CompileOptions, Program
 from .runtime import exported
 
@@ -37,9 +41,15 @@ class ExportError(ValueError):
 
 def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os.PathLike,
            target: str = "cpu", chips: Sequence[str] | None = None,
-           options: CompileOptions | None = None, **compile_kw: Any) -> str:
+           dynamic_shapes: Any = None, options: CompileOptions | None = None,
+           **compile_kw: Any) -> str:
     """Compile `fn` (an nn.Module or a function of tensors) for the shapes and dtypes of
     `example_inputs` and write the artifact folder `path` (replaced if it exists).
+
+    `dynamic_shapes`, as torch.export's: per input None or `{dim: torch.export.Dim or a
+    name}`, in input order or keyed by argument names; the same Dim or name on two
+    inputs is one size. Those dims then take every size in the Dim's range (at least 1)
+    from one compiled program; ExportError names a dim the function specializes.
 
     `fusegrad.runtime.load(path)` runs it with torch alone (plus cuda-bindings for
     `target="cuda"`). A module's parameters and buffers are saved with the code, and so
@@ -59,8 +69,15 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
     options = (compile_options("export", options, compile_kw) or CompileOptions()).with_(
         executor="cpu", target=target)
     start = time.perf_counter()
+    dims = _dynamic_dims(dynamic_shapes, fn, example_inputs)
     module = fn if isinstance(fn, torch.nn.Module) else _Closure(fn)
-    captured, traced = _capture(module, example_inputs)
+    if dims:
+        try:
+            captured, traced, sizes = capture_dynamic(module, example_inputs, dims)
+        except CaptureError as e:
+            raise ExportError(f"fusegrad.export: {e}") from None
+    else:
+        (captured, traced), sizes = _capture(module, example_inputs), {}
     try:
         out_spec = pytree.treespec_dumps(captured.out_spec)
     except Exception as e:  # pytree raises for node types it cannot serialize
@@ -83,21 +100,23 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
     try:
         meta: dict[str, Any] = {
             "format": exported.FORMAT, "version": exported.VERSION, "target": target,
-            "inputs": [exported.signature_json(x) for x in example_inputs],
+            "inputs": _signatures(example_inputs, dims, sizes),
+            "sizes": {s: {"name": d.name, "min": d.min, "max": d.max} for s, d in sizes.items()},
             "parameters": _parameters_json(captured.lifted,
                                            _parameter_names(captured.lifted, [module, traced])),
             "mutated": list(captured.mutated), "seed_input": program.seed_input,
             "out_spec": out_spec, "out_template": template,
         }
         build = _build_cpu if target == "cpu" else _cuda_builder(chips)
-        module, _ = program.forward_module()
-        build(program, module, os.path.join(work, exported.FORWARD), "forward")
-        meta["forward"] = {"function": program.name}
-        if wrt:
-            module, training = program.training_module(wrt)
-            build(program, module, os.path.join(work, exported.TRAINING), "training")
-            fwd, bwd = program.training_names
-            meta["training"] = {"fwd": fwd, "bwd": bwd, **training}
+        with _dynamic_on_cuda(target, sizes):
+            module, _ = program.forward_module()
+            build(program, module, os.path.join(work, exported.FORWARD), "forward")
+            meta["forward"] = {"function": program.name}
+            if wrt:
+                module, training = program.training_module(wrt)
+                build(program, module, os.path.join(work, exported.TRAINING), "training")
+                fwd, bwd = program.training_names
+                meta["training"] = {"fwd": fwd, "bwd": bwd, **training}
         torch.save([p.detach().cpu() for p in captured.lifted],
                    os.path.join(work, exported.PARAMETERS))
         with open(os.path.join(work, exported.METADATA), "w") as f:
@@ -107,9 +126,44 @@ def export(fn: Callable[..., Any], *example_inputs: torch.Tensor, path: str | os
         os.replace(work, path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    log.info("exported %s (%s%s) in %.1f s", path, target, ", with training" if wrt else "",
-             time.perf_counter() - start)
+    log.info("exported %s (%s%s%s) in %.1f s", path, target, ", with training" if wrt else "",
+             "".join(f", {d}" for d in sizes.values()), time.perf_counter() - start)
     return path
+
+
+def _dynamic_dims(spec: Any, fn: Callable[..., Any],
+                  example_inputs: Sequence[torch.Tensor]) -> DynamicDims:
+    """The dynamic dims `spec` (`dynamic_shapes`) declares, per input; empty where it
+    declares none."""
+    if spec is None:
+        return []
+    try:
+        dims = parse_dynamic_shapes(spec, example_inputs, argument_names(fn))
+    except DynamicShapesError as e:
+        raise ExportError(f"fusegrad.export: dynamic_shapes: {e}") from None
+    return dims if any(dims) else []
+
+
+def _signatures(example_inputs: Sequence[torch.Tensor], dims: DynamicDims,
+                sizes: dict[str, DynamicDim]) -> list[dict[str, Any]]:
+    """The user inputs' signatures, their dynamic dims as dg's size names (`s0`, ...)."""
+    size_of = {d.name: s for s, d in sizes.items()}
+    return [exported.signature_json(x, {k: size_of[d.name] for k, d in per.items()})
+            for x, per in zip(example_inputs, dims or [{}] * len(example_inputs))]
+
+
+@contextlib.contextmanager
+def _dynamic_on_cuda(target: str, sizes: dict[str, DynamicDim]) -> Iterator[None]:
+    """A CUDA compile of run-time sizes that fails says that it is not supported yet (the
+    CUDA target compiles static shapes)."""
+    if target != "cuda" or not sizes:
+        yield
+        return
+    try:
+        yield
+    except Exception as e:  # the compiler's reason, whatever its kind
+        raise ExportError(f"fusegrad.export: dynamic dims are not supported for "
+                          f"target='cuda' yet: {type(e).__name__}: {e}") from e
 
 
 def _parameters_json(lifted: Sequence[torch.Tensor],
@@ -140,43 +194,12 @@ def _capture(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor]
         return capture(module, example_inputs), None
     except CaptureError as direct:
         try:
-            program = torch.export.export(module, tuple(example_inputs), strict=False)
+            gm = trace(module, example_inputs)
         except Exception as e:  # torch.export fails in many ways; report both attempts
             raise ExportError(f"fusegrad.export: cannot trace the program to one graph: "
                               f"{direct}; torch.export: {type(e).__name__}: {e}") from e
         log.info("export: traced with torch.export (%s)", direct)
-        gm = _constants_as_buffers(_views_as_reshapes(program.module()))
         return capture(gm, example_inputs), gm
-
-
-def _views_as_reshapes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """torch.export drops `.contiguous()` calls that were no-ops in eager, and its `view`s
-    then rely on eager's strides, which fusegrad's decompositions need not reproduce
-    (HF GPT-2's attention output). A reshape is the same value where a view is valid;
-    the graph is functional (no op writes through a view), so the rewrite is safe."""
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target is torch.ops.aten.view.default:
-            node.target = torch.ops.aten.reshape.default
-    gm.recompile()
-    return gm
-
-
-def _constants_as_buffers(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """torch.export keeps the tensors a program reads from outside its modules (a
-    function's closure beyond what `_Closure` sees) as plain attributes of its module,
-    which capture would meet as real tensors among fake ones: make them buffers, lifted
-    and saved like the module's own."""
-    for node in gm.graph.nodes:
-        if node.op != "get_attr":
-            continue
-        *path, name = node.target.split(".")
-        owner = gm.get_submodule(".".join(path))
-        value = getattr(owner, name, None)
-        if isinstance(value, torch.Tensor) and name not in owner._parameters \
-                and name not in owner._buffers:
-            delattr(owner, name)
-            owner.register_buffer(name, value, persistent=False)
-    return gm
 
 
 class _Closure(torch.nn.Module):

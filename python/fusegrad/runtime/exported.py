@@ -4,13 +4,14 @@ An artifact is a folder:
 
 | file | holds |
 | --- | --- |
-| `export.json` | format and version, target (`cpu`/`cuda`), the user inputs' signatures, per parameter its name (the module's, `<variable>.<name>` for a function's closure), whether it requires grad and which earlier parameter it is (tied weights), the inputs the program mutates, the seed input (random ops), the output structure (a pytree spec) with its constant leaves, the forward's function name, and the training pair's names, `num_outputs`, `wrt` and `ct_outputs` when there is one |
+| `export.json` | format and version, target (`cpu`/`cuda`), the user inputs' signatures (a dynamic dim as its dg size name, `"s0"`), the dynamic dims (`sizes`: per size name its user-given `name`, `min` and `max`, null where unbounded; absent or empty for a static artifact), per parameter its name (the module's, `<variable>.<name>` for a function's closure), whether it requires grad and which earlier parameter it is (tied weights), the inputs the program mutates, the seed input (random ops), the output structure (a pytree spec) with its constant leaves, the forward's function name, and the training pair's names, `num_outputs`, `wrt` and `ct_outputs` when there is one |
 | `parameters.pt` | the module's parameters and buffers, in the program's input order (`torch.save`; loaded with `weights_only=True`) |
 | `forward/` | the plain forward: a `runtime.cpu_library` folder (`lib.so` + `meta.json`) for `cpu`, a `runtime.cuda.LaunchPlan` folder (`plan.json` + PTX/cubin images) for `cuda` |
 | `training/` | `@f_fwd` and `@f_bwd`, the same way, when the export had inputs requiring grad |
 
 `load(path)` returns an `ExportedProgram`: called like the exported function,
-it checks each input (shape, dtype, device) against what was exported, runs
+it checks each input (rank, dtype, device, fixed dims) against what was exported
+and its dynamic dims (one size per name, within its range), runs
 the forward, or with grad mode on and inputs requiring grad the fwd/bwd pair
 as one autograd node (`runtime.autograd`), so `backward()` fills the `.grad`
 of its `parameters`. A second differentiation is not available from an
@@ -27,7 +28,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from .abi import TensorSig, dg_dtype, torch_dtype
+from .abi import TensorSig, dg_dtype, parse_dim, torch_dtype
 from .autograd import CompiledFunction, Training, fresh_seed, unaliased
 
 log = logging.getLogger(__name__)
@@ -44,12 +45,15 @@ class ArtifactError(RuntimeError):
     """An artifact folder is missing, of another format or version, or called wrongly."""
 
 
-def signature_json(x: torch.Tensor) -> dict[str, Any]:
-    """The JSON signature of a tensor: shape and dg dtype name."""
+def signature_json(x: torch.Tensor, sizes: dict[int, str] | None = None) -> dict[str, Any]:
+    """The JSON signature of a tensor: shape and dg dtype name; `sizes`: the dims that are
+    dg's sizes, by name (`{0: "s0"}`)."""
     name = dg_dtype(x.dtype)
     if name is None:
         raise ArtifactError(f"dtype {x.dtype} has no compiled equivalent")
-    return TensorSig(tuple(x.shape), name).to_json()
+    shape = tuple(parse_dim(sizes[k]) if sizes and k in sizes else n
+                  for k, n in enumerate(x.shape))
+    return TensorSig(shape, name).to_json()
 
 
 def load(path: str | os.PathLike, *, device: Any = None, driver: Any = None,
@@ -74,6 +78,8 @@ class ExportedProgram:
     program's input order (a tied weight appears once per name, the same tensor); those
     exported as requiring grad require grad again, and receive `.grad`.
     `parameter_names`: their names (`state_dict()` pairs them).
+    `inputs`: each input's `(shape, dtype)`, a dynamic dim by its name (`("batch", 8)`);
+    `dynamic_dims`: `{name: (min, max)}` of those dims (max None: unbounded).
     `trains`: whether the artifact holds the fwd/bwd pair, i.e. whether calling it with
     grad enabled on inputs or parameters that require grad builds a backward.
     `training`: that pair's record (`runtime.autograd.Training`: the compiled `fwd` and
@@ -94,7 +100,14 @@ class ExportedProgram:
             self.device = torch.device(device if device is not None else "cuda")
         self._cuda = {"driver": driver, "stream": stream, "chip": chip, "device": self.device,
                       "graphs": cuda_graphs}
-        self.inputs = [(tuple(s["shape"]), torch_dtype(s["dtype"])) for s in meta["inputs"]]
+        # dg's size name (`s0`) -> the dim's name and range; the inputs' dims of those names
+        # take any size in it, the others are fixed
+        self._sizes: dict[str, dict[str, Any]] = meta.get("sizes") or {}
+        self._shapes = [(tuple(s["shape"]), torch_dtype(s["dtype"])) for s in meta["inputs"]]
+        self.dynamic_dims: dict[str, tuple[int, int | None]] = {
+            d["name"]: (d["min"], d["max"]) for d in self._sizes.values()}
+        self.inputs = [(tuple(self._sizes[d]["name"] if isinstance(d, str) else d
+                              for d in shape), dtype) for shape, dtype in self._shapes]
         saved = torch.load(os.path.join(self.path, PARAMETERS), weights_only=True)
         self.parameters: list[torch.Tensor] = []
         self.parameter_names: list[str] = [info.get("name") or f"tensor{i}"
@@ -195,11 +208,46 @@ class ExportedProgram:
     def _check(self, inputs: Sequence[Any]) -> None:
         if len(inputs) != len(self.inputs):
             raise ArtifactError(f"{self.path} takes {len(self.inputs)} inputs, got {len(inputs)}")
-        for i, (x, (shape, dtype)) in enumerate(zip(inputs, self.inputs)):
+        for i, (x, (shape, dtype)) in enumerate(zip(inputs, self._shapes)):
+            expected = _shape_text(self.inputs[i][0])
             if not isinstance(x, torch.Tensor):
                 raise ArtifactError(f"{self.path}: input #{i} is a {type(x).__name__}, "
-                                    f"expected a {shape} {dtype} tensor on {self.device}")
-            if tuple(x.shape) != shape or x.dtype != dtype or not self._on_device(x):
+                                    f"expected a {expected} {dtype} tensor on {self.device}")
+            if (x.dim() != len(shape) if self._sizes else tuple(x.shape) != shape) \
+                    or x.dtype != dtype or not self._on_device(x):
                 raise ArtifactError(
                     f"{self.path}: input #{i} is {tuple(x.shape)} {x.dtype} on {x.device}, "
-                    f"expected {shape} {dtype} on {self.device} (as exported)")
+                    f"expected {expected} {dtype} on {self.device} (as exported)")
+        if self._sizes:
+            self._check_dims(inputs)
+
+    def _check_dims(self, inputs: Sequence[torch.Tensor]) -> None:
+        """Each fixed dim as exported; each dynamic dim within its range, and one size
+        for the dims of one name. (The compiled code checks sizes too, but its errors
+        name dg's sizes and its arguments, not the user's dims and inputs.)"""
+        bound: dict[str, tuple[int, int, int]] = {}  # size name -> (size, input, dim)
+        for i, (x, (shape, _)) in enumerate(zip(inputs, self._shapes)):
+            for k, (want, got) in enumerate(zip(shape, x.shape)):
+                if isinstance(want, int):
+                    if got != want:
+                        raise ArtifactError(
+                            f"{self.path}: input #{i} dim {k} is {got}, expected {want} (a "
+                            f"fixed dim: input #{i} is {tuple(x.shape)}, expected "
+                            f"{_shape_text(self.inputs[i][0])})")
+                    continue
+                dim = self._sizes[want]
+                size, j, m = bound.setdefault(want, (got, i, k))
+                if got != size:
+                    raise ArtifactError(
+                        f"{self.path}: input #{i} dim {k} is {got}, expected {dim['name']} = "
+                        f"{size}, its size at input #{j} dim {m}")
+                if got < dim["min"] or (dim["max"] is not None and got > dim["max"]):
+                    raise ArtifactError(
+                        f"{self.path}: input #{i} dim {k} is {got}, outside {dim['name']}'s "
+                        f"range [{dim['min']}, {'inf' if dim['max'] is None else dim['max']}] "
+                        "(as exported)")
+
+
+def _shape_text(shape: Sequence[int | str]) -> str:
+    """A shape with its dynamic dims by name: `(batch, 8)`."""
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
