@@ -1,7 +1,8 @@
 """Benchmark suite: eager PyTorch vs torch.compile (Inductor) vs fusegrad, CPU, float32.
 
     .venv/bin/python benchmarks/suite.py [--quick] [--only NAME[,NAME]] [--threads N]
-        [--no-inductor] [--regimes default,keep] [--budget SECONDS] [--output FILE]
+        [--no-inductor] [--dynamic] [--regimes default,keep] [--budget SECONDS]
+        [--output FILE]
 
 Every workload runs in its own subprocess, once per allocator regime (the
 regime is a set of glibc malloc environment variables, so it has to be set
@@ -29,6 +30,11 @@ before the process starts). Inside that process:
    the RSS before the step is the memory the step needed on top of what was
    already live (the max over two steps).
 
+`--dynamic` adds a backend, fusegrad-dynamic: `fusegrad.compile(f, dynamic=True)`,
+every input size symbolic from the first call, so each graph compiles one program for
+all sizes; it runs at the same shapes, and the report gives its step over the static
+program's per workload.
+
 A fusegrad graph that falls back to eager (`FusegradFallbackWarning`) makes the
 workload's fusegrad row "fallback", never a fusegrad timing. Errors are caught
 per backend and per workload and reported in the table.
@@ -43,6 +49,7 @@ import dataclasses
 import datetime
 import gc
 import json
+import logging
 import os
 import platform
 import random
@@ -67,7 +74,7 @@ REGIMES: dict[str, dict[str, str]] = {
 }
 MALLOC_VARS = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
                "MALLOC_TOP_PAD_", "MALLOC_ARENA_MAX", "FUSEGRAD_MALLOC")
-BACKENDS = ("eager", "inductor", "fusegrad")
+BACKENDS = ("eager", "inductor", "fusegrad", "fusegrad-dynamic")
 F32 = 4  # bytes per element
 
 
@@ -574,6 +581,13 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
         inductor_config.fx_graph_cache = False
         wraps["inductor"] = lambda f: torch.compile(f, backend="inductor")
     wraps["fusegrad"] = fusegrad.compile
+    programs = _ProgramKinds()
+    if args.dynamic:
+        # every size of the inputs symbolic from the first call: one program for all sizes,
+        # timed at the same shape as the static one
+        wraps["fusegrad-dynamic"] = lambda f: fusegrad.compile(f, dynamic=True)
+        logging.getLogger("fusegrad.frontend.backend").addHandler(programs)
+        logging.getLogger("fusegrad.frontend.backend").setLevel(logging.INFO)
     # an empty compile cache (removed when this returns), so fusegrad's first call is a
     # cold compile like Inductor's
     fusegrad_cache = tempfile.TemporaryDirectory(prefix="fusegrad-cache-")
@@ -612,7 +626,7 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
             print(f"    {b}: {r['status']}", flush=True)
             traceback.print_exc(limit=3)
             continue
-        if b == "fusegrad" and len(fallbacks) > n_fb:
+        if b.startswith("fusegrad") and len(fallbacks) > n_fb:
             r["status"] = "fallback: " + _short(fallbacks[n_fb].splitlines()[0])
             continue
         print(f"    {b}: first call {r['first_s']:.2f} s"
@@ -631,7 +645,7 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
         print(f"    {b}: {res[b]['status']}", flush=True)
 
     def failed(b):
-        if b == "fusegrad" and len(fallbacks) > n_fb_run:
+        if b.startswith("fusegrad") and len(fallbacks) > n_fb_run:
             res[b]["status"] = "fallback: " + _short(fallbacks[n_fb_run].splitlines()[0])
             return True
         return False
@@ -652,10 +666,26 @@ def run_worker(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 res[b]["peak_mib"] = step_peak_mib(step)
             except Exception as e:  # noqa: BLE001
                 res[b]["status"] = "error: " + _first_line(e)
+    if "fusegrad-dynamic" in res:
+        res["fusegrad-dynamic"].update(for_every_size=programs.for_every_size,
+                                       per_shape=programs.per_shape)
     if "fusegrad" in steps:
         from fusegrad.runtime.cpu import workspace_bytes
         res["fusegrad"]["workspace_mib"] = workspace_bytes() / 2**20
     return out
+
+
+class _ProgramKinds(logging.Handler):
+    """Counts the backend's programs compiled for every size, and the graphs it compiles
+    per shape instead (its INFO records)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.for_every_size = self.per_shape = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.for_every_size += "compiled once for every size" in str(record.msg)
+        self.per_shape += str(record.msg).startswith("a graph compiles per shape")
 
 
 # --------------------------------------------------------------------------- driver
@@ -672,6 +702,7 @@ def run_subprocess(name: str, regime: str, args: argparse.Namespace) -> dict[str
            "--budget", str(args.budget), "--min-iters", str(args.min_iters),
            "--max-iters", str(args.max_iters)]
     cmd += ["--quick"] * args.quick + ["--no-inductor"] * args.no_inductor
+    cmd += ["--dynamic"] * args.dynamic
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     tail: collections.deque[str] = collections.deque(maxlen=15)
@@ -751,6 +782,21 @@ def table_rows(result: dict[str, Any], backends: list[str]) -> list[str]:
     return rows
 
 
+def _dynamic_summary(rs: list[dict]) -> str:
+    """Per workload: the program for every size's step over the static program's, and how
+    many of its graphs compiled for every size / per shape."""
+    cells = []
+    for r in rs:
+        static = r.get("backends", {}).get("fusegrad", {})
+        dynamic = r.get("backends", {}).get("fusegrad-dynamic", {})
+        if static.get("median_s") and dynamic.get("median_s"):
+            cells.append(f"{r['workload']} {dynamic['median_s'] / static['median_s']:.2f}x "
+                         f"({dynamic.get('for_every_size', 0)} for every size, "
+                         f"{dynamic.get('per_shape', 0)} per shape)")
+    return ("fusegrad-dynamic step / fusegrad step (its graphs compiled for every size, per "
+            "shape): " + "; ".join(cells) + ".")
+
+
 def markdown(results: dict[str, list[dict]], args: argparse.Namespace, backends: list[str],
              meta: dict[str, str]) -> str:
     lines = ["# fusegrad benchmark suite", ""]
@@ -762,6 +808,8 @@ def markdown(results: dict[str, list[dict]], args: argparse.Namespace, backends:
         for r in rs:
             lines += table_rows(r, backends)
         lines.append("")
+        if "fusegrad-dynamic" in backends:
+            lines += [_dynamic_summary(rs), ""]
         notes = [f"{r['workload']} ({r['shape']})" for r in rs if r.get("shape")]
         lines.append("Sizes: " + "; ".join(notes) + ".")
         copies = [f"{r['workload']} {r['copy_Bps'] / 1e9:.1f}" for r in rs if r.get("copy_Bps")]
@@ -803,6 +851,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated workloads or families (e.g. gelu,mlp:train)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="also time fusegrad's program for every size (dynamic=True) at the "
+                         "same shapes, against its static program")
     ap.add_argument("--regimes", default="default,keep",
                     help=f"allocator regimes, comma-separated from {','.join(REGIMES)}")
     ap.add_argument("--output", help="write the markdown report to this file")
@@ -845,7 +896,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [r for r in regimes if r not in REGIMES]
     if unknown or not regimes:
         ap.error(f"unknown regime(s) {unknown}; known: {', '.join(REGIMES)}")
-    backends = [b for b in BACKENDS if not (b == "inductor" and args.no_inductor)]
+    backends = [b for b in BACKENDS if not (b == "inductor" and args.no_inductor)
+                and not (b == "fusegrad-dynamic" and not args.dynamic)]
 
     results: dict[str, list[dict]] = {r: [] for r in regimes}
     t_start = time.perf_counter()
