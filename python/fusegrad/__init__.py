@@ -51,6 +51,7 @@ _EXPORTS = {
     "hvp": "functional",
     "hessian": "functional",
     "explain": "explain_report",
+    "compile_history": "frontend.compile_history",
     "export": "aot_export",
 }
 

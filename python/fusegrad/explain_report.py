@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import torch
 from mlir import ir
 
+from .frontend.compile_history import symbol_dims
 from .frontend.graph_split import EagerPart
 
 
@@ -152,15 +153,7 @@ def _dynamic_sizes(graph: Any, inputs: list) -> tuple[dict[str, str], str]:
     if isinstance(captured, str):
         return {}, captured
     assert captured.symbolic is not None
-    gm = graph.gm
-    where: dict[str, str] = {}
-    for node in gm.graph.nodes:
-        value = node.meta.get("example_value") if node.op == "placeholder" else None
-        if not isinstance(value, torch.Tensor):
-            continue
-        for k, d in enumerate(value.shape):
-            if isinstance(d, torch.SymInt):
-                where.setdefault(str(d.node.expr), f"{node.target} dim {k}")
+    where = symbol_dims(graph.gm)
     return {n: where.get(dynamo, dynamo) for n, dynamo in captured.symbolic.symbols.items()}, ""
 
 

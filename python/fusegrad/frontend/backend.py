@@ -27,7 +27,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ..autograd_function import constant_outputs, forward_tangents, run_program
-from . import graph_cache
+from . import compile_history, graph_cache
 from .capture import Captured, capture, capture_symbolic
 from ..devices import DeviceError, select_target
 from .graph_split import (CONTROL_FLOW, USER_BACKWARD, EagerPart, complex_ops,
@@ -375,7 +375,8 @@ class LazyGraph:
     def __init__(self, gm: torch.fx.GraphModule, compile_fn: CompileFn, dynamic: bool,
                  eager_parts: list[EagerPart] | None = None,
                  example_inputs: Sequence[Any] | None = None,
-                 options: CompileOptions | None = None) -> None:
+                 options: CompileOptions | None = None,
+                 origin: compile_history.DynamoOrigin | None = None) -> None:
         # before any split: it drops the grad-mode switches. Dynamo guards on the grad mode,
         # so the graph always runs in the one it was traced (and this is built) in
         self.enables_grad = mark_stop_gradients(gm, torch.is_grad_enabled())
@@ -395,6 +396,8 @@ class LazyGraph:
         # one program for every size: captured here, inside Dynamo's backend call (what the
         # trace assumes of the sizes becomes Dynamo's guards), compiled at the first call
         self.options = options
+        self.origin = origin  # the Dynamo graph it is, for `compile_history`
+        self.per_shape_reason = ""  # why a dynamic graph compiles per shape
         self.symbolic: Captured | None = None
         self.symbolic_call: Callable[..., Any] | None = None
         # its graph cache key, and the capture from there (`graph_cache`)
@@ -454,6 +457,7 @@ class LazyGraph:
         captured = self.capture_for_every_size(example_inputs)
         if isinstance(captured, str):
             log.info("a graph compiles per shape, not once for every size: %s", captured)
+            self.per_shape_reason = f"not for every size: {captured}"
             return None
         return captured
 
@@ -500,6 +504,8 @@ class LazyGraph:
             except Exception as e:  # noqa: BLE001 - per shape, as before
                 log.info("a graph of symbolic sizes did not compile (%s: %s); it compiles "
                          "per shape instead", type(e).__name__, e)
+                self.per_shape_reason = f"the program for every size did not compile: " \
+                                        f"{type(e).__name__}: {e}"
                 self.symbolic = None
                 return None
             graph.enables_grad = self.enables_grad
@@ -507,6 +513,9 @@ class LazyGraph:
             self.symbolic_call = _returning_inputs(self.gm, graph)
             log.info("%s: compiled once for every size of %s", graph.program.label,
                      ", ".join(f"{n} (Dynamo's {d})" for n, d in captured.symbolic.symbols.items()))
+            dims = compile_history.symbol_dims(self.gm)
+            compile_history.record(graph.program.label, self.origin, "for every size", ", ".join(
+                f"{n} = {dims.get(d, d)}" for n, d in captured.symbolic.symbols.items()), start)
         return self.symbolic_call
 
     def _warn_signatures_capped(self, args: Sequence[Any]) -> None:
@@ -535,6 +544,7 @@ class LazyGraph:
                 return self._unsplit(part) if whole else self._split(nodes, part)
         where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         fn = self.gm if len(where) == len(args) else _NumbersBakedIn(self.gm, args)
+        start = time.perf_counter()
         try:
             tensors = [args[i] for i in where]
             # an enable_grad() region under a no_grad call: compiled for training, as it runs
@@ -555,6 +565,10 @@ class LazyGraph:
         except Exception as e:  # eager for this signature; others may still compile
             fallback_warning("a graph", e)
             return self.gm
+        compile_history.record(
+            compiled.program.label if isinstance(compiled, CompiledGraph) else "eager",
+            self.origin, "per shape" if self.dynamic else "static", compile_history.shapes(self.gm, args),
+            start, self.per_shape_reason if self.dynamic else "")
         call = compiled if len(where) == len(args) else (
             lambda *a: compiled(*[a[i] for i in where]))
         return _returning_inputs(self.gm, call)
@@ -574,7 +588,7 @@ class LazyGraph:
         log.warning("%s", message)
         warnings.warn(message, FusegradEagerOpWarning, stacklevel=3)
         return split_at(self.gm, set(nodes), lambda sub: LazyGraph(
-            sub, self.compile_fn, self.dynamic, self.eager_parts))
+            sub, self.compile_fn, self.dynamic, self.eager_parts, origin=self.origin))
 
 
 # torch.compile's modes as fusegrad options: fusegrad has nothing to autotune, and
@@ -621,4 +635,5 @@ def fusegrad_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Te
     warn_at_recompile_limit()
     return LazyGraph(gm, functools.partial(compile_graph, options=opts),
                      dynamic=any(_is_symbolic(x) for x in example_inputs),
-                     example_inputs=example_inputs, options=opts)
+                     example_inputs=example_inputs, options=opts,
+                     origin=compile_history.dynamo_origin(gm))

@@ -52,25 +52,27 @@ def test_dynamic_shapes_are_specialised_per_shape():
             torch.testing.assert_close(x.grad, want_x.grad)
 
 
-def test_a_graph_made_dynamic_compiles_once_for_every_size(monkeypatch):
+def test_a_graph_made_dynamic_compiles_once_for_every_size():
     """With `dynamic` left to Dynamo, the first shape compiles as it is, and the graph
     Dynamo makes dynamic after a shape change compiles once for every size: no further
     compile, and no shape reaches Dynamo's recompile limit (which would run it eagerly)."""
-    from fusegrad.frontend import backend
+    from fusegrad.frontend import compile_history
 
-    compiles = []
-    compile_captured = backend.compile_captured
-
-    def counting(gm, captured, inputs, options, start):
-        compiles.append(captured.symbolic is not None)
-        return compile_captured(gm, captured, inputs, options, start)
-    monkeypatch.setattr(backend, "compile_captured", counting)
+    compile_history.clear()
     cf = compiled(f_pointwise)
     with torch._dynamo.config.patch(recompile_limit=2):
         for rows in (2, 3, 4, 5, 9, 3):
             x, y = torch.randn(rows, 5), torch.randn(rows, 5)
             torch.testing.assert_close(cf(x, y), f_pointwise(x, y))
-    assert compiles == [False, True]
+    history = fusegrad.compile_history()
+    assert [r.kind for r in history] == ["static", "for every size"]
+    assert history[0].serves == "L_x_ (2, 5), L_y_ (2, 5)"
+    assert history[0].origin.reason == "the function's first graph"
+    assert history[1].serves == "s0 = L_x_ dim 0"
+    assert history[1].origin.reason == ("Dynamo recompiled: tensor 'x' size mismatch at "
+                                        "index 0. expected 2, actual 3")
+    assert history[1].origin.function.startswith("f_pointwise (")
+    assert "| for every size |" in str(history)
 
 
 def test_specialize_shapes_compiles_per_shape(monkeypatch):
@@ -183,3 +185,24 @@ def test_data_dependent_sizes_stop_compiling_when_no_signature_is_reused(monkeyp
     capped = [str(w.message) for w in caught if issubclass(w.category, FusegradFallbackWarning)]
     assert len(capped) == 1 and "most of its" in capped[0] and "new signatures run eagerly" \
         in capped[0], capped
+
+
+def test_compile_history_says_why_a_dynamic_graph_compiles_per_shape():
+    """A graph the program for every size cannot serve yet (a sort along a dim of symbolic
+    size) compiles per shape; `compile_history` shows each of its programs and why."""
+    def sort_rows(x):
+        return torch.sort(x, dim=0).values * 2
+
+    torch._dynamo.reset()
+    from fusegrad.frontend import compile_history
+    compile_history.clear()
+    cf = compiled(sort_rows)
+    for rows in (3, 4, 6):
+        x = torch.randn(rows, 2)
+        torch.testing.assert_close(cf(x), sort_rows(x))
+    history = fusegrad.compile_history()
+    assert [r.kind for r in history] == ["static", "per shape", "per shape"]
+    assert [r.serves for r in history] == ["L_x_ (3, 2)", "s77 = 4, L_x_ (4, 2)",
+                                           "s77 = 6, L_x_ (6, 2)"]
+    assert "every size" in history[1].note and "sort" in history[1].note
+    assert history[1].origin.reason.startswith("Dynamo recompiled: tensor 'x' size mismatch")
