@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 # dg dtype name -> (torch dtype name, bytes per element, is a float)
 DTYPES: dict[str, tuple[str, int, bool]] = {
@@ -186,6 +186,77 @@ def bind_sizes(expected: Sequence[Sequence[Dim]], actual: Sequence[Sequence[int]
             raise SizeMismatch(f"{what}: dim {k} has size {g}, expected {w}"
                                + (f" = {value}" if not isinstance(w, int) else ""))
     return sizes
+
+
+def symbols_of(shapes: Iterable[Sequence[Dim]]) -> set[str]:
+    """The names of the symbols the dims of `shapes` use."""
+    return {str(x) for shape in shapes for d in shape if is_symbolic(d) for x in d.free_symbols}
+
+
+def ordered(symbols: Iterable[str]) -> list[str]:
+    """Symbol names by number (`s2` before `s10`): the order sizes are passed in."""
+    return sorted(symbols, key=lambda name: int(name[1:]))
+
+
+def plain_dims(shapes: Sequence[Sequence[Dim]]) -> dict[str, tuple[int, int]]:
+    """Per symbol that some dim is alone, the first such dim as (tensor, dim): where a call
+    reads the symbol's value."""
+    found: dict[str, tuple[int, int]] = {}
+    for i, shape in enumerate(shapes):
+        for k, d in enumerate(shape):
+            if is_symbolic(d) and d.is_Symbol:
+                found.setdefault(str(d), (i, k))
+    return found
+
+
+def binding_source(tensors: Sequence[str], shapes: Sequence[Sequence[Dim]],
+                   wanted: Iterable[str]) -> list[str]:
+    """Python statements (at function-body indentation) of a generated call that bind a
+    local variable per symbol of `wanted` from its tensors, named `tensors`, of `shapes`:
+    from the first dim that is the symbol alone, else from the mapping `sizes` (a
+    backward's, bound where its forward ran) or `mismatch(args, sizes)` (which binds
+    them by `bind_sizes` or raises); then check every other dim, calling
+    `mismatch(args, sizes)` to raise on a difference. The call defines `args`, `sizes`
+    and `mismatch`."""
+    plain = plain_dims(shapes)
+    lines = [f"    {name} = {tensors[i]}.shape[{k}]" for name, (i, k) in plain.items()]
+    lines += [f"    {name} = sizes[{name!r}] if sizes is not None and {name!r} in sizes "
+              f"else mismatch(args, sizes)[{name!r}]" for name in ordered(set(wanted) - set(plain))]
+    binding = set(plain.values())
+    checks = [f"{tensors[i]}.shape[{k}] == {dim_code(d)}" for i, shape in enumerate(shapes)
+              for k, d in enumerate(shape) if (i, k) not in binding]
+    if checks:
+        lines += [f"    if not ({' and '.join(checks)}):", "        mismatch(args, sizes)"]
+    return lines
+
+
+def size_binder(shapes: Sequence[Sequence[Dim]], wanted: Iterable[str],
+                mismatch: Callable[[Sequence[Any], Mapping[str, int] | None], dict[str, int]],
+                what: str) -> Callable[..., tuple[int, ...]]:
+    """`bind(tensors, sizes=None)`: the values of the symbols `wanted` (in `ordered`
+    order) in a call with `tensors` of `shapes` whose ranks are checked, as generated
+    code (`binding_source`); `mismatch(tensors, sizes)` raises where a dim does not
+    fit. `what` names the call in tracebacks."""
+    names = [f"a{i}" for i in range(len(shapes))]
+    lines = ["def bind(args, sizes=None):", f"    [{''.join(f'{a}, ' for a in names)}] = args",
+             *binding_source(names, shapes, wanted)]
+    lines.append(f"    return ({''.join(f'{n}, ' for n in ordered(wanted))})")
+    env: dict[str, Any] = {"mismatch": mismatch}
+    exec(compile("\n".join(lines), f"<fusegrad sizes of {what}>", "exec"), env)
+    return env["bind"]
+
+
+def sizes_reader(shapes: Sequence[Sequence[Dim]], wanted: Iterable[str],
+                 bind: Callable[[Sequence[Any]], dict[str, int]],
+                 ) -> Callable[[Sequence[Any]], dict[str, int]]:
+    """The function giving the values of the symbols `wanted` in a call with tensors of
+    `shapes` (what a forward hands its backward as `sizes`): read off their dims where
+    each is some dim alone, else `bind(tensors)`."""
+    plain = plain_dims(shapes)
+    if not set(wanted) <= set(plain):
+        return bind
+    items = sorted((name, plain[name]) for name in wanted)
+    return lambda args: {name: args[i].shape[k] for name, (i, k) in items}
 
 
 @dataclass(frozen=True)

@@ -184,17 +184,9 @@ class CpuFunction:
         given arguments (what its backward takes as `sizes`); None for a static one."""
         if not self.symbolic:
             return None
-        plain = {}
-        for i, s in enumerate(self.inputs):
-            for k, d in enumerate(s.shape):
-                if abi.is_symbolic(d) and d.is_Symbol:
-                    plain.setdefault(str(d), (i, k))
-        wanted = {str(x) for sig in (*self.inputs, *self.outputs) for d in sig.shape
-                  if abi.is_symbolic(d) for x in d.free_symbols}
-        if not wanted <= set(plain):
-            return self.bind_sizes
-        items = sorted(plain.items())
-        return lambda args: {name: args[i].shape[k] for name, (i, k) in items}
+        return abi.sizes_reader([s.shape for s in self.inputs],
+                                abi.symbols_of(s.shape for s in (*self.inputs, *self.outputs)),
+                                self.bind_sizes)
 
     def bind_sizes(self, args: Sequence[torch.Tensor],
                    sizes: Mapping[str, int] | None = None) -> dict[str, int]:
@@ -301,22 +293,9 @@ class CpuFunction:
         lines += [f"        ok = {' and '.join(matches) or 'True'}",
                   "    except (ValueError, AttributeError):", "        ok = False",
                   "    if not ok:", "        check(args)"]
-        bound: set[str] = set()
-        for a, s in zip(names, self.inputs):
-            for k, d in enumerate(s.shape):
-                if abi.is_symbolic(d) and d.is_Symbol and str(d) not in bound:
-                    bound.add(str(d))
-                    lines.append(f"    {d} = {a}.shape[{k}]")
-        wanted = {str(x) for sig in (*self.inputs, *self.outputs) for d in sig.shape
-                  if abi.is_symbolic(d) for x in d.free_symbols} | set(self.size_arguments)
-        for name in sorted(wanted - bound):
-            lines.append(f"    {name} = sizes[{name!r}] if sizes is not None and {name!r} in "
-                         f"sizes else mismatch(args, sizes)[{name!r}]")
-        checks = [f"{a}.shape[{k}] == {abi.dim_code(d)}"
-                  for a, s in zip(names, self.inputs) for k, d in enumerate(s.shape)
-                  if not (abi.is_symbolic(d) and d.is_Symbol)]
-        if checks:
-            lines += [f"    if not ({' and '.join(checks)}):", "        mismatch(args, sizes)"]
+        wanted = abi.symbols_of(s.shape for s in (*self.inputs, *self.outputs)) | \
+            set(self.size_arguments)
+        lines += abi.binding_source(names, [s.shape for s in self.inputs], wanted)
         lines += [f"    if not {a}.is_contiguous(): {a} = {a}.contiguous()" for a in names]
         outs, shapes = [], {}
         for k, (_, s, dt) in enumerate(self._computed):

@@ -19,12 +19,17 @@ cubin) images per chip. Steps, as JSON objects:
 | `free` | buf | drop the reference (stream-ordered reuse) |
 | `view` | buf, base, offset, shape, strides (elements) | `base.as_strided(...)` |
 | `copy` | src, dst | `dst.copy_(src)` |
-| `launch` | module, kernel, grid, block, smem, args (`{"buf": name}` or `{"scalar": v, "type": "i64"}`) | `cuLaunchKernel` on the current stream |
+| `launch` | module, kernel, grid, block, smem, args (`{"buf": name}`, `{"scalar": v, "type": "i64"}` or `{"size": "s0", "type": "i64"}`) | `cuLaunchKernel` on the current stream |
 | `matmul` | a, b, c, overwrite | `torch.mm`/`torch.bmm` into c (cuBLAS), or `addmm_`/`baddbmm_` |
 | `conv2d` | x, w, y, stride, dilation, groups, overwrite | `torch.nn.functional.conv2d` (cuDNN) into y |
 | `conv2d_grad` | grad, input or weight (the other null), out, stride, padding, dilation, groups | `aten.convolution_backward` (cuDNN) for that one gradient, copied into out (the out buffer stands in for the operand only its shape is read of) |
 | `index_flag` | buf | the program's index-error flag (one `int32` on the device) |
 | `constant` | buf, name | the plan's constant `name`, uploaded once per program |
+
+A function compiled once for every size has symbolic dims in its signatures
+(`TensorSig`), and sizes as text where a static one has numbers: alloc shapes, view
+geometry, launch grids and size arguments (`runtime/plan_sizes.py`). A call binds the
+sizes from its inputs' shapes and runs the steps at their values.
 
 Gather-like kernels clamp an out-of-range index and store their site number
 (1-based into the plan's `index_sites`) in the index-error flag. A call that
@@ -53,13 +58,18 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
+from collections import OrderedDict
+
 from .abi import DTYPES, TensorSig, torch_dtype
+from .plan_sizes import PlanSizes, SizeError, is_symbolic_step, step_sizes
 
 log = logging.getLogger(__name__)
 
 PLAN_FORMAT = "fusegrad-cuda-plan"
-# 2: index_flag steps, index_sites; 3: constants; 4: conv2d_grad; 5: forwarded results
-PLAN_VERSION = 5
+# 2: index_flag steps, index_sites; 3: constants; 4: conv2d_grad; 5: forwarded results;
+# 6: symbolic sizes (a version 5 plan is a static version 6 one)
+PLAN_VERSION = 6
+READ_VERSIONS = (5, 6)
 STEP_FIELDS = {
     "alloc": ("buf", "shape", "dtype"),
     "free": ("buf",),
@@ -79,6 +89,10 @@ STEP_FIELDS = {
 # 7.9 ms eager, on an H200), and the memory a graph keeps between calls stays small
 AUTO_GRAPH_MAX_BYTES = 256 << 20
 GRAPH_MODES = (False, True, "auto")
+# a function of symbolic sizes keeps its steps at this many bindings of its sizes (the
+# least recently used dropped), each evaluated once: a step costs microseconds to issue
+# from Python, evaluating its sizes again at every call would add to that
+SHAPES_KEPT = 64
 _SCALAR_CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "i16": ctypes.c_int16,
                   "i8": ctypes.c_int8, "f32": ctypes.c_float, "f64": ctypes.c_double}
 
@@ -133,20 +147,28 @@ class PlanFunction:
         """The outputs the function writes (its out-params, in order)."""
         return [j for j in range(len(self.outputs)) if j not in self.forwarded]
 
-    def footprint(self) -> int:
+    @property
+    def symbolic(self) -> bool:
+        """Is it compiled for every value of some sizes (`runtime/plan_sizes.py`)?"""
+        return not all(s.is_static for s in (*self.inputs, *self.outputs)) or \
+            any(is_symbolic_step(s) for s in self.steps)
+
+    def footprint(self, steps: Sequence[dict] | None = None,
+                  outputs: Sequence[Sequence[int]] | None = None) -> int:
         """Bytes a call holds at most: its temporaries at their peak plus its outputs (what
-        a CUDA graph of it keeps allocated between calls)."""
+        a CUDA graph of it keeps allocated between calls). A function of symbolic sizes
+        gives its `steps` and `outputs` shapes at a binding of them (`PlanSizes.at`)."""
         size = {}
         live = peak = 0
-        for s in self.steps:
+        for s in self.steps if steps is None else steps:
             if s["op"] == "alloc":
                 size[s["buf"]] = _nbytes(s["shape"], s["dtype"])
                 live += size[s["buf"]]
                 peak = max(peak, live)
             elif s["op"] == "free":
                 live -= size.pop(s["buf"], 0)
-        return peak + sum(_nbytes(self.outputs[j].shape, self.outputs[j].dtype)
-                          for j in self.computed)
+        shapes = [s.shape for s in self.outputs] if outputs is None else outputs
+        return peak + sum(_nbytes(shapes[j], self.outputs[j].dtype) for j in self.computed)
 
 
 @dataclass
@@ -224,7 +246,7 @@ class LaunchPlan:
 
     @classmethod
     def from_json(cls, data: dict, read: Callable[[str], bytes]) -> "LaunchPlan":
-        if data.get("format") != PLAN_FORMAT or data.get("version") != PLAN_VERSION:
+        if data.get("format") != PLAN_FORMAT or data.get("version") not in READ_VERSIONS:
             raise PlanError(f"not a {PLAN_FORMAT} version {PLAN_VERSION} plan: "
                             f"format={data.get('format')!r} version={data.get('version')!r}")
         modules = {}
@@ -286,8 +308,13 @@ class LaunchPlan:
                         raise PlanError(f"{where}: no kernel {s['kernel']!r} in module "
                                         f"{s['module']!r}")
                     for a in s["args"]:
-                        if "buf" not in a and a.get("type") not in _SCALAR_CTYPES:
+                        if "buf" not in a and (a.get("type") not in _SCALAR_CTYPES or
+                                               ("scalar" in a) == ("size" in a)):
                             raise PlanError(f"{where}: bad kernel argument {a}")
+                try:
+                    step_sizes(s)
+                except SizeError as e:
+                    raise PlanError(f"{where}: {e}") from None
 
 
 ENTRY_METADATA = "meta.json"
@@ -494,7 +521,8 @@ class CudaProgram:
     capability; tests pass a fake driver, `device="cpu"`, `stream=lambda: 0`.
     With `graphs=True`, `function()` replays each function from a CUDA graph after its
     first call (`runtime/cuda_graphs.py`); with "auto", the functions whose footprint
-    is at most AUTO_GRAPH_MAX_BYTES on a CUDA device.
+    is at most AUTO_GRAPH_MAX_BYTES on a CUDA device (a function of symbolic sizes: at
+    the sizes of the call).
     """
 
     def __init__(self, plan: LaunchPlan, driver: Optional[Driver] = None,
@@ -517,7 +545,10 @@ class CudaProgram:
         self.chip = chip or device_chip(self.device)
         self._modules: dict[str, Any] = {}
         self._functions: dict[tuple[str, str], Any] = {}
-        self._launches: dict[tuple[str, int], tuple[Any, list]] = {}
+        self._sizes = {f.name: PlanSizes(f.name, f.inputs, f.outputs, f.steps)
+                       for f in plan.functions.values() if f.symbolic}
+        # per function, its steps at the bindings of its sizes last used (static: one)
+        self._bound: dict[str, OrderedDict[tuple[int, ...], BoundSteps]] = {}
         self._constants: dict[str, Any] = {}  # uploaded once, on first use
         self._flag: Any = None  # the index-error flag, once a call needs it
         self._flagged = {f.name for f in plan.functions.values()
@@ -572,7 +603,7 @@ class CudaProgram:
                 log.warning("unloading kernel module %s: %s", name, e)
         self._modules.clear()
         self._functions.clear()
-        self._launches.clear()
+        self._bound.clear()
 
     # ---- calls
     def function(self, name: str) -> Any:
@@ -580,20 +611,57 @@ class CudaProgram:
         if name not in self.plan.functions:
             raise PlanError(f"no function @{name} in the plan (has "
                             f"{sorted(self.plan.functions)})")
-        if self.replays(name):
+        if name in self._sizes and self.graphs == "auto":
+            graphed = self.device.type == "cuda"  # decided per binding of its sizes
+        else:
+            graphed = self.replays(name)
+        if graphed:
             from .cuda_graphs import GraphedFunction
             return GraphedFunction(self, name)
         return CudaFunction(self, name)
 
-    def replays(self, name: str) -> bool:
-        """Does `function(name)` replay from a CUDA graph (`graphs`)?"""
+    def replays(self, name: str, values: tuple[int, ...] = ()) -> bool:
+        """Does a call of @name at the values of its sizes (`bind`) replay from a CUDA
+        graph (`graphs`)?"""
         if self.graphs != "auto":
             return bool(self.graphs)
-        footprint = self.plan.functions[name].footprint()
+        footprint = self.footprint(name, values)
         graphed = self.device.type == "cuda" and footprint <= AUTO_GRAPH_MAX_BYTES
-        log.debug("@%s holds %.1f MB: %s", name, footprint / 2**20,
+        log.debug("@%s holds %.1f MB%s: %s", name, footprint / 2**20,
+                  f" at sizes {self._sizes[name].named(values)}" if values else "",
                   "replayed from a CUDA graph" if graphed else "launched plainly")
         return graphed
+
+    def footprint(self, name: str, values: tuple[int, ...] = ()) -> int:
+        """`PlanFunction.footprint` of @name at the values of its sizes."""
+        bound = self.steps_at(name, values)
+        return self.plan.functions[name].footprint(bound.steps, bound.outputs)
+
+    def sizes_of(self, name: str) -> Callable[[Sequence[Any]], dict[str, int]] | None:
+        """For a function of symbolic sizes, the function giving their values in a call
+        with given inputs (what its backward takes as `sizes`); None for a static one."""
+        sizes = self._sizes.get(name)
+        return None if sizes is None else sizes.sizes_of
+
+    def steps_at(self, name: str, values: tuple[int, ...]) -> "BoundSteps":
+        """@name's steps at the values of its sizes (`bind`), evaluated once for the last
+        SHAPES_KEPT of them."""
+        kept = self._bound.setdefault(name, OrderedDict())
+        bound = kept.get(values)
+        if bound is not None:
+            kept.move_to_end(values)
+            return bound
+        sizes = self._sizes.get(name)
+        if sizes is None:
+            f = self.plan.functions[name]
+            bound = BoundSteps(f.steps, [tuple(s.shape) for s in f.outputs])
+        else:
+            bound = BoundSteps(*sizes.at(values))
+            log.debug("@%s at sizes %s", name, sizes.named(values))
+        kept[values] = bound
+        if len(kept) > SHAPES_KEPT:
+            kept.popitem(last=False)
+        return bound
 
     def _constant(self, name: str) -> Any:
         import torch
@@ -645,8 +713,12 @@ class CudaProgram:
         self._pending = None
         self._raise_if_flagged(host)
 
-    def check_inputs(self, name: str, inputs: Sequence[Any]) -> None:
-        """Raise PlanError unless `inputs` fit @name's signature on this device."""
+    def bind(self, name: str, inputs: Sequence[Any],
+             sizes: Optional[dict[str, int]] = None) -> tuple[int, ...]:
+        """Check that `inputs` fit @name's signature on this device (PlanError names the
+        first that does not), and return the values of its symbolic sizes in them
+        (`PlanSizes.symbols`; () for a static function). `sizes`: values its inputs do
+        not show (a backward's, bound where its forward ran)."""
         import torch
         f = self.plan.functions[name]
         if len(inputs) != len(f.inputs):
@@ -655,32 +727,43 @@ class CudaProgram:
             want = torch_dtype(sig.dtype)
             if not isinstance(x, torch.Tensor):
                 raise PlanError(f"@{name} input {i}: expected a tensor, got {type(x).__name__}")
-            if list(x.shape) != list(sig.shape) or x.dtype != want or x.device != self.device:
-                raise PlanError(f"@{name} input {i}: expected {tuple(sig.shape)} {want} on "
-                                f"{self.device}, got {tuple(x.shape)} {x.dtype} on {x.device}")
+            if (list(x.shape) != list(sig.shape) if sig.is_static else x.dim() != sig.rank) \
+                    or x.dtype != want or x.device != self.device:
+                raise PlanError(f"@{name} input {i}: expected {sig.shape if sig.is_static else sig} "
+                                f"{want} on {self.device}, got {tuple(x.shape)} {x.dtype} on "
+                                f"{x.device}")
+        plan_sizes = self._sizes.get(name)
+        if plan_sizes is None:
+            return ()
+        try:
+            return plan_sizes.bind(inputs, sizes)
+        except SizeError as e:
+            raise PlanError(f"{e}; compile for this shape") from None
 
-    def run(self, name: str, *inputs: Any, capturing: bool = False) -> list:
-        """Run @name; `capturing`: inside a CUDA-graph capture, where the index-error
-        flag is neither polled nor copied back (`after_call` does it after a replay)."""
+    def run(self, name: str, *inputs: Any, sizes: Optional[dict[str, int]] = None,
+            capturing: bool = False) -> list:
+        """Run @name (`sizes`: see `bind`); `capturing`: inside a CUDA-graph capture, where
+        the index-error flag is neither polled nor copied back (`after_call` does it after
+        a replay)."""
         import torch
         if not capturing:
             self.check_index_errors(wait=False)
-        self.check_inputs(name, inputs)
+        bound = self.steps_at(name, self.bind(name, inputs, sizes))
         f = self.plan.functions[name]
         env: dict[str, Any] = {}
         for i, x in enumerate(inputs):
             env[f"arg{i}"] = x if x.is_contiguous() else x.contiguous()
         outputs = []
-        for j, sig in enumerate(f.outputs):
+        for j, (sig, shape) in enumerate(zip(f.outputs, bound.outputs)):
             if j in f.forwarded:
                 outputs.append(inputs[f.forwarded[j]])
                 continue
-            out = torch.empty(sig.shape, dtype=torch_dtype(sig.dtype), device=self.device)
+            out = torch.empty(shape, dtype=torch_dtype(sig.dtype), device=self.device)
             env[f"arg{len(env)}"] = out
             outputs.append(out)
         stream = self._stream()
-        for n, s in enumerate(f.steps):
-            self._step(f, n, s, env, stream)
+        for n, s in enumerate(bound.steps):
+            self._step(f, bound, n, s, env, stream)
         if not capturing:
             self.after_call(name)
         return outputs
@@ -690,21 +773,22 @@ class CudaProgram:
         if name in self._flagged:
             self._copy_flag_back()
 
-    def _launch_args(self, f: PlanFunction, n: int, s: dict) -> tuple[Any, list]:
+    def _launch_args(self, f: PlanFunction, bound: "BoundSteps", n: int,
+                     s: dict) -> tuple[Any, list]:
         """A launch step's function and its arguments as (`ptr`, buffer) or (type, value),
         looked up once per step."""
-        key = (f.name, n)
-        if key not in self._launches:
+        if n not in bound.launches:
             fn = self._function(s["module"], s["kernel"], f"@{f.name} step {n}")
-            self._launches[key] = (fn, [("ptr", a["buf"]) if "buf" in a
-                                        else (a["type"], a["scalar"]) for a in s["args"]])
-        return self._launches[key]
+            bound.launches[n] = (fn, [("ptr", a["buf"]) if "buf" in a
+                                      else (a["type"], a["scalar"]) for a in s["args"]])
+        return bound.launches[n]
 
-    def _step(self, f: PlanFunction, n: int, s: dict, env: dict, stream: int) -> None:
+    def _step(self, f: PlanFunction, bound: "BoundSteps", n: int, s: dict, env: dict,
+              stream: int) -> None:
         import torch
         op = s["op"]
         if op == "launch":
-            fn, args = self._launch_args(f, n, s)
+            fn, args = self._launch_args(f, bound, n, s)
             params = [("ptr", env[v].data_ptr()) if t == "ptr" else (t, v) for t, v in args]
             try:
                 self.driver.launch(fn, s["grid"], s["block"], s["smem"], stream, params)
@@ -741,16 +825,29 @@ class CudaProgram:
             raise PlanError(f"@{f.name} step {n}: unknown op {op!r}")
 
 
+@dataclass
+class BoundSteps:
+    """A function's steps at one binding of its sizes (a static function's: its plan
+    steps), its outputs' shapes there, and each launch's kernel and arguments, looked up
+    at its first run (step index -> `_launch_args`)."""
+
+    steps: list[dict]
+    outputs: list[tuple[int, ...]]
+    launches: dict[int, tuple[Any, list]] = field(default_factory=dict)
+
+
 class CudaFunction:
     """One function of a `CudaProgram`, called on tensors. Its outputs are fresh tensors
-    (the runtime allocates them), except those the plan forwards from its inputs."""
+    (the runtime allocates them), except those the plan forwards from its inputs.
+    `sizes_of`: for a function of symbolic sizes, their values in a call (None if static)."""
 
     def __init__(self, program: CudaProgram, name: str) -> None:
         self.program, self.name = program, name
         self.returns_arguments = bool(program.plan.functions[name].forwarded)
+        self.sizes_of = program.sizes_of(name)
 
-    def __call__(self, *inputs: Any) -> list:
-        return self.program.run(self.name, *inputs)
+    def __call__(self, *inputs: Any, sizes: Optional[dict[str, int]] = None) -> list:
+        return self.program.run(self.name, *inputs, sizes=sizes)
 
 
 def _conv2d(x: Any, w: Any, y: Any, s: dict) -> None:

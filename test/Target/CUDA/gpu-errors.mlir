@@ -29,9 +29,11 @@ func.func @size_from_device(%a: memref<4xindex>) {
 
 // -----
 
-func.func @dynamic(%a: memref<?xf32>) {
+// (run-time sizes: a kernel takes a buffer of them as its pointer, which a strided
+// layout would not describe)
+func.func @strided_run_time_sizes(%a: memref<?xf32, strided<[2]>>) {
   %x = arith.constant 1.0 : f32
-  // expected-error @+1 {{dg-gpu-kernels: cannot map 'linalg.fill' to a GPU kernel}}
-  linalg.fill ins(%x : f32) outs(%a : memref<?xf32>)
+  // expected-error @+1 {{dg-gpu-kernels: a kernel reads a buffer of run-time sizes through a strided layout}}
+  linalg.fill ins(%x : f32) outs(%a : memref<?xf32, strided<[2]>>)
   return
 }

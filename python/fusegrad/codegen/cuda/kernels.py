@@ -35,6 +35,14 @@ emitted from a template, so the mapping to blocks and threads is explicit:
   zero fill directly feeding a matmul is dropped and the matmul marked
   `dg.gpu.overwrite` (the library call writes instead of accumulating).
 
+Memrefs of run-time sizes (a program compiled once for every size) get the same
+templates: a loop size is then a host value (`run_time_sizes.extents`), grids are
+computed from it on the host and loop bounds in the kernel; choices that need a number
+(pointwise grid shape, threads per row, block or thread per output) weigh a run-time
+size at its hint (`loops.size_hint`), and a row of run-time length runs
+`RUN_TIME_ROW_THREADS` threads. Kernels take such sizes as i64 parameters and buffers
+of run-time sizes as pointers (`run_time_sizes.pass_sizes`).
+
 Anything else at the host level that computes (a linalg op this pass cannot
 map, `memref.store`, ...) fails the pass with the op named.
 """
@@ -47,13 +55,16 @@ from typing import Callable, Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, scf
 
-from ..common.loops import (LoopOp, clone_body, combine, identity, mark_reassoc,
-                            parse as parse_loop_op, reduction_combiners)
+from ..common.loops import (DynSize, LoopOp, SizeClasses, clone_body, combine, identity,
+                            mark_reassoc, parse as parse_loop_op, reduction_combiners,
+                            size_hint)
 from ..common.outline import CONV_GRAD_CALL as CONV_GRAD
 from ...conversion.index_check import TAKE_ERROR
 from ..common.memrefs import (VIEWS, Access, buffer_root, row_conflict,
-                              static_memref)
+                              static_layout, static_memref)
 from ...passes import PassError, functions
+from .run_time_sizes import (Extent, ceil_div, extents, index, is_empty, minimum,
+                             pass_sizes, product, reshapes_as_casts)
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +96,9 @@ FULL_REDUCE_MAX_BLOCKS = 1024
 FULL_REDUCE_UNROLL = 1
 # innermost-dim size from which pointwise kernels use a 2-D grid
 POINTWISE_2D_MIN = 128
+# threads per row of a run-time length (the 8 elements per thread of ROW_ELEMS_PER_THREAD
+# at the size hint, 64, would take 32): rows of sequences, hundreds to thousands long
+RUN_TIME_ROW_THREADS = 256
 # reductions shorter than this run one thread per output instead of one block
 ROW_REDUCE_MIN = 32
 # other reductions: from this many outputs, one thread per output fills the GPU
@@ -99,9 +113,9 @@ OVERWRITE_ATTR = "dg.gpu.overwrite"
 # host ops the launch plan understands without a kernel
 HOST_OPS = ("memref.alloc", "memref.dealloc", "memref.copy", "memref.expand_shape",
             "memref.collapse_shape", "memref.subview", "memref.cast",
-            "memref.reinterpret_cast", "memref.get_global", "arith.constant", "func.return",
-            "func.call", "gpu.launch", "gpu.launch_func") + CONTRACTIONS
-_PURE = VIEWS + ("memref.alloc", "arith.constant")
+            "memref.reinterpret_cast", "memref.get_global", "memref.dim", "arith.constant",
+            "func.return", "func.call", "gpu.launch", "gpu.launch_func") + CONTRACTIONS
+_PURE = VIEWS + ("memref.alloc", "memref.dim", "arith.constant")
 
 _ALL_REDUCE = {"arith.addf": "add", "arith.mulf": "mul", "arith.maximumf": "maximumf",
                "arith.minimumf": "minimumf", "arith.maxnumf": "maxnumf",
@@ -123,6 +137,9 @@ class Kop:
     # read instead of the buffer's initial value (`_fold_fills`), and the erased fills
     inits: dict = field(default_factory=dict)
     folded: list = field(default_factory=list)
+    # the sizes as the kernel reads them (ints, host values of run-time sizes), set on
+    # the host before its launch (`run_time_sizes.extents`)
+    extents: list = field(default_factory=list)
 
     @property
     def affine(self) -> bool:
@@ -163,39 +180,43 @@ class Kop:
             return False
         if self.combiners() is None:
             return False
-        work = 1
-        for d in red:
-            work *= self.sizes[d]
-        return work >= ROW_REDUCE_MIN
+        return _work([self.sizes[d] for d in red]) >= ROW_REDUCE_MIN
 
     def full_reducible(self) -> bool:
         """Every dim reduced (a loss), `combiners()`: one block reduces it."""
         return (len(self.red_dims()) == len(self.sizes) > 0
-                and self.combiners() is not None and _prod(self.sizes) >= ROW_REDUCE_MIN)
+                and self.combiners() is not None and _work(self.sizes) >= ROW_REDUCE_MIN)
 
     def block_reducible(self) -> bool:
         """Few outputs, each a long reduction: one block per output (see module doc)."""
         par = [n for n, it in zip(self.sizes, self.iterators) if it == "parallel"]
         red = [self.sizes[d] for d in self.red_dims()]
-        return (bool(red) and self.combiners() is not None and _prod(red) >= ROW_REDUCE_MIN
-                and _prod(par) < THREAD_PER_OUTPUT_MIN)
+        return (bool(red) and self.combiners() is not None and _work(red) >= ROW_REDUCE_MIN
+                and _work(par) < THREAD_PER_OUTPUT_MIN)
+
+    def read_extents(self, read: dict) -> list:
+        """Set `extents` at the insertion point (on the host; `read`: see `extents`)."""
+        self.extents = extents(self.sizes, read)
+        return self.extents
 
     def buffers(self):
         return self.lop.buffers()
 
 
-def parse(op: ir.Operation) -> Optional[Kop]:
-    """The op as a Kop, or None when it is not a loop nest this pass can emit."""
+def parse(op: ir.Operation, sizes: SizeClasses) -> Optional[Kop]:
+    """The op as a Kop, or None when it is not a loop nest this pass can emit. `sizes`:
+    which run-time sizes of the function are equal (`loops.SizeClasses`)."""
     if op.name in ("linalg.generic", "linalg.fill"):
-        lop = parse_loop_op(op, regions=True, affine_ins=True)
+        lop = parse_loop_op(op, regions=True, affine_ins=True, sizes=sizes)
         return Kop(lop) if lop is not None else None
     if op.name in ("memref.copy", "linalg.transpose"):
-        lop = parse_loop_op(op)  # strided copies stay host copies (torch)
+        lop = parse_loop_op(op, sizes=sizes)  # strided copies stay host copies (torch)
         return Kop(lop, copy=True) if lop is not None else None
     if op.name == "linalg.copy":
         src, dst = op.operands[0], op.operands[1]  # (input, init)
         if not (static_memref(src.type) and static_memref(dst.type)):
-            return None
+            lop = parse_loop_op(op, sizes=sizes)
+            return Kop(lop, copy=True) if lop is not None else None
         acc = tuple(range(ir.MemRefType(dst.type).rank))
         lop = LoopOp(op, [src], [dst], [acc, acc], list(ir.MemRefType(dst.type).shape),
                      ["parallel"] * len(acc))
@@ -220,15 +241,20 @@ def _prod(xs: Sequence[int]) -> int:
     return n
 
 
-def _delinearize(flat: ir.Value, sizes: Sequence[int]) -> list:
-    """Row-major multi-index of `flat` in `sizes` (constant divisors)."""
+def _work(sizes: Sequence) -> int:
+    """The product of loop sizes, a run-time one at its hint: what the choices weigh."""
+    return _prod([size_hint(s) for s in sizes])
+
+
+def _delinearize(flat: ir.Value, sizes: Sequence[Extent]) -> list:
+    """Row-major multi-index of `flat` in `sizes` (constant divisors where static)."""
     out: list = [None] * len(sizes)
     rest = flat
     for k in range(len(sizes) - 1, -1, -1):
         if k == 0:
             out[k] = rest
         else:
-            s = _idx(sizes[k])
+            s = index(sizes[k])
             out[k] = arith.remui(rest, s)
             rest = arith.divui(rest, s)
     return out
@@ -237,11 +263,11 @@ def _delinearize(flat: ir.Value, sizes: Sequence[int]) -> list:
 _LAUNCHES: list = []  # launches emitted by the current run (views are sunk into them)
 
 
-def _launch(grid: Sequence[int], block: Sequence[int]) -> tuple[gpu.LaunchOp, list, list]:
+def _launch(grid: Sequence[Extent], block: Sequence[int]) -> tuple[gpu.LaunchOp, list, list]:
     for g in grid:
-        if g > MAX_GRID_X:
+        if isinstance(g, int) and g > MAX_GRID_X:
             raise PassError(f"dg-gpu-kernels: grid {list(grid)} too large")
-    launch = gpu.LaunchOp(tuple(_idx(g) for g in grid), tuple(_idx(b) for b in block))
+    launch = gpu.LaunchOp(tuple(index(g) for g in grid), tuple(_idx(b) for b in block))
     _LAUNCHES.append(launch.operation)
     args = list(launch.regions[0].blocks[0].arguments)
     return launch, args[0:3], args[3:6]
@@ -377,11 +403,11 @@ def _is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
     return False
 
 
-def _lt(a: ir.Value, b: int) -> ir.Value:
-    return arith.cmpi(arith.CmpIPredicate.ult, a, _idx(b))
+def _lt(a: ir.Value, b: Extent) -> ir.Value:
+    return arith.cmpi(arith.CmpIPredicate.ult, a, index(b))
 
 
-def strided_loop(start: ir.Value, total: int, step: int, inits: list,
+def strided_loop(start: ir.Value, total: Extent, step: Extent, inits: list,
                  body: Callable[[ir.Value, list], list], combiners: Sequence[str],
                  unroll: int) -> list:
     """`for k in range(start, total, step)` carrying `inits`, unrolled `unroll` times.
@@ -389,11 +415,13 @@ def strided_loop(start: ir.Value, total: int, step: int, inits: list,
     The unrolled part keeps one set of accumulators per copy (independent loads
     in flight: one load per thread per iteration leaves HBM idle), combined with
     `combiners` after the loop; a remainder loop finishes. `body(k, accs)`
-    returns the new accumulators. `start` must be below `step`.
+    returns the new accumulators. `start` must be below `step`. A run-time `total` or
+    `step` (a host value) runs without unrolling.
     """
     n = len(inits)
     accs = list(inits)
-    if unroll > 1 and total >= unroll * step:
+    if unroll > 1 and isinstance(total, int) and isinstance(step, int) and \
+            total >= unroll * step:
         main_end = (total // (unroll * step)) * (unroll * step)
         loop = scf.ForOp(start, _idx(main_end), _idx(unroll * step), accs * unroll)
         with ir.InsertionPoint(loop.body):
@@ -411,7 +439,7 @@ def strided_loop(start: ir.Value, total: int, step: int, inits: list,
         if main_end == total:
             return accs
         start = arith.addi(start, _idx(main_end))
-    loop = scf.ForOp(start, _idx(total), _idx(step), accs)
+    loop = scf.ForOp(start, index(total), index(step), accs)
     with ir.InsertionPoint(loop.body):
         scf.YieldOp(body(loop.induction_variable, list(loop.inner_iter_args)))
     return list(loop.results)
@@ -483,21 +511,24 @@ class Emitter:
 
 def emit_pointwise(k: Kop, block_size: int) -> None:
     """One thread per element of an all-parallel op (at the current insertion point)."""
-    sizes = k.sizes
-    total = _prod(sizes)
-    if total == 0:
+    sizes = k.read_extents({})
+    total = product(sizes)
+    if is_empty(total):
         return
-    if len(sizes) >= 1 and sizes[-1] >= POINTWISE_2D_MIN:
-        inner, outer = sizes[-1], _prod(sizes[:-1])
+    if len(sizes) >= 1 and size_hint(k.sizes[-1]) >= POINTWISE_2D_MIN:
+        inner, outer = sizes[-1], product(sizes[:-1])
         bx = block_size
-        gy = min(outer, MAX_GRID_Y)
-        gz = _cdiv(outer, gy)
-        launch, bid, tid = _launch((_cdiv(inner, bx), gy, gz), (bx, 1, 1))
+        gy = minimum(outer, MAX_GRID_Y)
+        gz = ceil_div(outer, gy)
+        launch, bid, tid = _launch((ceil_div(inner, bx), gy, gz), (bx, 1, 1))
         with ir.InsertionPoint(launch.regions[0].blocks[0]):
             j = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
-            row = arith.addi(arith.muli(bid[2], _idx(gy)), bid[1]) if gz > 1 else bid[1]
+            # (a run-time `outer` may need blockIdx.z, and a guard on the rows)
+            static = isinstance(gz, int)
+            row = arith.addi(arith.muli(bid[2], index(gy)), bid[1]) \
+                if not static or gz > 1 else bid[1]
             cond = _lt(j, inner)
-            if gz * gy != outer:
+            if not static or gz * gy != outer:
                 cond = arith.andi(cond, _lt(row, outer))
             guard = scf.IfOp(cond)
             with ir.InsertionPoint(guard.then_block):
@@ -509,13 +540,15 @@ def emit_pointwise(k: Kop, block_size: int) -> None:
         _thread_per_index(sizes, block_size, lambda ivs: _pointwise_body(k, ivs))
 
 
-def _thread_per_index(sizes: Sequence[int], block_size: int,
+def _thread_per_index(sizes: Sequence[Extent], block_size: int,
                       body: Callable[[list], None]) -> None:
     """A flat 1-D launch with one thread per row-major index of `sizes`, each running
-    `body(indices)` (at most `block_size` threads per block, fewer for small sizes)."""
-    total = _prod(sizes)
-    bx = min(block_size, max(32, 1 << (total - 1).bit_length()))
-    launch, bid, tid = _launch((_cdiv(total, bx), 1, 1), (bx, 1, 1))
+    `body(indices)` (at most `block_size` threads per block, fewer for small static
+    sizes)."""
+    total = product(sizes)
+    bx = min(block_size, max(32, 1 << (total - 1).bit_length())) \
+        if isinstance(total, int) else block_size
+    launch, bid, tid = _launch((ceil_div(total, bx), 1, 1), (bx, 1, 1))
     with ir.InsertionPoint(launch.regions[0].blocks[0]):
         flat = arith.addi(arith.muli(bid[0], _idx(bx)), tid[0])
         guard = scf.IfOp(_lt(flat, total))
@@ -534,14 +567,19 @@ def _const_index(v: ir.Value) -> Optional[int]:
 def scatter_nest(op: ir.Operation) -> Optional[tuple[list[ir.Operation], ir.Operation]]:
     """(loops, store) if `op` is a scatter on the host (dg.scatter_add, the gradient of a
     gather or an embedding, or dg.scatter, `x[i] = v`): a nest of `scf.for` from 0 by 1
-    to constants (an outer body may compute scalars before its loop: an embedding
-    gradient's row index) whose innermost body ends storing, to `buf[i]`, either a value
-    combined from `load(buf[i])` (`_accumulated`: a sum, maximum, ...) or a value that
-    reads nothing of `buf`; else None."""
+    to constants or run-time sizes computed before the nest (an outer body may compute
+    scalars before its loop: an embedding gradient's row index) whose innermost body
+    ends storing, to `buf[i]`, either a value combined from `load(buf[i])`
+    (`_accumulated`: a sum, maximum, ...) or a value that reads nothing of `buf`; else
+    None."""
     loops: list[ir.Operation] = []
+    host = op.block
     while op.name == "scf.for" and not len(op.results):
         lb, ub, step = list(op.operands)[:3]
-        if _const_index(lb) != 0 or _const_index(step) != 1 or _const_index(ub) is None:
+        if _const_index(lb) != 0 or _const_index(step) != 1 or (
+                _const_index(ub) is None and
+                (ub.owner if isinstance(ub.owner, ir.Block) else ub.owner.operation.block)
+                != host):
             return None
         loops.append(op)
         body = [o.operation for o in op.regions[0].blocks[0].operations]
@@ -632,8 +670,9 @@ def emit_scatter(loops: list[ir.Operation], store: ir.Operation, block_size: int
     integer max/min are atomic too, other combines (float max/min, products) run in
     `memref.generic_atomic_rmw`, a compare-and-swap loop. A scatter stores: of repeated indices one stays, which one is not fixed (as in
     PyTorch's CUDA index_put_)."""
-    trips = [_const_index(list(f.operands)[1]) for f in loops]
-    if _prod(trips) == 0:
+    trips = [_const_index(ub) if _const_index(ub) is not None else ub
+             for ub in (list(f.operands)[1] for f in loops)]
+    if any(is_empty(t) for t in trips):
         return
     value, buf, idx = store.operands[0], store.operands[1], list(store.operands)[2:]
     combine = _accumulated(store)
@@ -725,8 +764,9 @@ def emit_thread_per_output(k: Kop, block_size: int) -> None:
     """A reduction with one thread per output element, reduction loops serial."""
     par = [d for d, it in enumerate(k.iterators) if it == "parallel"]
     red = k.red_dims()
-    par_sizes = [k.sizes[d] for d in par]
-    if _prod(par_sizes) == 0:
+    sizes = k.read_extents({})
+    par_sizes = [sizes[d] for d in par]
+    if any(is_empty(s) for s in par_sizes):
         return
 
     def body(par_ivs: list) -> None:
@@ -749,14 +789,15 @@ def emit_block_per_output(k: Kop, row_block: int) -> None:
     addresses when the innermost reduced dim is contiguous), then `gpu.all_reduce`."""
     par = [d for d, it in enumerate(k.iterators) if it == "parallel"]
     red = k.red_dims()
-    par_sizes = [k.sizes[d] for d in par]
-    red_sizes = [k.sizes[d] for d in red]
-    outputs, total = _prod(par_sizes), _prod(red_sizes)
-    if outputs == 0:
+    sizes = k.read_extents({})
+    par_sizes = [sizes[d] for d in par]
+    red_sizes = [sizes[d] for d in red]
+    outputs, total = product(par_sizes), product(red_sizes)
+    if is_empty(outputs):
         return
     combiners = k.combiners()
     ftypes = [ir.MemRefType(b.type).element_type for b in k.lop.outs]
-    bx = row_threads(total, row_block)
+    bx = row_threads(total if isinstance(total, int) else None, row_block)
     launch, bid, tid = _launch((outputs, 1, 1), (bx, 1, 1))
     with ir.InsertionPoint(launch.regions[0].blocks[0]):
         par_ivs = _delinearize(bid[0], par_sizes)
@@ -789,7 +830,7 @@ def _serial_reduce(em: Emitter, red: list, pos: int, accs: list) -> list:
     if pos == len(red):
         return em.compute(accs)
     d = red[pos]
-    loop = scf.ForOp(_idx(0), _idx(em.k.sizes[d]), _idx(1), list(accs))
+    loop = scf.ForOp(_idx(0), index(em.k.extents[d]), _idx(1), list(accs))
     with ir.InsertionPoint(loop.body):
         em.ivs[d] = loop.induction_variable
         scf.YieldOp(_serial_reduce(em, red, pos + 1, list(loop.inner_iter_args)))
@@ -800,34 +841,39 @@ def emit_full_reduce(k: Kop, block_size: int, unroll: int = FULL_REDUCE_UNROLL) 
     """A reduction of every dim to one value (a loss).
 
     Up to FULL_REDUCE_ONE_BLOCK elements: one block, thread-strided, `gpu.all_reduce`.
-    Beyond: two launches, a grid-strided partial per block into a temporary
-    (one value per block), then one block combining the partials.
+    Beyond, and for a run-time number of elements: two launches, a grid-strided partial
+    per block into a temporary (one value per block, FULL_REDUCE_MAX_BLOCKS of them for
+    a run-time block count), then one block combining the partials.
     """
-    total = _prod(k.sizes)
+    sizes = k.read_extents({})
+    total = product(sizes)
     combiners = k.combiners()
-    if total <= FULL_REDUCE_ONE_BLOCK:
+    if isinstance(total, int) and total <= FULL_REDUCE_ONE_BLOCK:
         launch, bid, tid = _launch((1, 1, 1), (block_size, 1, 1))
         with ir.InsertionPoint(launch.regions[0].blocks[0]):
             ivs: list = [None] * len(k.sizes)
             _reduce_into(k, 0, ivs, tid[0], block_size, dict(k.inits), set(), combiners)
             gpu.TerminatorOp()
         return
-    nblocks = min(_cdiv(total, block_size * ROW_ELEMS_PER_THREAD), FULL_REDUCE_MAX_BLOCKS)
+    nblocks = minimum(ceil_div(total, block_size * ROW_ELEMS_PER_THREAD),
+                      FULL_REDUCE_MAX_BLOCKS)
     outs = k.lop.outs
     ftypes = [ir.MemRefType(b.type).element_type for b in outs]
-    partials = [memref.AllocOp(ir.MemRefType.get([nblocks], ft), [], []).result
+    slots = nblocks if isinstance(nblocks, int) else FULL_REDUCE_MAX_BLOCKS
+    partials = [memref.AllocOp(ir.MemRefType.get([slots], ft), [], []).result
                 for ft in ftypes]
+    stride = product([nblocks, block_size])
     # stage 1: block b reduces flat indices b*B + t, stepping by the whole grid
     launch, bid, tid = _launch((nblocks, 1, 1), (block_size, 1, 1))
     with ir.InsertionPoint(launch.regions[0].blocks[0]):
         start = arith.addi(arith.muli(bid[0], _idx(block_size)), tid[0])
 
         def red(i: ir.Value, accs: list) -> list:
-            results = Emitter(k, _delinearize(i, k.sizes)).compute(accs)
+            results = Emitter(k, _delinearize(i, sizes)).compute(accs)
             mark_reassoc(results)
             return results
 
-        parts = strided_loop(start, total, nblocks * block_size,
+        parts = strided_loop(start, total, stride,
                              [identity(c, ft) for c, ft in zip(combiners, ftypes)], red,
                              combiners, unroll)
         sums = [_all_reduce(p, c) for p, c in zip(parts, combiners)]
@@ -838,10 +884,11 @@ def emit_full_reduce(k: Kop, block_size: int, unroll: int = FULL_REDUCE_UNROLL) 
             scf.YieldOp([])
         gpu.TerminatorOp()
     # stage 2: one block combines the partials into the output
-    bx = min(block_size, max(32, 1 << (nblocks - 1).bit_length()))
+    bx = min(block_size, max(32, 1 << (nblocks - 1).bit_length())) \
+        if isinstance(nblocks, int) else block_size
     launch, bid, tid = _launch((1, 1, 1), (bx, 1, 1))
     with ir.InsertionPoint(launch.regions[0].blocks[0]):
-        loop = scf.ForOp(tid[0], _idx(nblocks), _idx(bx),
+        loop = scf.ForOp(tid[0], index(nblocks), _idx(bx),
                          [identity(c, ft) for c, ft in zip(combiners, ftypes)])
         with ir.InsertionPoint(loop.body):
             scf.YieldOp([combine(c, acc, memref.LoadOp(buf, [loop.induction_variable]).result)
@@ -894,13 +941,14 @@ class RowCache:
         return (buf, acc, self.slot)
 
 
-def _row_loop(t: ir.Value, total: int, step: int, inits: list, sizes: tuple,
+def _row_loop(t: ir.Value, total: Extent, step: int, inits: list, sizes: tuple,
               body: Callable[[ir.Value, list], list], combiners: Sequence[str],
               cache: Optional[RowCache]) -> list:
     """A row kernel's thread-strided loop: `strided_loop`, or with a `cache`, unrolled
     (at most ROW_CACHE steps) into straight-line code whose loads the cache shares. The
     last step, when `total` is not a multiple of `step`, reads a clamped index; its
-    stores are guarded and its reduction values dropped."""
+    stores are guarded and its reduction values dropped. (A cache takes a static
+    `total`: `_row_cache`.)"""
     if cache is None:
         return strided_loop(t, total, step, inits, body, combiners, UNROLL)
     accs = list(inits)
@@ -922,14 +970,16 @@ def _row_cache(rk: "RowKernel", bx: int, limit: int) -> Optional[RowCache]:
     """A cache for the kernel when the values it would keep per thread (each read-only
     operand's elements per thread, summed) number at most `limit`, so every loop over a
     row unrolls into straight-line code, and no reduction member loops serially over
-    parallel dims inside the row."""
+    parallel dims inside the row. (A row of run-time length has none: its steps are
+    unknown.)"""
     if limit <= 0:
         return None
     k = rk.row_dims
     written = {buffer_root(b) for m in rk.members for b, _, w in m.buffers() if w}
     kept: dict = {}  # (buffer, access, trailing sizes) -> elements per thread
     for m in rk.members:
-        if m.red_dims() and m.red_dims()[0] != k:
+        if m.red_dims() and m.red_dims()[0] != k or \
+                any(isinstance(s, DynSize) for s in m.sizes[k:]):
             return None
         steps = _cdiv(_prod(m.sizes[k:]), bx)
         if steps > limit:
@@ -973,8 +1023,8 @@ def _row_dims(group: list[Kop]) -> int:
 
 
 def _rows(group: list[Kop]) -> int:
-    """How many rows (blocks) a row kernel of `group` runs."""
-    return _prod(group[0].sizes[:_row_dims(group)])
+    """How many rows (blocks) a row kernel of `group` runs (at the size hints)."""
+    return _work(group[0].sizes[:_row_dims(group)])
 
 
 def _narrows(group: list[Kop], k: Kop) -> bool:
@@ -1001,7 +1051,8 @@ def _keeps_leading(v: ir.Value, k: int) -> bool:
 
 
 def _forwardable(group: list[Kop], row_dims: int) -> set:
-    """Buffers shaped like the rows that every member indexes by the row only."""
+    """Buffers shaped like the rows that every member indexes by the row only (a row
+    dim of run-time size: the buffer's dim is that size, as the row index reads it)."""
     rows = group[0].sizes[:row_dims]
     lead = tuple(range(row_dims))
     accs: dict = {}
@@ -1011,7 +1062,8 @@ def _forwardable(group: list[Kop], row_dims: int) -> set:
     out = set()
     for b, acc_list in accs.items():
         t = b.type
-        if not (isinstance(t, ir.MemRefType) and list(t.shape) == list(rows)):
+        if not (isinstance(t, ir.MemRefType) and t.rank == len(rows) and
+                all(isinstance(r, DynSize) or s == r for s, r in zip(t.shape, rows))):
             continue
         if all(a == lead for a in acc_list):
             out.add(b)
@@ -1030,8 +1082,11 @@ def _temps(group: list[Kop], forwardable: set) -> list:
     return temps
 
 
-def row_threads(inner: int, row_block: int) -> int:
-    """Threads per row: a power of two in [32, row_block], ~ROW_ELEMS_PER_THREAD each."""
+def row_threads(inner: Optional[int], row_block: int) -> int:
+    """Threads per row: a power of two in [32, row_block], ~ROW_ELEMS_PER_THREAD each
+    (RUN_TIME_ROW_THREADS for a row of run-time length, `inner` None)."""
+    if inner is None:
+        return min(row_block, RUN_TIME_ROW_THREADS)
     want = _cdiv(max(1, inner), ROW_ELEMS_PER_THREAD)
     return min(row_block, max(32, 1 << (want - 1).bit_length()))
 
@@ -1039,16 +1094,19 @@ def row_threads(inner: int, row_block: int) -> int:
 def emit_row_kernel(rk: RowKernel, row_block: int, row_cache: int = ROW_CACHE) -> None:
     """One block per row: thread-strided loops, gpu.all_reduce for reductions."""
     group, k = rk.members, rk.row_dims
-    rows = _prod(group[0].sizes[:k])
-    if rows == 0:
+    read: dict = {}
+    for m in group:
+        m.read_extents(read)
+    rows = product(group[0].extents[:k])
+    if is_empty(rows):
         return
-    inner_max = max(_prod(m.sizes[k:]) for m in group)
-    bx = row_threads(inner_max, row_block)
+    run_time = any(isinstance(s, DynSize) for m in group for s in m.sizes[k:])
+    bx = row_threads(None if run_time else max(_prod(m.sizes[k:]) for m in group), row_block)
     cache = _row_cache(rk, bx, row_cache)
     launch, bid, tid = _launch((rows, 1, 1), (bx, 1, 1))
     body = launch.regions[0].blocks[0]
     with ir.InsertionPoint(body):
-        row, t = _delinearize(bid[0], group[0].sizes[:k]), tid[0]
+        row, t = _delinearize(bid[0], group[0].extents[:k]), tid[0]
         forwarded: dict = {}
         dirty: list = []  # forwarded buffers whose value must reach memory
         # roots written / read through memory since the last barrier: a member that
@@ -1092,9 +1150,9 @@ def _row_member(m: Kop, row: list, t: ir.Value, bx: int, forwarded: dict,
     red = m.red_dims()
     outs = m.lop.outs
     if not red:
-        inner = m.sizes[k:]
-        total = _prod(inner)
-        if total == 1:
+        inner = m.extents[k:]
+        total = product(inner)
+        if isinstance(total, int) and total == 1:
             # per-row scalar work: every thread computes it (uniform value)
             ivs = row + [_idx(0)] * (n - k)
             em = Emitter(m, ivs, forwarded)
@@ -1136,14 +1194,14 @@ def _reduce_into(m: Kop, d: int, ivs: list, t: ir.Value, bx: int, forwarded: dic
     reduction dims thread-strided, `gpu.all_reduce`, combined into the output."""
     first_red = m.red_dims()[0]
     if d < first_red:
-        loop = scf.ForOp(_idx(0), _idx(m.sizes[d]), _idx(1))
+        loop = scf.ForOp(_idx(0), index(m.extents[d]), _idx(1))
         with ir.InsertionPoint(loop.body):
             ivs[d] = loop.induction_variable
             _reduce_into(m, d + 1, ivs, t, bx, forwarded, forwardable, combiners)
             scf.YieldOp([])
         return
-    red_sizes = m.sizes[first_red:]
-    total = _prod(red_sizes)
+    red_sizes = m.extents[first_red:]
+    total = product(red_sizes)
     outs = m.lop.outs
     em = Emitter(m, ivs, forwarded, cache)
     ftypes = [ir.MemRefType(b.type).element_type for b in outs]
@@ -1191,6 +1249,7 @@ def _plan_block(block: ir.Block) -> list:
     """Kernels for a function body, in order: ('row', RowKernel) | ('pw', Kop) | ('tpo', Kop)
     | ('bpo', Kop)
     | ('full', Kop) | ('scatter', (loops, store)) | ('serial', ops)."""
+    sizes = SizeClasses(block)  # which run-time sizes are equal, before any rewrite
     kernels: list = []
     current: list[Kop] = []
     serial: list[ir.Operation] = []  # a single-thread kernel's ops (`emit_serial`)
@@ -1247,16 +1306,16 @@ def _plan_block(block: ir.Block) -> list:
                 add_serial(op)
             continue
         close_serial()
-        k = parse(op) if op.name == "memref.copy" else None
+        k = parse(op, sizes) if op.name == "memref.copy" else None
         if k is not None or (op.name.startswith("linalg.") and op.name not in CONTRACTIONS):
-            k = k or parse(op)
+            k = k or parse(op, sizes)
             if k is None:
                 raise PassError(f"dg-gpu-kernels: cannot map '{op.name}' to a GPU kernel "
-                                "(needs static shapes, affine indexing maps with plain "
-                                "output maps, and a body without regions)", op.location)
+                                "(needs affine indexing maps with plain output maps, "
+                                "and a body without regions)", op.location)
             if _row_eligible(k):
-                if current and (current[0].sizes[0] != k.sizes[0] or row_conflict(current, k)
-                                or _narrows(current, k)):
+                if current and (current[0].sizes[0] != k.sizes[0] or
+                                row_conflict(current, k, sizes) or _narrows(current, k)):
                     close()
                 current.append(k)
                 continue
@@ -1323,7 +1382,8 @@ def _view_transposed_operands(block: ir.Block) -> None:
         src, dst = op.operands
         n = len(perm)
         if n < 2 or perm != list(range(n - 2)) + [n - 1, n - 2] or \
-                isinstance(dst.owner, ir.Block) or dst.owner.operation.name != "memref.alloc":
+                isinstance(dst.owner, ir.Block) or dst.owner.operation.name != "memref.alloc" \
+                or static_layout(ir.MemRefType(src.type)) is None:  # (run-time sizes: a kernel)
             continue
         users = [u.owner.operation for u in dst.uses if u.owner.operation != op]
         if not all(u.name in ("linalg.matmul", "linalg.batch_matmul", "memref.dealloc")
@@ -1411,6 +1471,7 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
         body = fn.regions[0].blocks[0]
         if len(fn.regions[0].blocks) != 1:
             raise PassError("dg-gpu-kernels: functions must have one block", fn.location)
+        reshapes_as_casts(body)
         _view_transposed_operands(body)
         _drop_matmul_zero_fills(body)
         for kind, k in _plan_block(body):
@@ -1452,6 +1513,7 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
         _sink_views(launch)
         _hoist_globals(launch)
         _expand_integer_abs(launch)
+        pass_sizes(launch)
     _LAUNCHES.clear()
     for fn in list(functions(module)):
         if CONV_GRAD not in fn.attributes:

@@ -6,6 +6,13 @@ plan builder walks each public function in order (notes §4(b)) into the
 steps of `fusegrad.runtime.cuda.LaunchPlan`, and collects one kernel module
 per `gpu.binary` (PTX per chip; cubins from `ptxas` when it is found).
 
+A function of run-time sizes (a program compiled once for every size) computes its
+sizes on the host: `memref.dim` of its arguments, size arguments
+(`dg-size-arguments`), `arith` on them. The walker evaluates each such value as an
+expression of the program's symbols (the arguments' dims are their signature's), and
+writes allocation shapes, view geometry, grids and size kernel arguments as those
+expressions' text (`runtime/plan_sizes.py` evaluates them at each call).
+
 `compile.compile_cuda(module)` runs the pipeline and builds the plan;
 `format_plan` prints it (`python -m fusegrad.codegen.cuda.compile FILE.mlir`).
 """
@@ -19,9 +26,12 @@ from typing import Optional, Sequence
 from mlir import ir
 from mlir.dialects import gpu
 
+from ...conversion.sizes import SIZE_ARGUMENTS_ATTR
 from ...dialects.types import TensorSpec
+from ...runtime import abi
 from ...runtime.abi import TensorSig
 from ...runtime.cuda import Constant, Image, KernelModule, LaunchPlan, PlanError, PlanFunction
+from .host_sizes import SIZE_OPS, HostSizes
 from .kernels import OVERWRITE_ATTR
 from ..common.outline import CONV_GRAD_CALL as CONV_GRAD
 from ...conversion.index_check import ERROR_GLOBAL, SITES_ATTR
@@ -87,10 +97,15 @@ def _constant(glob: ir.Operation, element: ir.Type) -> Constant:
 
 
 class _HostWalker:
-    def __init__(self, fn: ir.Operation, n_inputs: int,
+    """Walks one host function into plan steps. Its arguments are its inputs (`inputs`,
+    their specs), then its size arguments (`size_arguments`, their symbols), then its
+    out-params (`outputs`: the outputs it computes); buffers are named `arg<i>` for the
+    inputs and out-params in order, as the runtime binds them."""
+
+    def __init__(self, fn: ir.Operation, inputs: Sequence[TensorSpec],
+                 size_arguments: Sequence[str], outputs: Sequence[TensorSpec],
                  globals_: Optional[dict[str, ir.Operation]] = None) -> None:
         self.fn = fn
-        self.n_inputs = n_inputs
         self.globals = globals_ or {}
         self.constants: dict[str, Constant] = {}
         module = fn.parent
@@ -100,8 +115,14 @@ class _HostWalker:
         self.names: dict = {}
         self.steps: list[dict] = []
         self.count = 0
-        for i, a in enumerate(fn.regions[0].blocks[0].arguments):
+        args = list(fn.regions[0].blocks[0].arguments)
+        n_in = len(inputs)
+        buffers = args[:n_in] + args[n_in + len(size_arguments):]
+        for i, a in enumerate(buffers):
             self.names[a] = f"arg{i}"
+        self.sizes = HostSizes(
+            {a: spec.shape for a, spec in zip(buffers, [*inputs, *outputs])},
+            {a: abi.symbol(n) for a, n in zip(args[n_in:], size_arguments)})
 
     def name(self, v: ir.Value, op: ir.Operation) -> str:
         if v not in self.names:
@@ -127,14 +148,13 @@ class _HostWalker:
 
     def step(self, op: ir.Operation) -> None:
         name = op.name
-        if name in ("arith.constant", "func.return"):
-            return
+        if name in ("arith.constant", "func.return") or name in SIZE_OPS:
+            return  # (sizes: `HostSizes` evaluates those it needs)
         if name == "memref.alloc" or name == "memref.alloca":
             t = ir.MemRefType(op.results[0].type)
-            if not t.has_static_shape:
-                raise PlanError(f"{name} at {op.location}: dynamic shapes are not supported")
+            shape, _, _ = self.sizes.geometry(op.results[0])
             self.steps.append({"op": "alloc", "buf": self.fresh(op.results[0]),
-                               "shape": list(t.shape), "dtype": _dtype(t.element_type)})
+                               "shape": _sizes_json(shape), "dtype": _dtype(t.element_type)})
         elif name == "memref.get_global":
             symbol = ir.FlatSymbolRefAttr(op.attributes["name"]).value
             if symbol == ERROR_GLOBAL:
@@ -149,19 +169,17 @@ class _HostWalker:
                                "name": symbol})
         elif name == "memref.dealloc":
             self.steps.append({"op": "free", "buf": self.name(op.operands[0], op)})
+        elif _pointer_cast(op):  # a kernel's buffer of run-time sizes: its pointer
+            self.names[op.results[0]] = self.name(op.operands[0], op)
         elif name in VIEWS:
-            t = ir.MemRefType(op.results[0].type)
-            strides, offset = t.get_strides_and_offset()
-            dyn = ir.ShapedType.get_dynamic_stride_or_offset()
-            if not t.has_static_shape or offset == dyn or dyn in strides:
-                raise PlanError(f"{name} at {op.location}: dynamic view {t}")
+            shape, strides, offset = self.sizes.geometry(op.results[0])
             base = op.operands[0]
-            # offsets in the type are relative to the root allocation
+            # offsets are relative to the root allocation
             while not isinstance(base.owner, ir.Block) and base.owner.operation.name in VIEWS:
                 base = base.owner.operation.operands[0]
             self.steps.append({"op": "view", "buf": self.fresh(op.results[0]),
-                               "base": self.name(base, op), "offset": offset,
-                               "shape": list(t.shape), "strides": list(strides)})
+                               "base": self.name(base, op), "offset": _size_json(offset),
+                               "shape": _sizes_json(shape), "strides": _sizes_json(strides)})
         elif name == "memref.copy":
             self.steps.append({"op": "copy", "src": self.name(op.operands[0], op),
                                "dst": self.name(op.operands[1], op)})
@@ -211,7 +229,8 @@ class _HostWalker:
     def launch(self, op: ir.Operation) -> None:
         v = op.opview
         kernel = ir.SymbolRefAttr(op.attributes["kernel"]).value  # [module, kernel]
-        grid = [_const_int(x, "grid size") for x in (v.gridSizeX, v.gridSizeY, v.gridSizeZ)]
+        grid = _sizes_json([self.sizes.size(x) for x in (v.gridSizeX, v.gridSizeY,
+                                                         v.gridSizeZ)])
         block = [_const_int(x, "block size") for x in (v.blockSizeX, v.blockSizeY,
                                                        v.blockSizeZ)]
         smem = v.dynamicSharedMemorySize
@@ -227,15 +246,40 @@ class _HostWalker:
                 args.append({"buf": self.name(a, op)})
             else:
                 owner = a.owner
-                if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
-                    raise PlanError(f"kernel {kernel[-1]} at {op.location}: scalar argument "
-                                    "is not a constant")
-                attr = owner.operation.attributes["value"]
                 t = _dtype(a.type)
-                val = ir.FloatAttr(attr).value if t.startswith("f") else ir.IntegerAttr(attr).value
-                args.append({"scalar": val, "type": t})
+                if not isinstance(owner, ir.Block) and owner.operation.name == "arith.constant":
+                    attr = owner.operation.attributes["value"]
+                    val = ir.FloatAttr(attr).value if t.startswith("f") else \
+                        ir.IntegerAttr(attr).value
+                    args.append({"scalar": val, "type": t})
+                    continue
+                try:
+                    size = self.sizes.size(a)
+                except PlanError as e:
+                    raise PlanError(f"kernel {kernel[-1]} at {op.location}: scalar argument "
+                                    f"is neither a constant nor a size ({e})") from None
+                args.append({"scalar": size, "type": t} if isinstance(size, int)
+                            else {"size": abi.format_dim(size), "type": t})
         self.steps.append({"op": "launch", "module": kernel[0], "kernel": kernel[-1],
                            "grid": grid, "block": block, "smem": smem, "args": args})
+
+
+def _size_json(d: abi.Dim) -> int | str:
+    """A size as a plan holds it: an int, or its expression's text."""
+    return d if isinstance(d, int) else abi.format_dim(d)
+
+
+def _sizes_json(dims: Sequence[abi.Dim]) -> list:
+    return [_size_json(d) for d in dims]
+
+
+def _pointer_cast(op: ir.Operation) -> bool:
+    """Is `op` a 0-d `memref.reinterpret_cast` at offset 0 of a buffer of run-time sizes:
+    what a kernel takes such a buffer as (`run_time_sizes.pass_sizes`)?"""
+    return op.name == "memref.reinterpret_cast" and \
+        ir.MemRefType(op.results[0].type).rank == 0 and \
+        not ir.MemRefType(op.operands[0].type).has_static_shape and \
+        list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"])) == [0]
 
 
 def _chip_of(target: ir.Attribute) -> str:
@@ -294,11 +338,15 @@ def build_plan(module: ir.Module,
             continue
         ins, outs = entries[name]
         aliases = forwarded.get(name, {})
+        size_arguments = [ir.StringAttr(n).value for n in ir.ArrayAttr(
+            op.attributes[SIZE_ARGUMENTS_ATTR])] if SIZE_ARGUMENTS_ATTR in op.attributes else []
+        computed = [s for j, s in enumerate(outs) if j not in aliases]
         nargs = len(op.regions[0].blocks[0].arguments)
-        if nargs != len(ins) + len(outs) - len(aliases):
+        if nargs != len(ins) + len(size_arguments) + len(computed):
             raise PlanError(f"@{name}: {nargs} arguments after lowering, expected "
-                            f"{len(ins)} inputs + {len(outs) - len(aliases)} out-params")
-        walker = _HostWalker(op, len(ins), globals_)
+                            f"{len(ins)} inputs + {len(size_arguments)} sizes + "
+                            f"{len(computed)} out-params")
+        walker = _HostWalker(op, ins, size_arguments, computed, globals_)
         steps = walker.walk()
         constants.update(walker.constants)
         functions[name] = PlanFunction(name, [TensorSig(s.shape, s.dtype) for s in ins],
@@ -324,7 +372,7 @@ def format_step(s: dict) -> str:
     """One line per step, e.g. `launch m::k grid=[64,1,1] block=[256,1,1] smem=0 (arg0, arg1)`."""
     op = s["op"]
     if op == "launch":
-        args = ", ".join(a["buf"] if "buf" in a else f"{a['scalar']}:{a['type']}"
+        args = ", ".join(a["buf"] if "buf" in a else f"{a.get('scalar', a.get('size'))}:{a['type']}"
                          for a in s["args"])
         return (f"launch {s['module']}::{s['kernel']} grid={json.dumps(s['grid'])} "
                 f"block={json.dumps(s['block'])} smem={s['smem']} ({args})".replace(" ,", ","))
