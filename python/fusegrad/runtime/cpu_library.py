@@ -20,6 +20,8 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 from typing import Any, Mapping, Sequence
 
 from .abi import TensorSig
@@ -105,9 +107,29 @@ def load(library: str, entries: Entries, forwarded: Mapping[str, Mapping[int, in
          size_arguments: Mapping[str, Sequence[str]] | None = None) -> CpuModule:
     """The `CpuModule` of the shared library `library` (raises OSError if it does not load)."""
     load_builtins()
-    lib = ctypes.CDLL(library)
+    lib = _dlopen(library)
     return CpuModule(functools.partial(_address, lib), lib, entries, forwarded, index_errors,
                      workspaces, size_arguments)
+
+
+# path -> the file (device, inode, size, mtime) dlopen loaded from it. dlopen hands back
+# the library already loaded under a path, whatever file is there now: an artifact
+# exported again to the same folder, or a temporary directory's name reused, would run
+# the old code
+_LOADED: dict[str, tuple[int, int, int, int]] = {}
+
+
+def _dlopen(library: str) -> ctypes.CDLL:
+    """`ctypes.CDLL(library)`, loading the file at `library` now, never an older one."""
+    path = os.path.realpath(library)
+    st = os.stat(path)
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if _LOADED.setdefault(path, identity) == identity:
+        return ctypes.CDLL(path)
+    with tempfile.TemporaryDirectory(prefix="fusegrad-lib-") as tmp:
+        alias = os.path.join(tmp, "lib.so")  # a name and a file of its own; stays mapped
+        shutil.copyfile(path, alias)
+        return _dlopen(alias)
 
 
 def _address(lib: ctypes.CDLL, name: str) -> int:

@@ -229,6 +229,38 @@ def test_losing_the_rename_race_keeps_the_winners_entry(tmp_path):
     torch.testing.assert_close(loaded.function("f")(x)[0], x.exp())
 
 
+def _library(directory, op):
+    """A CPU library of `@f(x) = op(x)` (a 4-vector) written to `directory`."""
+    from mlir import ir
+
+    from fusegrad.context import make_context
+    from fusegrad.codegen.cpu.compile import compile_cpu
+
+    os.makedirs(directory)
+    with make_context():
+        module = ir.Module.parse('func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n'
+                                 f'  %0 = "dg.{op}"(%a) : (tensor<4xf32>) -> tensor<4xf32>\n'
+                                 '  return %0 : tensor<4xf32>\n}')
+        cpu_library.write(directory, compile_cpu(module, os.path.join(directory,
+                                                                      cpu_library.LIBRARY)))
+
+
+def test_another_library_at_a_loaded_path_runs_its_own_code(tmp_path, monkeypatch):
+    """dlopen gives back the library already loaded under a path: a folder written again
+    (an artifact exported twice to one path) must still run the new file's code."""
+    import shutil
+
+    monkeypatch.setenv("FUSEGRAD_CPU_CODEGEN", "auto")
+    x, folder = torch.randn(4), str(tmp_path / "artifact")
+    _library(folder, "exp")
+    first, _ = cpu_library.read(folder)
+    shutil.rmtree(folder)
+    _library(folder, "tanh")
+    second, _ = cpu_library.read(folder)
+    torch.testing.assert_close(first.function("f")(x)[0], x.exp())
+    torch.testing.assert_close(second.function("f")(x)[0], x.tanh())
+
+
 def _f(x):
     return (x.sin() * 2).sum(0)
 
