@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -37,8 +37,11 @@ def with_seed(program: Program, inputs: Sequence[torch.Tensor]) -> list[torch.Te
 
 
 def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
-                mutated: Sequence[int] = (), recorded: Sequence[int] = ()) -> list[torch.Tensor]:
+                mutated: Sequence[int] = (), recorded: Sequence[int] = (),
+                sizes: Mapping[str, int] | None = None) -> list[torch.Tensor]:
     """Outputs of `program` on `inputs` (a seed input, if any, is appended here).
+    `sizes`: values of its sizes the inputs do not show (integer inputs that are sizes of
+    their own: `SymbolicInputs.scalars`).
 
     `mutated`: indices of inputs the caller overwrites after the call with the
     first `len(mutated)` outputs (see `capture.Captured`); the inputs are saved by
@@ -48,19 +51,20 @@ def run_program(program: Program, inputs: Sequence[torch.Tensor], *,
     inputs = with_seed(program, inputs)
     tangents = forward_tangents(inputs)
     if tangents:
-        return _run_jvp(program, inputs, tangents)
+        return _run_jvp(program, inputs, tangents, sizes)
     if torch.is_grad_enabled():
         wrt = tuple(i for i, x in enumerate(inputs) if x.requires_grad and x.is_floating_point())
         if wrt:
             constant = constant_outputs(mutated, recorded)
-            again = (functools.partial(_joint_grads, program, wrt, constant)
+            again = (functools.partial(_joint_grads, program, wrt, constant, sizes)
                      if program.options.double_backward else None)
             return list(CompiledFunction.apply(program.training(wrt, constant), tuple(mutated),
-                                               tuple(recorded), again, program.label, *inputs))
+                                               tuple(recorded), again, program.label,
+                                               None if sizes is None else dict(sizes), *inputs))
     # No input requires grad here, so nothing the executable does (allocating outputs,
     # making inputs contiguous) is recorded by autograd, with or without grad mode.
     forward = program.forward()
-    outputs = forward(*inputs)
+    outputs = forward(*inputs) if sizes is None else forward(*inputs, sizes=sizes)
     # a compiled function's outputs are fresh tensors unless it hands an argument back
     if not forward.returns_arguments:
         return outputs
@@ -81,13 +85,15 @@ def forward_tangents(inputs: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
 
 
 def _run_jvp(program: Program, inputs: Sequence[torch.Tensor],
-             tangents: dict[int, torch.Tensor]) -> list[torch.Tensor]:
+             tangents: dict[int, torch.Tensor],
+             sizes: Mapping[str, int] | None = None) -> list[torch.Tensor]:
     """Forward mode: the compiled `@f_jvp` on the primals and the dual inputs' tangents,
     its outputs made dual again (each float output with its tangent). Run through
     `run_program`, so reverse mode still works on the primals."""
     wrt = tuple(sorted(tangents))
     primals = [fwAD.unpack_dual(x).primal if i in tangents else x for i, x in enumerate(inputs)]
-    results = run_program(program.jvp(wrt), [*primals, *(tangents[i] for i in wrt)])
+    results = run_program(program.jvp(wrt), [*primals, *(tangents[i] for i in wrt)],
+                          sizes=sizes)
     outputs = results[:program.num_results]
     for k, tangent in zip(program.float_outputs, results[program.num_results:]):
         outputs[k] = fwAD.make_dual(outputs[k], tangent)
@@ -101,7 +107,7 @@ def constant_outputs(mutated: Sequence[int], recorded: Sequence[int]) -> tuple[i
 
 
 def _joint_grads(program: Program, wrt: tuple[int, ...], constant: tuple[int, ...],
-                 inputs: Sequence[torch.Tensor],
+                 sizes: Mapping[str, int] | None, inputs: Sequence[torch.Tensor],
                  cts: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
     """Gradients via the joint `@f_vjp`, recorded by autograd (create_graph=True). Outputs
     without a cotangent take none: eager builds no backward terms for them, so the
@@ -110,5 +116,5 @@ def _joint_grads(program: Program, wrt: tuple[int, ...], constant: tuple[int, ..
     given = [ct for ct in cts if ct is not None]
     joint = program.joint(wrt, None if len(given) == len(cts) and not constant else
                           [o for o, ct in zip(outputs, cts) if ct is not None])
-    results = run_program(joint, [*inputs, *given])
+    results = run_program(joint, [*inputs, *given], sizes=sizes)
     return results[program.num_results:]

@@ -535,10 +535,18 @@ class _Interpreted:
     def __init__(self, module: ir.Module, name: str) -> None:
         self.module, self.name = module, name
 
-    def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    def __call__(self, *tensors: torch.Tensor,
+                 sizes: dict[str, int] | None = None) -> list[torch.Tensor]:
         from .dialects.interpreter import run_function
 
-        return run_function(_public_functions(self.module)[self.name], tensors)
+        return run_function(_public_functions(self.module)[self.name], tensors, sizes)
+
+    def sizes_of(self, tensors: Sequence[torch.Tensor],
+                 sizes: dict[str, int] | None = None) -> dict[str, int]:
+        """The values of its symbolic sizes in a call (what its backward takes)."""
+        from .dialects.interpreter import bound_sizes
+
+        return bound_sizes(_public_functions(self.module)[self.name], tensors, sizes)
 
 
 def _asm(module: ir.Module) -> str:

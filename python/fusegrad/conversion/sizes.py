@@ -16,6 +16,7 @@ from typing import Iterator, Sequence
 from mlir import ir
 from mlir.dialects import arith, tensor
 
+from ..dialects.core import SIZES_SUFFIX
 from ..dialects.types import TensorSpec
 from ..runtime import abi
 
@@ -149,9 +150,9 @@ def _shown(fn: ir.Operation) -> set:
 
 
 def size_arguments_pass(module: ir.Operation) -> None:
-    """dg-size-arguments: a function whose types use a symbolic size that no argument has
-    as a plain dim (a backward whose cotangent is a scalar) takes it as a trailing `index`
-    argument; `dg.size_arguments` names them in order, on the function and, per entry, on
+    """dg-size-arguments: a function whose types or attributes use a symbolic size that no
+    argument has as a plain dim (a backward whose cotangent is a scalar, an offset given
+    as an integer) takes it as a trailing `index` argument; `dg.size_arguments` names them in order, on the function and, per entry, on
     the module (which the runtime reads after lowering). The caller passes the values
     it bound where the forward ran."""
     recorded = {}
@@ -167,6 +168,11 @@ def size_arguments_pass(module: ir.Operation) -> None:
         def visit(o: ir.Operation) -> None:
             for r in o.results:
                 used.update(_symbols_of(r.type))
+            for k in range(len(o.attributes)):  # a size only an attribute has (an offset)
+                named = o.attributes[k]
+                if named.name.endswith(SIZES_SUFFIX) and isinstance(named.attr, ir.StringAttr):
+                    used.update(s for d in ir.StringAttr(named.attr).value.split(", ")
+                                for s in abi.parse_dim(d).free_symbols)
             for region in o.regions:
                 for b in region.blocks:
                     for inner in b.operations:

@@ -113,6 +113,7 @@ class CompiledGraph:
         symbolic = captured.symbolic
         self._where = symbolic.where if symbolic is not None else None
         self._tensors = symbolic.tensors if symbolic is not None else None
+        self._scalars = symbolic.scalars if symbolic is not None else {}
         self._mutated = captured.mutated if symbolic is None else \
             tuple(symbolic.tensors.index(i) for i in captured.mutated)
         self._warned_dual = False
@@ -164,7 +165,8 @@ class CompiledGraph:
         try:
             outputs = run_program(
                 self.program, inputs if self._tensors is None else
-                [inputs[k] for k in self._tensors], mutated=self._mutated, recorded=recorded)
+                [inputs[k] for k in self._tensors], mutated=self._mutated, recorded=recorded,
+                sizes={name: int(inputs[k]) for name, k in self._scalars.items()} or None)
         except OutOfRangeIndex:  # bad input data, raised where eager raises: not a fallback
             raise
         except Exception as e:  # building a lazily compiled variant failed: eager is still right

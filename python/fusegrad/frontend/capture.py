@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
@@ -180,6 +180,9 @@ class SymbolicInputs:
     symbols: dict[str, str]  # dg's size name -> Dynamo's symbol
     hints: dict[str, int]  # dg's size name -> its value when Dynamo traced
     guards_added: tuple[str, ...] = ()  # guards the capture's trace added to Dynamo's
+    # dg's sizes that are integer inputs of their own (no tensor's size: a position
+    # offset) -> their position (lifted + user); each call passes their values as `sizes`
+    scalars: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -477,9 +480,11 @@ def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | N
     `mutated`, `statistics`, `output_views` etc. index lifted + user inputs as for
     `capture`; `finish` serves as there.
 
-    Raises CaptureError for what a capture for every size cannot serve yet: an integer
-    input the graph reads that is no tensor input's size (a position offset), an output
-    that is a view of symbolic geometry, a symbolic integer returned.
+    Raises CaptureError for what a capture for every size cannot serve yet: a number
+    input the graph reads that dg cannot take as a size (a symbolic float or bool), an
+    output that is a view of symbolic geometry, a symbolic integer returned. An integer
+    input that is no tensor's size (a position offset) is a size of its own
+    (`symbolic.scalars`), passed at each call.
     """
     from torch._functorch.aot_autograd import aot_export_module
     from torch._guards import detect_fake_mode
@@ -572,15 +577,16 @@ def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | N
             integers[k] = sizes.dim(val)
         except NotExpressible as e:
             if node.users:
-                raise CaptureError(f"integer input {k} ({val}) is read by the graph but is "
-                                   f"no tensor input's size: {e}; a capture for every size "
-                                   "does not take such integers (a position offset) yet")
+                raise CaptureError(f"number input {k} ({val}) is read by the graph but is "
+                                   f"not a size: {e}; a capture for every size does not "
+                                   "take it yet")
             integers[k] = None
     symbolic = SymbolicInputs(
         where=tuple(where), numbers=numbers, unguarded=frozenset(unguarded),
         tensors=tuple(k for k, v in enumerate(vals) if isinstance(v, torch.Tensor)),
         integers=integers, symbols=sizes.names, hints=sizes.hints(),
-        guards_added=tuple(str(g.expr) for g in shape_env.guards[guards_before:]))
+        guards_added=tuple(str(g.expr) for g in shape_env.guards[guards_before:]),
+        scalars=sizes.scalars)
     log.debug("captured graph for every size: %d lifted, %d user inputs (%d integers), sizes "
               "%s, %d mutated inputs, %d checks", len(lifted), len(where), len(integers),
               symbolic.symbols, len(mutated), len(checks))

@@ -93,7 +93,9 @@ def dynamo_origin(gm: torch.fx.GraphModule) -> DynamoOrigin:
     # before it compiles the next: the last `earlier` of them
     frame = f"{compile_id.frame_id}/"
     failures = [f for fs in guard_failures.values() for f in fs if f.startswith(frame)]
-    reasons = dict.fromkeys(f.split(": ", 1)[-1] for f in failures[-earlier:])
+    # a failure is `<frame>/<k>: guard   # source line ...`, then a stack trace: the guard
+    reasons = dict.fromkeys(re.split(r"\s+#", f.split(": ", 1)[-1].splitlines()[0])[0].strip()
+                            for f in failures[-earlier:])
     return DynamoOrigin(str(compile_id), function,
                         "Dynamo recompiled" + (": " + "; ".join(reasons) if reasons else ""))
 
@@ -111,14 +113,19 @@ def _traced_function(gm: torch.fx.GraphModule) -> str:
 
 
 def symbol_dims(gm: torch.fx.GraphModule) -> dict[str, str]:
-    """Dynamo's size symbols -> the first input dim each is (`L_x_ dim 0`)."""
+    """Dynamo's size symbols -> the first input dim each is (`L_x_ dim 0`), or the integer
+    input it is (`L_offset_`)."""
     where: dict[str, str] = {}
-    for node in gm.graph.nodes:
-        value = node.meta.get("example_value") if node.op == "placeholder" else None
+    values = [(n.target, n.meta.get("example_value")) for n in gm.graph.nodes
+              if n.op == "placeholder"]
+    for name, value in values:
         if isinstance(value, torch.Tensor):
             for k, d in enumerate(value.shape):
                 if isinstance(d, torch.SymInt):
-                    where.setdefault(str(d.node.expr), f"{node.target} dim {k}")
+                    where.setdefault(str(d.node.expr), f"{name} dim {k}")
+    for name, value in values:
+        if isinstance(value, torch.SymInt):
+            where.setdefault(str(value.node.expr), str(name))
     return where
 
 

@@ -12,7 +12,8 @@ Contracts:
   (`capture.capture_symbolic`), symbolic: Dynamo's size symbols named `s0`, `s1`,
   ... in order of first appearance in the tensor inputs' shapes
   (`symbolic.SizeSymbols`), their hints the module's `dg.size_hints`; integer inputs
-  are then not arguments (each is a size the tensors' shapes bind), and a node whose
+  are then not arguments (each is a size the tensors' shapes bind, or one of its own
+  that the function takes as a size argument), and a node whose
   value is an integer (`sym_size`, `operator.mul` of sizes) is its size expression,
   which handlers read where they read ints;
 - the per-op mappings live in `aten_ops.HANDLERS`; an op without one raises
@@ -321,9 +322,10 @@ class _GraphImporter:
         return a
 
     def _integer_input(self, node: torch.fx.Node) -> None:
-        """An integer input of a graph of symbolic sizes: its size (dg's symbols) or
-        constant for the ops that read it. One that is no tensor input's size cannot be
-        computed from the function's arguments: unsupported where the graph reads it."""
+        """An integer input of a graph of symbolic sizes: its size (dg's symbols; one that
+        is no tensor's size is a size of its own, which the caller passes) or constant for
+        the ops that read it. A number dg cannot take as a size (a symbolic float or bool)
+        is unsupported where the graph reads it."""
         val = node.meta.get("val")
         if not isinstance(val, (*SYM_TYPES, bool, int, float)):
             raise UnsupportedOp("placeholder", f"input '{node.name}' is not a tensor or an "
@@ -332,10 +334,9 @@ class _GraphImporter:
             self.env[node] = self._scalar(val)
         except NotExpressible as e:
             if node.users:
-                raise UnsupportedOp("placeholder", f"integer input '{node.name}' ({val}) is read "
-                                    f"by the graph but is no tensor input's size ({e}); "
-                                    "integers that are not sizes (a position offset) are not "
-                                    "supported in a graph of symbolic sizes yet",
+                raise UnsupportedOp("placeholder", f"number input '{node.name}' ({val}) is read "
+                                    f"by the graph but is not a size ({e}); such numbers are "
+                                    "not supported in a graph of symbolic sizes yet",
                                     describe_location(node), node) from None
 
     def _scalar(self, val: Any) -> Any:
@@ -474,9 +475,10 @@ def import_graph(gm: torch.fx.GraphModule, *, name: str = "main",
     of symbolic sizes: its arguments are the graph's tensor inputs only, in order (then
     the seed, if any); its integer inputs are sizes bound from those tensors' shapes when
     it is called, so the caller drops them (`Captured.symbolic.tensors` are the positions
-    to pass). The module carries `dg.size_hints` (`types.SIZE_HINTS_ATTR`). An integer
-    input the graph reads that is no tensor input's size, a size dg cannot express, or a
-    mapping that needs static sizes raises `UnsupportedOp`.
+    to pass), or sizes of their own the caller passes (`Captured.symbolic.scalars`). The
+    module carries `dg.size_hints` (`types.SIZE_HINTS_ATTR`). A number input the graph
+    reads that is not a size, a size dg cannot express, or a mapping that needs static
+    sizes raises `UnsupportedOp`.
     """
     if ctx is not None:
         with ctx:

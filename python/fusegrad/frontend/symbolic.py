@@ -95,7 +95,8 @@ def plain_sympy(expr: Any) -> Any:
 class SizeSymbols:
     """Dynamo's size symbols of one graph named `s0`, `s1`, ... in order of first
     appearance in its tensor inputs' shapes (`values`: the inputs' example values, in
-    order; those not tensors are skipped)."""
+    order), then the integer inputs that are symbols of their own (a position offset:
+    `scalars`, dg name -> position in `values`; the caller passes their values)."""
 
     def __init__(self, values: Sequence[Any]) -> None:
         self.shape_env = None
@@ -113,6 +114,12 @@ class SizeSymbols:
                 for s in sorted(getattr(expr, "free_symbols", ()), key=str):
                     if s not in self.to_dg:
                         self.to_dg[s] = abi.symbol(f"s{len(self.to_dg)}")
+        self.scalars: dict[str, int] = {}
+        for k, v in enumerate(values):
+            expr = v.node.expr if isinstance(v, torch.SymInt) else None
+            if isinstance(expr, sympy.Symbol) and expr not in self.to_dg:
+                self.to_dg[expr] = abi.symbol(f"s{len(self.to_dg)}")
+                self.scalars[str(self.to_dg[expr])] = k
         self.to_dynamo = {v: k for k, v in self.to_dg.items()}
 
     @staticmethod
@@ -260,7 +267,8 @@ class SizeSymbols:
 
     def unbound(self, shapes: Sequence[Sequence[abi.Dim]]) -> list[str]:
         """The sizes that tensor input shapes `shapes` do not bind as `abi.bind_sizes`
-        does: a dim that is a plain size, or `k*s + c` of one size not bound yet."""
+        does (a dim that is a plain size, or `k*s + c` of one size not bound yet), other
+        than the `scalars` the caller passes."""
         bound: set = set()
         for _ in range(2):
             for shape in shapes:
@@ -273,7 +281,7 @@ class SizeSymbols:
                     slope = d.diff(free[0])  # an integer once the bound sizes are known
                     if slope != 0 and slope.free_symbols <= bound and d.diff(free[0], 2) == 0:
                         bound.add(free[0])
-        return [str(s) for s in self.to_dynamo if s not in bound]
+        return [str(s) for s in self.to_dynamo if s not in bound and str(s) not in self.scalars]
 
 
 def _as_nonnegative(condition: Any) -> list[Any] | None:

@@ -250,13 +250,18 @@ def sizes_reader(shapes: Sequence[Sequence[Dim]], wanted: Iterable[str],
                  bind: Callable[[Sequence[Any]], dict[str, int]],
                  ) -> Callable[[Sequence[Any]], dict[str, int]]:
     """The function giving the values of the symbols `wanted` in a call with tensors of
-    `shapes` (what a forward hands its backward as `sizes`): read off their dims where
-    each is some dim alone, else `bind(tensors)`."""
+    `shapes` and the `sizes` it was given (what a forward hands its backward as
+    `sizes`): read off their dims where each is some dim alone, else
+    `bind(tensors, sizes)`."""
     plain = plain_dims(shapes)
     if not set(wanted) <= set(plain):
         return bind
     items = sorted((name, plain[name]) for name in wanted)
-    return lambda args: {name: args[i].shape[k] for name, (i, k) in items}
+
+    def read(args: Sequence[Any], sizes: Mapping[str, int] | None = None) -> dict[str, int]:
+        found = {name: args[i].shape[k] for name, (i, k) in items}
+        return found if sizes is None else {**found, **sizes}
+    return read
 
 
 @dataclass(frozen=True)

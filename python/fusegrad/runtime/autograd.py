@@ -157,26 +157,28 @@ def unaliased(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -
 
 
 class CompiledFunction(torch.autograd.Function):
-    """`apply(training, mutated, recorded, again, name, *inputs)`: the outputs of
+    """`apply(training, mutated, recorded, again, name, sizes, *inputs)`: the outputs of
     `training.fwd`.
 
     `mutated`: inputs the caller overwrites with the first outputs right after
     the call; the inputs are kept by value, and those outputs are constants to
     autograd except the `recorded` ones (indices into `mutated`: the caller's copy
     is recorded). `again`: see the module docstring (None: no double backward,
-    and the error names `name`).
+    and the error names `name`). `sizes`: values of sizes the inputs do not show (integer
+    inputs that are sizes of their own), or None.
     """
 
     @staticmethod
     def forward(ctx, training: Training, mutated: tuple[int, ...], recorded: tuple[int, ...],
-                again: DifferentiableBackward | None, name: str,
+                again: DifferentiableBackward | None, name: str, sizes: dict[str, int] | None,
                 *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         t = training
-        results = t.fwd(*inputs)
+        results = t.fwd(*inputs) if sizes is None else t.fwd(*inputs, sizes=sizes)
         # a program of symbolic sizes: its backward takes the values bound here (those its
         # own arguments may not show, as a scalar loss's cotangent does not)
         sizes_of = getattr(t.fwd, "sizes_of", None)
-        ctx.sizes = sizes_of(inputs) if sizes_of is not None else None
+        ctx.sizes = None if sizes_of is None else \
+            sizes_of(inputs) if sizes is None else sizes_of(inputs, sizes)
         outputs = unaliased(results[:t.num_outputs], inputs)
         saved = unaliased(results[t.num_outputs:], [inputs[i] for i in mutated])
         # a second differentiation needs the inputs; inputs overwritten next are kept by value
@@ -208,7 +210,7 @@ class CompiledFunction(torch.autograd.Function):
         t: Training = ctx.training
         missing = tuple(i for i in t.ct_outputs if cotangents[i] is None)
         if missing == t.ct_outputs:  # no gradient reached any output: all zero
-            return (None,) * (5 + ctx.num_inputs)
+            return (None,) * (6 + ctx.num_inputs)
         if torch.is_grad_enabled():
             if ctx.again is None:
                 raise RuntimeError(
@@ -230,7 +232,7 @@ class CompiledFunction(torch.autograd.Function):
         for i, g, kept in zip(t.wrt, grads, t.kept_gradients(missing)):
             if kept:
                 full[i] = g
-        return (None, None, None, None, None, *full)
+        return (None, None, None, None, None, None, *full)
 
 
 def _per_sample(backward: Callable[..., list[torch.Tensor]],

@@ -174,7 +174,7 @@ class ExportedProgram:
         needs_grad = [i for i, x in enumerate(full) if x.requires_grad]
         if torch.is_grad_enabled() and needs_grad:
             outputs = list(CompiledFunction.apply(self._training_for(needs_grad), self.mutated,
-                                                  (), None, self.path, *full))
+                                                  (), None, self.path, None, *full))
         else:
             outputs = unaliased(self._forward(*full), full)
         n = len(self.mutated)

@@ -206,3 +206,50 @@ def test_compile_history_says_why_a_dynamic_graph_compiles_per_shape():
                                            "s77 = 6, L_x_ (6, 2)"]
     assert "every size" in history[1].note and "sort" in history[1].note
     assert history[1].origin.reason.startswith("Dynamo recompiled: tensor 'x' size mismatch")
+
+
+def _narrow_at(x, pos: int):
+    """Reads 4 rows at an integer offset (no tensor's size) and computes with it."""
+    return (x.narrow(0, pos, 4) * 2 + pos).sin()
+
+
+def _write_at(cache, x, pos: int):
+    """A KV-cache-like write at an integer position, and a read up to it."""
+    new = torch.cat([cache[:pos], x, cache[pos + 1:]], 0)
+    return new[: pos + 1].sum(0), new
+
+
+def test_an_integer_input_that_is_no_size_is_passed_at_run_time():
+    """An integer Dynamo makes symbolic that no tensor's shape gives (a position offset)
+    is a size of the one program for every size, passed at each call: values, gradients,
+    second derivatives and forward-mode tangents match eager at every offset."""
+    import torch.autograd.forward_ad as fwAD
+
+    from fusegrad.frontend import compile_history
+
+    torch._dynamo.reset()
+    compile_history.clear()
+    narrow, write = compiled(_narrow_at), compiled(_write_at)
+    x, cache = torch.randn(16, 3, dtype=torch.float64, requires_grad=True), torch.randn(16, 3)
+    for pos in (2, 5, 7, 11):
+        got, want = narrow(x, pos), _narrow_at(x, pos)
+        torch.testing.assert_close(got, want)
+        (g,) = torch.autograd.grad(got.sum(), x, create_graph=True)
+        (w,) = torch.autograd.grad(want.sum(), x, create_graph=True)
+        torch.testing.assert_close(g, w)
+        torch.testing.assert_close(torch.autograd.grad(g.pow(2).sum(), x)[0],
+                                   torch.autograd.grad(w.pow(2).sum(), x)[0])
+        with fwAD.dual_level():
+            tangent = torch.randn_like(x)
+            got_t = fwAD.unpack_dual(narrow(fwAD.make_dual(x.detach(), tangent), pos)).tangent
+            want_t = fwAD.unpack_dual(_narrow_at(fwAD.make_dual(x.detach(), tangent),
+                                                 pos)).tangent
+        torch.testing.assert_close(got_t, want_t)
+        row = torch.randn(1, 3)
+        for a, b in zip(write(cache, row, pos), _write_at(cache, row, pos)):
+            torch.testing.assert_close(a, b)
+    history = fusegrad.compile_history()
+    kinds = {(r.origin.function.split(" ")[0], r.kind) for r in history}
+    assert ("_narrow_at", "for every size") in kinds and ("_write_at", "for every size") in kinds
+    assert not [r for r in history if r.kind == "per shape"], str(history)
+    assert "s0 = L_pos_" in [r.serves for r in history if r.kind == "for every size"]

@@ -129,9 +129,15 @@ def test_dynamic_names_each_graphs_sizes_or_why_it_compiles_per_shape():
     assert graph.dynamic_sizes == {"s0": "L_args_0_ dim 0"} and not graph.per_shape
     assert "one program for every size of s0 (L_args_0_ dim 0)" in str(report)
 
-    def offset(x, n):  # an integer that is no tensor's size
+    def offset(x, n):  # an integer that is no tensor's size: a size of its own
         return x * n
     report = fusegrad.explain(offset, torch.randn(3), 5, dynamic=True)
     (graph,) = report.graphs
-    assert not graph.dynamic_sizes and "no tensor input's size" in graph.per_shape
+    assert graph.dynamic_sizes == {"s0": "L_x_ dim 0", "s1": "L_n_"}
+
+    def returns_size(x):  # what a program for every size does not serve yet
+        return x * 2, x.shape[0] + 1
+    report = fusegrad.explain(returns_size, torch.randn(3), dynamic=True)
+    (graph,) = report.graphs
+    assert not graph.dynamic_sizes and "returns the symbolic" in graph.per_shape
     assert "compiles per shape: " in str(report)

@@ -38,8 +38,9 @@ class SymbolicBackend:
             for i in symbolic.unguarded:
                 assert args[i] == symbolic.numbers[i]
             tensors = [inputs[k].detach() for k in symbolic.tensors]
+            sizes = {name: inputs[k] for name, k in symbolic.scalars.items()}
             with self.ctx:
-                outputs = run_function(fn, tensors)
+                outputs = run_function(fn, tensors, sizes)
             return captured.finish(inputs, outputs)
         return call
 
@@ -182,12 +183,26 @@ def test_indexing_scans_and_selection():
     assert len(backend.graphs) == 1
 
 
-def test_unsupported_cases():
-    """What a capture for every size does not serve yet fails clearly: an integer input
-    that is no size, an output that is a view of symbolic geometry."""
+def test_an_integer_input_that_is_no_size_is_a_size_of_its_own():
+    """An integer no tensor's shape gives (a slice bound, a scale) is a dg size after the
+    tensors' sizes, which the caller passes (`symbolic.scalars`: name -> position)."""
     backend = SymbolicBackend()
-    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="no tensor input's size"):
-        compiled(lambda x, n: x[:, :n] * 2, backend)(torch.randn(3, 6), 4)
+    check(lambda x, n: x[:, :n] * n, backend, [(torch.randn(b, 6), n) for b, n in
+                                               ((3, 4), (5, 2), (2, 3))])
+    assert len(backend.graphs) == 1
+    captured, module = backend.graphs[0]
+    # Dynamo's inputs: x's two sizes, x, n; the tensors' sizes come first in dg's names
+    assert captured.symbolic.scalars == {"s2": 3}
+    assert captured.symbolic.integers[3] == abi.symbol("s2")
+    assert size_hints(module.body.operations[0]) == {"s0": 3, "s1": 6, "s2": 4}
+
+
+def test_unsupported_cases():
+    """What a capture for every size does not serve yet fails clearly: a symbolic integer
+    returned, an output that is a view of symbolic geometry."""
+    backend = SymbolicBackend()
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="returns the symbolic"):
+        compiled(lambda x: (x * 2, x.shape[0] + 1), backend)(torch.randn(3, 6))
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed,
                        match="view of input .* symbolic geometry"):
         compiled(lambda x: x[:, 1:], backend)(torch.randn(3, 6))
