@@ -235,12 +235,26 @@ class _Body:
         d = lookup(name)
         xs = [self.emit(x, m, args) for x in op.operands]
         if name == "div" and is_float(out.dtype) and self.n_loops and \
-                not self.varies(op.operands[1], m):
+                not self.varies(op.operands[1], m) and not self.constant(op.operands[1]):
             # a divisor invariant along the innermost loop (a row's sum): one division per
-            # row, hoisted by LLVM, and a multiplication per element (as eager's softmax)
+            # row, hoisted by LLVM, and a multiplication per element (as eager's softmax).
+            # A constant stays a division, as in eager's mean and var: times the rounded
+            # reciprocal of 4095 a variance erred by up to an ulp more on every row (LLVM
+            # multiplies where the reciprocal is exact, a power of two)
             return arith.mulf(xs[0], arith.divf(lb.const(out.dtype, 1.0), xs[1]))
         return d.scalar(xs, op=name, attrs=attrs, in_dtypes=[_spec(x).dtype for x in op.operands],
                         out_dtype=out.dtype)
+
+    def constant(self, v: ir.Value) -> bool:
+        """Is `v` a constant of the region (dg.full or dg.constant, through index ops)?"""
+        while v not in self.leaves:
+            op = v.owner.operation
+            if op.name[3:] in ("full", "constant"):
+                return True
+            if op.name[3:] not in INDEX_OPS:
+                return False
+            v = op.operands[0]
+        return False
 
     def varies(self, v: ir.Value, m: Map) -> bool:
         """Does `v`, read through `m`, depend on the innermost loop (the last loop dim)?"""

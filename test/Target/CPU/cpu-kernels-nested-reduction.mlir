@@ -1,16 +1,27 @@
 // dg-cpu-kernels: a reduction over several trailing loops sums each inner loop
 // from the identity and combines the partial once per outer iteration, so the
 // rounding error of a full f32 sum grows with the loop lengths, not their
-// product (a sequential sum of 8M elements was off by 7e-4 relative).
+// product (a sequential sum of 8M elements was off by 7e-4 relative). The outer
+// loop is a blocked sum too (blocked_sums.py): the inner sums of 8 rows from the
+// identity, those groups added in f64 into the accumulator.
 // RUN: fusegrad-opt %s -p 'dg-cpu-kernels' | filecheck %s
 
 // CHECK-LABEL: func.func @total(
 // CHECK: %[[ACC:.*]] = memref.load %arg1[]
-// CHECK: scf.for {{.*}} iter_args(%[[OUTER:[a-z0-9_]+]] = %[[ACC]])
+// CHECK: %[[WIDE:.*]] = arith.extf %[[ACC]] : f32 to f64
+// CHECK: %[[TOTAL:.*]] = scf.for {{.*}} step %c8 iter_args(%[[OUTER:[a-z0-9_]+]] = %[[WIDE]]) -> (f64)
 // CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK: %[[PART:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]])
+// CHECK: %[[GROUP:.*]] = scf.for {{.*}} iter_args(%[[ROWS:[a-z0-9_]+]] = %[[ZERO]]) -> (f32)
+// CHECK: %[[ROW:.*]] = scf.for {{.*}} to %c32 {{.*}} -> (f32)
 // CHECK: arith.addf {{.*}} fastmath<reassoc>
-// CHECK: arith.addf %[[OUTER]], %[[PART]] fastmath<reassoc>
+// CHECK: } {dg.sum_block = 32 : i64}
+// CHECK: %[[ROW32:.*]] = arith.truncf
+// CHECK: arith.addf %[[ROWS]], %[[ROW32]] : f32
+// CHECK: %[[GROUP64:.*]] = arith.extf %[[GROUP]] : f32 to f64
+// CHECK: arith.addf %[[OUTER]], %[[GROUP64]] : f64
+// CHECK: } {dg.sum_level}
+// CHECK: %[[SUM:.*]] = arith.truncf %[[TOTAL]] : f64 to f32
+// CHECK: memref.store %[[SUM]], %arg1[]
 func.func @total(%x: memref<64x32xf32>, %y: memref<f32>) {
   linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> ()>],
                   iterator_types = ["reduction", "reduction"]}
@@ -24,7 +35,9 @@ func.func @total(%x: memref<64x32xf32>, %y: memref<f32>) {
 
 // A per-channel statistic (batch norm: reduce N, H, W of NCHW) reads its input
 // in order: blocks of images, each summing into its own partial per channel, with
-// the H and W sums innermost in registers. The caller adds the partials.
+// the H and W sums innermost in registers. The caller adds the partials in a pairwise
+// tree (at distances 1, 2, 4, ..., while below the block count), then the first block
+// (if any) into the output.
 // CHECK-LABEL: func.func private @channel_mean_k{{[0-9]+}}(
 // CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<32x64xf32>
 // CHECK: scf.for %[[BLOCK:[a-z0-9_]+]] = %arg0 to %arg1
@@ -37,7 +50,26 @@ func.func @total(%x: memref<64x32xf32>, %y: memref<f32>) {
 // CHECK: memref.load %arg2[%[[N]], %[[CH]],
 // CHECK: arith.addf {{.*}} fastmath<reassoc>
 // CHECK-LABEL: func.func @channel_mean(
+// CHECK: %[[P:.*]] = memref.alloc() : memref<32x64xf32>
 // CHECK: call @channel_mean_k{{[0-9]+}}__parallel(%c32,
+// CHECK: scf.while (%[[D:[a-z0-9_]+]] = %c1{{.*}})
+// CHECK: arith.cmpi ult, %[[D]], %c32
+// CHECK: ^bb0(%[[D2:[a-z0-9_]+]]: index):
+// CHECK: %[[STOP:.*]] = arith.subi %c32{{.*}}, %[[D2]]
+// CHECK: %[[STEP:.*]] = arith.addi %[[D2]], %[[D2]]
+// CHECK: scf.for %[[B:[a-z0-9_]+]] = %{{.*}} to %[[STOP]] step %[[STEP]]
+// CHECK: %[[PAIR:.*]] = arith.addi %[[B]], %[[D2]]
+// CHECK: scf.for %[[CH:[a-z0-9_]+]] =
+// CHECK: %[[X:.*]] = memref.load %[[P]][%[[B]], %[[CH]]]
+// CHECK: %[[Y:.*]] = memref.load %[[P]][%[[PAIR]], %[[CH]]]
+// CHECK: %[[XY:.*]] = arith.addf %[[X]], %[[Y]] : f32
+// CHECK: memref.store %[[XY]], %[[P]][%[[B]], %[[CH]]]
+// CHECK: %[[ANY:.*]] = arith.minui %c32{{.*}}, %c1
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[ANY]]
+// CHECK: scf.for %[[CH2:[a-z0-9_]+]] =
+// CHECK: %[[OLD:.*]] = memref.load %arg1[%[[CH2]]]
+// CHECK: %[[FIRST:.*]] = memref.load %[[P]][%c0{{.*}}, %[[CH2]]]
+// CHECK: arith.addf %[[OLD]], %[[FIRST]] : f32
 func.func @channel_mean(%x: memref<32x64x16x16xf32>, %y: memref<64xf32>) {
   linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (c)>],
                   iterator_types = ["reduction", "parallel", "reduction", "reduction"]}

@@ -1,7 +1,9 @@
 // dg-cpu-kernels: a reduction over rows (a weight gradient) that follows row loops
 // over the same rows joins their kernel: each block of rows accumulates its own
 // partial result (started from the identity) while the row is in cache, and the
-// caller combines the blocks' partials in block order after the kernel. The fill
+// caller combines the blocks' partials in a pairwise tree after the kernel. A block
+// holds at most 64 rows (its rows add one after the other), so 8192 rows make 128
+// blocks. The fill
 // and copy that initialise the gradient, standing between the row loop and the
 // reduction, move above the row loop (one small kernel). So a layer norm's backward reads its
 // inputs from DRAM once. The reduction and the pointwise loop before it, over the same
@@ -14,13 +16,14 @@
 #col = affine_map<(d0, d1) -> (d1)>
 
 // CHECK-LABEL: func.func private @ln_bwd_k1(%arg0: index, %arg1: index
-// CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<64x1024xf32>
+// CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<128x1024xf32>
 // CHECK: scf.for %[[B:[a-z0-9_]+]] = %arg0 to %arg1
 // CHECK: scf.for %[[J:[a-z0-9_]+]] =
 // CHECK: memref.store %{{.*}}, %[[P]][%[[B]], %[[J]]]
-// CHECK: %[[LO:.*]] = arith.muli %[[B]], %c128
+// CHECK: %[[LO:.*]] = arith.muli %[[B]], %c64
 // CHECK: scf.for %[[R:[a-z0-9_]+]] = %[[LO]] to
 // CHECK: scf.for {{.*}} iter_args
+// CHECK: } {dg.sum_level}
 // CHECK: scf.for %[[K:[a-z0-9_]+]] =
 // CHECK: memref.store {{.*}}, %arg{{[0-9]+}}[%[[R]], %[[K]]] : memref<8192x1024xf32>
 // CHECK: %[[ACC:.*]] = memref.load %[[P]][%[[B]], %[[K]]]
@@ -28,14 +31,19 @@
 // CHECK: memref.store %{{.*}}, %[[P]][%[[B]], %[[K]]]
 // CHECK-LABEL: func.func @ln_bwd(
 // CHECK: call @ln_bwd_k0(%{{.*}}, %{{.*}}, %arg3)
-// CHECK: %[[PART:.*]] = memref.alloc() : memref<64x1024xf32>
-// CHECK: call @ln_bwd_k1__parallel(%c64, {{.*}}%[[PART]])
+// CHECK: %[[PART:.*]] = memref.alloc() : memref<128x1024xf32>
+// CHECK: call @ln_bwd_k1__parallel(%c128, {{.*}}%[[PART]])
+// CHECK: scf.while
 // CHECK: scf.for %[[B2:[a-z0-9_]+]] =
 // CHECK: scf.for %[[J2:[a-z0-9_]+]] =
-// CHECK: %[[OLD:.*]] = memref.load %arg3[%[[J2]]]
-// CHECK: %[[NEW:.*]] = memref.load %[[PART]][%[[B2]], %[[J2]]]
+// CHECK: memref.load %[[PART]][%[[B2]], %[[J2]]]
+// CHECK: %[[ANY:.*]] = arith.minui %c128{{.*}}, %c1
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[ANY]]
+// CHECK: scf.for %[[J3:[a-z0-9_]+]] =
+// CHECK: %[[OLD:.*]] = memref.load %arg3[%[[J3]]]
+// CHECK: %[[NEW:.*]] = memref.load %[[PART]][%c0{{.*}}, %[[J3]]]
 // CHECK: %[[SUM:.*]] = arith.addf %[[OLD]], %[[NEW]]
-// CHECK: memref.store %[[SUM]], %arg3[%[[J2]]]
+// CHECK: memref.store %[[SUM]], %arg3[%[[J3]]]
 // CHECK: memref.dealloc %[[PART]]
 // CHECK-NOT: call
 func.func @ln_bwd(%x: memref<8192x1024xf32>, %dy: memref<8192x1024xf32>,
@@ -92,19 +100,22 @@ func.func @transposed_read(%x: memref<256x256xf32>, %t: memref<256x256xf32>, %dw
 }
 
 // A reduction over everything (a loss summed over all elements) joins the row
-// kernel too: each row's sum stays in a register and is added to its block's
-// partial once; the caller adds the 64 partials to the scalar.
+// kernel too: each row's sum (a blocked sum, blocked_sums.py) stays in registers and
+// is added to its block's partial once; the caller adds the 128 partials to the scalar.
 // CHECK-LABEL: func.func private @loss_k{{[0-9]+}}(
-// CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<64xf32>
+// CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<128xf32>
 // CHECK: scf.for %[[B:[a-z0-9_]+]] = %arg0 to %arg1
 // CHECK: memref.store %{{.*}}, %[[P]][%[[B]]]
 // CHECK: scf.for %[[R:[a-z0-9_]+]] =
 // CHECK: %[[ACC:.*]] = memref.load %[[P]][%[[B]]]
-// CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[ACC]]) -> (f32)
-// CHECK: memref.store %[[SUM]], %[[P]][%[[B]]]
+// CHECK: %[[WIDE:.*]] = arith.extf %[[ACC]] : f32 to f64
+// CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[WIDE]]) -> (f64)
+// CHECK: } {dg.sum_level}
+// CHECK: %[[SUM32:.*]] = arith.truncf %[[SUM]] : f64 to f32
+// CHECK: memref.store %[[SUM32]], %[[P]][%[[B]]]
 // CHECK-LABEL: func.func @loss(
-// CHECK: memref.alloc() : memref<64xf32>
-// CHECK: call @loss_k{{[0-9]+}}__parallel(%c64,
+// CHECK: memref.alloc() : memref<128xf32>
+// CHECK: call @loss_k{{[0-9]+}}__parallel(%c128,
 // CHECK-NOT: call
 func.func @loss(%x: memref<8192x1024xf32>, %y: memref<8192x1024xf32>, %l: memref<f32>) {
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}

@@ -44,9 +44,12 @@ def identity(combiner: str, t: ir.Type) -> ir.Value:
     return arith.ConstantOp(t, ir.FloatAttr.get(t, FLOAT_IDENTITY[combiner])).result
 
 
-def combine(combiner: str, a: ir.Value, b: ir.Value) -> ir.Value:
+def combine(combiner: str, a: ir.Value, b: ir.Value, reassoc: bool = True) -> ir.Value:
+    """combiner(a, b); `reassoc=False` keeps LLVM from reordering it (a blocked sum's tree,
+    codegen/cpu/blocked_sums.py)."""
     op = ir.Operation.create(combiner, results=[a.type], operands=[a, b])
-    mark_reassoc([op.results[0]])
+    if reassoc:
+        mark_reassoc([op.results[0]])
     return op.results[0]
 
 

@@ -33,7 +33,7 @@ size once from its own arguments (`memref.dim`); rows of two ops are the same wh
 function proves it (`loops.SizeClasses`); heuristics weigh a run-time size at
 DEFAULT_SIZE_HINT, but the caller counts a kernel's iterations when it runs and
 chooses its launcher or itself then (`Outliner._call_dynamic`); per-block partials
-take a run-time block count of at most PARTIAL_MAX_BLOCKS; a row temporary of
+take a run-time block count (`_dynamic_rows_per_block`); a row temporary of
 run-time length is a heap row per kernel call (nothing bounds it for the stack).
 Transposing tiles and column splits keep static sizes only.
 """
@@ -51,6 +51,7 @@ from ..common.loops import (FLOAT_IDENTITY, DynSize, LoopOp, SizeClasses, clone_
                             size_hint)
 from ..common.memrefs import (VIEWS, Access, buffer_root, dynamic_offset,
                               passed_as, row_conflict, row_local)
+from . import blocked_sums
 from ...passes import PassError, functions
 
 PARALLEL_SUFFIX = "__parallel"
@@ -69,12 +70,16 @@ ROW_TEMP_MAX_BYTES = 64 * 1024
 # 4 of L1's 64 sets (a 4 KiB stride: all in one, 8 ways)
 TRANSPOSE_TILE = 16
 TRANSPOSE_CONFLICT_STRIDE = 1024
-# a reduction over rows inside a row kernel keeps one partial result per block of rows,
-# in at most PARTIAL_MAX_BLOCKS blocks (enough to balance the threads), each block large
-# enough that combining the partials reads at most 1/PARTIAL_COMBINE_SHARE of what the
-# reduction reads
+# a reduction over rows inside a row kernel keeps one partial result per block of rows:
+# PARTIAL_BLOCKS blocks (enough to balance the threads), more where a block would hold
+# more than PARTIAL_BLOCK_MAX_ROWS rows (a block adds its rows one after the other, so
+# its rounding error grows with them; the partials combine in a pairwise tree), each
+# block large enough that combining the partials reads at most 1/PARTIAL_COMBINE_SHARE
+# of what the reduction reads (for a reduction whose rows each give a whole output, as a
+# bias gradient's: 16 rows, within the cap)
 PARTIAL_COMBINE_SHARE = 16
-PARTIAL_MAX_BLOCKS = 64
+PARTIAL_BLOCKS = 64
+PARTIAL_BLOCK_MAX_ROWS = 64
 # LLVM function attributes of every kernel and outlined loop: inlined into the entry (their only
 # caller), a training graph's hundred kernels made one huge function whose
 # optimization and code generation cost more than the kernels' own (BERT: LLVM JIT
@@ -279,13 +284,90 @@ class Nest:
         self.combiners = _float_combiners(lop) if self.carry else None
         self.zero = arith.ConstantOp(ir.IndexType.get(), 0).result
         self.one = arith.ConstantOp(ir.IndexType.get(), 1).result
+        self.start = 1 if env.row is not None and env.split == (0, 1) else 0
+        # a sum accumulated in memory: from this position on, into wide buffers
+        self.wide_from = self._wide_position()
+        self.wide: dict = {}  # output -> its wide buffer, while `_wide_sum` emits
 
     def emit(self) -> None:
-        start = 0
-        if self.env.row is not None and self.env.split == (0, 1):
+        if self.start:
             self.ivs[0] = self.env.row
-            start = 1
-        self._nest(start)
+        self._nest(self.start)
+
+    def _wide_position(self) -> Optional[int]:
+        """The position of the first reduction loop of a float sum whose accumulator
+        stays in memory (a column sum, a mean over a middle dim: parallel loops inside
+        it), when its outputs fit wide buffers (`_wide_sum`); else None."""
+        lop = self.lop
+        if self.carry or self.tile is not None or self.companions or \
+                not blocked_sums.sums(reduction_combiners(lop, FLOAT_IDENTITY, sole_use=True)):
+            return None
+        first = next((p for p in range(self.start, len(self.order))
+                      if lop.iterators[self.order[p]] == "reduction"), None)
+        if first is None or any(out in self.env.partials for out in lop.outs):
+            return None
+        nbytes = 0
+        for out in lop.outs:
+            t = self._wide_type(out, self._out_accesses(lop)[lop.outs.index(out)])
+            if t is None:
+                return None
+            nbytes += math.prod(t.shape) * ir.FloatType(t.element_type).width // 8
+        return first if nbytes <= WIDE_SUM_MAX_BYTES else None
+
+    def _wide_type(self, out: ir.Value, acc: Access) -> Optional[ir.MemRefType]:
+        """The wide buffer of `out`: its shape as the kernel sees it (one row where the
+        kernel's row indexes it), in `blocked_sums.wider` elements; None for run-time
+        sizes."""
+        t = ir.MemRefType(self.env.value(out).type)
+        if not t.has_static_shape:
+            return None
+        shape = list(t.shape)
+        if self.start and acc and acc[0] == 0:
+            shape[0] = 1
+        return ir.MemRefType.get(shape, blocked_sums.wider(t.element_type))
+
+    def _wide_index(self, acc: Access) -> list:
+        idx = [self.zero if d is None else self.ivs[d] for d in acc]
+        if self.start and acc and acc[0] == 0:
+            idx[0] = self.zero
+        return idx
+
+    def _wide_sum(self, position: int) -> None:
+        """The loops from `position` on, summing into a wide buffer per output (f64 for
+        f32, on the stack) loaded from the output before and rounded into it after: a
+        sum accumulated in memory row after row rounds at every row (a column sum of 512
+        rows erred 6x eager's)."""
+        accesses = self._out_accesses(self.lop)
+        parallel = [d for d in self.order[position + 1:] if self.lop.iterators[d] == "parallel"]
+        self.wide = {out: _entry_alloca(self._wide_type(out, acc))
+                     for out, acc in zip(self.lop.outs, accesses)}
+
+        def load() -> None:
+            for out, acc in zip(self.lop.outs, accesses):
+                v = self._load(out, acc)
+                memref.StoreOp(blocked_sums.convert(v, ir.MemRefType(self.wide[out].type)
+                                                    .element_type),
+                               self.wide[out], self._wide_index(acc))
+
+        def store() -> None:
+            for out, acc in zip(self.lop.outs, accesses):
+                v = memref.LoadOp(self.wide[out], self._wide_index(acc)).result
+                self._store(blocked_sums.convert(v, ir.MemRefType(out.type).element_type),
+                            out, acc)
+        self._for_dims(parallel, load)
+        self._nest(position, wide=False)
+        self._for_dims(parallel, store)
+        self.wide = {}
+
+    def _for_dims(self, dims: Sequence[int], body: Callable[[], None]) -> None:
+        """Loops over `dims` (their ivs set) around `body()`."""
+        if not dims:
+            body()
+            return
+        loop = self._loop(dims[0])
+        with ir.InsertionPoint(loop.body):
+            self._for_dims(dims[1:], body)
+            scf.YieldOp([])
 
     def _dim(self, position: int) -> int:
         return self.order[position]
@@ -332,7 +414,10 @@ class Nest:
             self.ivs[dim] = loop.induction_variable
         return loop
 
-    def _nest(self, position: int) -> None:
+    def _nest(self, position: int, wide: bool = True) -> None:
+        if wide and position == self.wide_from:
+            self._wide_sum(position)
+            return
         if position == self.first_red:
             self._inner()
             return
@@ -341,7 +426,7 @@ class Nest:
             return
         loop = self._loop(self._dim(position))
         with ir.InsertionPoint(loop.body):
-            self._nest(position + 1)
+            self._nest(position + 1, wide)
             scf.YieldOp([])
 
     def _tiles(self) -> None:
@@ -421,6 +506,9 @@ class Nest:
 
     def _inner(self) -> None:
         outs = self.lop.outs
+        if self.wide:
+            self._accumulate_wide()
+            return
         if not self.carry:
             results = self._compute(self.lop, [None] * len(outs))
         else:
@@ -433,10 +521,28 @@ class Nest:
             for buf, v, acc in zip(c.outs, values, self._out_accesses(c)):
                 self._store(v, buf, acc)
 
+    def _accumulate_wide(self) -> None:
+        """The body's values (its accumulators read as the identity), added to the wide
+        buffers (`_wide_sum`)."""
+        combiners = reduction_combiners(self.lop, FLOAT_IDENTITY)
+        types = [ir.MemRefType(out.type).element_type for out in self.lop.outs]
+        # -0.0 for a sum: x + -0.0 is x, which LLVM folds (x + 0.0 is not, for x = -0.0)
+        values = self._compute(self.lop, [
+            arith.ConstantOp(t, -0.0).result if c == "arith.addf" else identity(c, t)
+            for c, t in zip(combiners, types)])
+        for out, v, c, acc in zip(self.lop.outs, values, combiners,
+                                  self._out_accesses(self.lop)):
+            buf, idx = self.wide[out], self._wide_index(acc)
+            wide = blocked_sums.convert(v, ir.MemRefType(buf.type).element_type)
+            memref.StoreOp(combine(c, memref.LoadOp(buf, idx).result, wide, reassoc=False),
+                           buf, idx)
+
     def _reduce(self, position: int, accs: list) -> list:
         lanes = self._lanes(position) if position == len(self.order) - 1 else 0
         if lanes:
             return self._reduce_in_lanes(position, accs, lanes)
+        if blocked_sums.sums(self.combiners):
+            return self._reduce_blocked(position, accs)
         loop = self._loop(self._dim(position), accs)
         with ir.InsertionPoint(loop.body):
             carried = list(loop.inner_iter_args)
@@ -453,6 +559,33 @@ class Nest:
                 results = self._reduce(position + 1, carried)
             scf.YieldOp(results)
         return list(loop.results)
+
+    def _reduce_blocked(self, position: int, accs: list) -> list:
+        """The reduction loop at `position` as a blocked sum (`blocked_sums`): the
+        innermost over blocks LLVM vectorizes, an outer one (its elements being the inner
+        loops' sums) over blocks of LEVEL_MAX."""
+        dim = self._dim(position)
+        size = self.lop.sizes[dim]
+        innermost = position == len(self.order) - 1
+        if innermost:
+            block = blocked_sums.block_elements(
+                [ir.MemRefType(v.type).element_type for v in (*self.lop.ins, *self.lop.outs)])
+        else:
+            block = blocked_sums.LEVEL_MAX
+
+        def element(iv: ir.Value, carried: list) -> list:
+            self.ivs[dim] = iv
+            if innermost:
+                results = self._compute(self.lop, carried)
+                mark_reassoc(results)
+                return results
+            inner = self._reduce(position + 1, [identity(c, v.type)
+                                                for c, v in zip(self.combiners, carried)])
+            return [combine(c, a, b, reassoc=False)
+                    for c, a, b in zip(self.combiners, carried, inner)]
+        static = None if is_dynamic(size) else size
+        return blocked_sums.emit(self.env.size(size), static, blocked_sums.spans(static, block),
+                                 accs, self.combiners, element, innermost)
 
     def _lanes(self, position: int) -> int:
         """Accumulator lanes for the innermost reduction loop at `position`, or 0. LLVM
@@ -567,6 +700,8 @@ def _entry_alloca(t: ir.MemRefType) -> ir.Value:
         return memref.AllocaOp(t, [], []).result
 
 
+# most bytes of the wide buffers a sum accumulated in memory adds into (`Nest._wide_sum`)
+WIDE_SUM_MAX_BYTES = 64 * 1024
 # a max/min reduction loop runs this many independent accumulator lanes (one 64-byte
 # vector of them), when its body has at most MINMAX_LANES_MAX_BODY ops
 MINMAX_LANE_BYTES = 64
@@ -813,17 +948,17 @@ def _ceil_div(a: ir.Value, b: ir.Value) -> ir.Value:
 
 
 def _dynamic_rows_per_block(rows: ir.Value, reducers: list[LoopOp]) -> ir.Value:
-    """`_rows_per_block` for a run-time number of rows (at least 1, so that the blocks,
-    ceil(rows / it), are at most PARTIAL_MAX_BLOCKS): the combine's share is weighed
-    with the other loop sizes at their estimates."""
+    """`_rows_per_block` for a run-time number of rows (at least 1): the combine's share
+    is weighed with the other loop sizes at their estimates."""
     index = ir.IndexType.get()
     least = 1
     for m in reducers:
         out = max(math.prod(size_hint(s) for s in _out_sizes(m, v)) for v in m.outs)
         inner = max(1, m.work // max(1, size_hint(m.sizes[0])))
         least = max(least, -(-PARTIAL_COMBINE_SHARE * out // inner))
-    per_block = arith.maxui(_ceil_div(rows, arith.ConstantOp(index, PARTIAL_MAX_BLOCKS).result),
-                            arith.ConstantOp(index, least).result)
+    per_block = arith.minui(_ceil_div(rows, arith.ConstantOp(index, PARTIAL_BLOCKS).result),
+                            arith.ConstantOp(index, PARTIAL_BLOCK_MAX_ROWS).result)
+    per_block = arith.maxui(per_block, arith.ConstantOp(index, least).result)
     return arith.maxui(arith.minui(per_block, rows), arith.ConstantOp(index, 1).result)
 
 
@@ -901,8 +1036,6 @@ class Outliner:
                         [v for v in _shape_values(out) if isinstance(v, ir.Value)]
                     if isinstance(n_blocks, int):
                         first, operands = n_blocks, []
-                    elif t.has_static_shape:  # at most PARTIAL_MAX_BLOCKS blocks
-                        first, operands = PARTIAL_MAX_BLOCKS, []
                     else:
                         first, operands = ir.ShapedType.get_dynamic_size(), [n_blocks]
                     partials[out] = memref.AllocOp(
@@ -1138,7 +1271,7 @@ class Outliner:
 
 def _rows_per_block(rows: int, reducers: list[LoopOp]) -> int:
     """Rows per block of a row kernel's per-block partial results (see PARTIAL_*)."""
-    per_block = -(-rows // PARTIAL_MAX_BLOCKS)
+    per_block = min(-(-rows // PARTIAL_BLOCKS), PARTIAL_BLOCK_MAX_ROWS)
     for m in reducers:
         out = max(math.prod(size_hint(s) for s in _out_sizes(m, v)) for v in m.outs)
         per_block = max(per_block, -(-PARTIAL_COMBINE_SHARE * out * rows // m.work))
@@ -1186,18 +1319,49 @@ def _for_each(shape: Sequence, body: Callable[[list], object]) -> None:
 
 def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str,
                       blocks: Optional[ir.Value] = None) -> None:
-    """out = combiner(out, partial[0], ..., partial[blocks - 1]), in block order (so the
-    result does not depend on the number of threads). `blocks`: a run-time count (else
-    the partial buffer's first dim)."""
+    """out = combiner(out, tree of partial[0], ..., partial[blocks - 1]): a pairwise tree
+    in place, at distances d = 1, 2, 4, ... below the block count partial[b] =
+    combiner(partial[b], partial[b + d]) for b a multiple of 2d, so that a sum's rounding
+    error grows with the tree's depth, not the block count (in block order, 64 partial
+    batch-norm sums erred 4x eager's). It depends on the number of blocks only, not of
+    threads. `blocks`: a run-time count (else the partial buffer's first dim)."""
+    index = ir.IndexType.get()
     t = ir.MemRefType(out.type)
     dims = t.shape if t.has_static_shape else _shape_values(out)
-    shape = [ir.MemRefType(partial.type).shape[0] if blocks is None else blocks, *dims]
 
-    def body(ivs: list) -> None:
-        rest = ivs[1:]
-        acc = memref.LoadOp(out, rest).result
-        memref.StoreOp(combine(combiner, acc, memref.LoadOp(partial, ivs).result), out, rest)
-    _for_each(shape, body)
+    def const(v: int) -> ir.Value:
+        return arith.ConstantOp(index, v).result
+    count = const(ir.MemRefType(partial.type).shape[0]) if blocks is None else blocks
+    tree = scf.WhileOp([index], [const(1)])
+    before = tree.before.blocks.append(index)
+    with ir.InsertionPoint(before):
+        d = before.arguments[0]
+        scf.ConditionOp(arith.cmpi(arith.CmpIPredicate.ult, d, count), [d])
+    after = tree.after.blocks.append(index)
+    with ir.InsertionPoint(after):
+        d = after.arguments[0]
+        pairs = scf.ForOp(const(0), arith.subi(count, d), arith.addi(d, d))
+        with ir.InsertionPoint(pairs.body):
+            b = pairs.induction_variable
+            pair = arith.addi(b, d)
+
+            def add(ivs: list) -> None:
+                v = combine(combiner, memref.LoadOp(partial, [b, *ivs]).result,
+                            memref.LoadOp(partial, [pair, *ivs]).result, reassoc=False)
+                memref.StoreOp(v, partial, [b, *ivs])
+            _for_each(dims, add)
+            scf.YieldOp([])
+        scf.YieldOp([arith.addi(d, d)])
+
+    first = scf.ForOp(const(0), arith.minui(count, const(1)), const(1))  # (no blocks: none)
+    with ir.InsertionPoint(first.body):
+        def total(ivs: list) -> None:
+            acc = memref.LoadOp(out, ivs).result
+            v = combine(combiner, acc, memref.LoadOp(partial, [const(0), *ivs]).result,
+                        reassoc=False)
+            memref.StoreOp(v, out, ivs)
+        _for_each(dims, total)
+        scf.YieldOp([])
 
 
 def mark_kernel(fn: ir.Operation, args: Sequence[ir.Value], leading: int) -> None:

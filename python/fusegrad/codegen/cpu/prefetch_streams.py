@@ -15,7 +15,8 @@ before each chunk one prefetch per cache line of the chunk PREFETCH_BYTES ahead 
 in the memref's buffer seen as one dim and clamped to the view's last element (the
 next row's start, near a row's end). The chunk loop keeps the body as it was, so
 LLVM still vectorizes it; a loop no longer than a chunk is left whole and prefetched
-before it. Stores are not prefetched: prefetching the output for writing made the
+before it, as is the block of a blocked sum (`blocked_sums`), whose enclosing loop is
+the one above its levels. Stores are not prefetched: prefetching the output for writing made the
 gelu kernel slower.
 """
 from __future__ import annotations
@@ -24,6 +25,8 @@ from typing import Optional
 
 from mlir import ir
 from mlir.dialects import arith, memref, scf
+
+from .blocked_sums import BLOCK_ATTR, LEVEL_ATTR
 
 
 CACHE_LINE = 64
@@ -64,12 +67,21 @@ def _defined_in(v: ir.Value, op: ir.Operation) -> bool:
     return False
 
 
+def _enclosing(loop: ir.Operation) -> Optional[ir.Operation]:
+    """The loop around `loop` that moves its streams (a row kernel's rows): its parent,
+    above the loops of a blocked sum (`blocked_sums.LEVEL_ATTR`)."""
+    parent = loop.parent
+    while parent is not None and parent.name == "scf.for" and LEVEL_ATTR in parent.attributes:
+        parent = parent.parent
+    return parent
+
+
 def _streams(loop: ir.Operation) -> list[tuple[ir.Value, list[ir.Value]]]:
     """(memref, indices) of the loads in `loop` that stream: a memref with a unit-stride
     last dim, indexed there by the loop's induction variable (plus a constant), the other
     indices invariant in `loop` and some moving with the enclosing loop. One entry per
     distinct (memref, leading indices)."""
-    parent = loop.parent
+    parent = _enclosing(loop)
     if parent is None or parent.name != "scf.for":
         return []
     iv = loop.regions[0].blocks[0].arguments[0]
@@ -235,7 +247,7 @@ def _strip_mine(loop: ir.Operation, chunk: int) -> ir.Operation:
 def _prefetch_loop(loop: ir.Operation, done: set) -> bool:
     """Prefetch `loop`'s streams that no earlier loop in the same enclosing loop did (a
     row kernel's later loops over the row find it in cache); `done` holds those."""
-    parent = loop.parent
+    parent = _enclosing(loop)
     streams = [(b, lead) for b, lead in _streams(loop)
                if (parent, b, tuple(lead)) not in done and 0 not in ir.MemRefType(b.type).shape]
     step = _constant(loop.operands[2])
@@ -248,7 +260,9 @@ def _prefetch_loop(loop: ir.Operation, done: set) -> bool:
     short = lo is not None and hi is not None and hi - lo <= chunk
     if short and hi <= lo:
         return False
-    if short:
+    if BLOCK_ATTR in loop.attributes:  # a blocked sum's block: a chunk already
+        start, count = loop.operands[0], ir.IntegerAttr(loop.attributes[BLOCK_ATTR]).value
+    elif short:
         start, count = loop.operands[0], hi - lo
     else:
         start, count = _strip_mine(loop, chunk).regions[0].blocks[0].arguments[0], chunk

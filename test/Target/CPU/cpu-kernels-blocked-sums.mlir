@@ -1,0 +1,139 @@
+// dg-cpu-kernels: a float sum accumulates as a tree of short loops (blocked_sums.py), so
+// its rounding error stays near eager's cascade sum: a block of 128 f32 elements (one
+// prefetch chunk, which LLVM unrolls into vector partial sums) from the identity, then
+// levels of at most 8 blocks (balanced: 32 blocks as 6 x 6) that add in f64 without
+// `reassoc`, the top into the carried accumulator once, rounded to f32 once.
+// A max needs no tree (exact in any order): it keeps its 16 lanes. A sum whose
+// accumulator stays in memory (a column sum, a mean over a middle dim) adds into an
+// f64 buffer on the stack, rounded into the output once.
+// RUN: fusegrad-opt %s -p 'dg-cpu-kernels' | filecheck %s
+// RUN: fusegrad-opt %s -p 'dg-cpu-kernels,dg-prefetch-streams' | filecheck %s --check-prefix=PREFETCH
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// CHECK-LABEL: func.func private @row_sums_k{{[0-9]+}}(
+// CHECK: %[[ACC:.*]] = memref.load %arg3[%[[ROW:[a-z0-9_]+]]]
+// CHECK: %[[WIDE:.*]] = arith.extf %[[ACC]] : f32 to f64
+// CHECK: %[[TOP:.*]] = scf.for %[[T:[a-z0-9_]+]] = %{{.*}} to %c4096 step %c768 iter_args(%[[CT:[a-z0-9_]+]] = %[[WIDE]]) -> (f64)
+// CHECK: %[[TEND:.*]] = arith.minsi %{{.*}}, %c4096
+// CHECK: %[[LEVEL:.*]] = scf.for %[[L:[a-z0-9_]+]] = %[[T]] to %[[TEND]] step %c128 iter_args(%[[CL:[a-z0-9_]+]] = %cst{{.*}}) -> (f64)
+// CHECK: %[[LEND:.*]] = arith.addi %[[L]], %c128
+// CHECK: %[[BLOCK:.*]] = scf.for %[[I:[a-z0-9_]+]] = %[[L]] to %[[LEND]] step %{{.*}} iter_args(%[[CB:[a-z0-9_]+]] = %cst{{.*}}) -> (f32)
+// CHECK: %[[X:.*]] = memref.load %arg2[%[[ROW]], %[[I]]]
+// CHECK: arith.addf %[[CB]], %[[X]] fastmath<reassoc> : f32
+// CHECK: } {dg.sum_block = 128 : i64}
+// CHECK: %[[B64:.*]] = arith.extf %[[BLOCK]] : f32 to f64
+// CHECK: arith.addf %[[CL]], %[[B64]] : f64
+// CHECK: } {dg.sum_level}
+// CHECK: arith.addf %[[CT]], %[[LEVEL]] : f64
+// CHECK: } {dg.sum_level}
+// CHECK: %[[SUM:.*]] = arith.truncf %[[TOP]] : f64 to f32
+// CHECK: memref.store %[[SUM]], %arg3[%[[ROW]]]
+
+// Prefetches go before each block, which is not strip-mined again.
+// PREFETCH-LABEL: func.func private @row_sums_k{{[0-9]+}}(
+// PREFETCH: step %c768
+// PREFETCH: step %c128
+// PREFETCH-COUNT-8: memref.prefetch
+// PREFETCH-NEXT: scf.for
+// PREFETCH-NOT: scf.for
+// PREFETCH: } {dg.sum_block = 128 : i64}
+func.func @row_sums(%x: memref<64x4096xf32>, %y: memref<64xf32>) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<64x4096xf32>) outs(%y : memref<64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.addf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+
+// A row of a run-time length: blocks of 128 and three levels of 8 (1024, 8192, 65536
+// elements), each bounded by the length.
+// CHECK-LABEL: func.func private @run_time_rows_k{{[0-9]+}}(
+// CHECK: %[[N:.*]] = memref.dim %arg2, %c1
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[N]] step %c65536
+// CHECK: arith.minsi %{{.*}}, %[[N]]
+// CHECK: step %c8192
+// CHECK: step %c1024
+// CHECK: step %c128
+// CHECK: arith.minsi %{{.*}}, %[[N]]
+// CHECK: fastmath<reassoc> : f32
+// CHECK: } {dg.sum_block = 128 : i64}
+func.func @run_time_rows(%x: memref<8x?xf32>, %y: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x?xf32>) outs(%y : memref<8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.addf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+
+// CHECK-LABEL: func.func private @row_max_k{{[0-9]+}}(
+// CHECK-NOT: dg.sum_block
+// CHECK: scf.for {{.*}} step %c16 iter_args
+// CHECK-NOT: dg.sum_block
+// CHECK-LABEL: func.func @row_max(
+func.func @row_max(%x: memref<64x4096xf32>, %y: memref<64xf32>) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<64x4096xf32>) outs(%y : memref<64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.maximumf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+
+// A column sum small enough to run inline: the f64 buffer holds the output, each row
+// adds to it (its accumulator read as -0.0, which LLVM folds), then it is rounded back.
+// CHECK-LABEL: func.func @column_sums(
+// CHECK: %[[BUF:.*]] = memref.alloca() : memref<64xf64>
+// CHECK: scf.for %[[C:[a-z0-9_]+]] =
+// CHECK: %[[OLD:.*]] = memref.load %arg1[%[[C]]]
+// CHECK: %[[OLD64:.*]] = arith.extf %[[OLD]] : f32 to f64
+// CHECK: memref.store %[[OLD64]], %[[BUF]][%[[C]]]
+// CHECK: scf.for %[[R:[a-z0-9_]+]] = %{{.*}} to %c512
+// CHECK: scf.for %[[C2:[a-z0-9_]+]] =
+// CHECK: %[[X:.*]] = memref.load %arg0[%[[R]], %[[C2]]]
+// CHECK: %[[V:.*]] = arith.addf %cst{{.*}}, %[[X]] : f32
+// CHECK: %[[V64:.*]] = arith.extf %[[V]] : f32 to f64
+// CHECK: %[[A:.*]] = memref.load %[[BUF]][%[[C2]]]
+// CHECK: %[[S:.*]] = arith.addf %[[A]], %[[V64]] : f64
+// CHECK: memref.store %[[S]], %[[BUF]][%[[C2]]]
+// CHECK: scf.for %[[C3:[a-z0-9_]+]] =
+// CHECK: %[[T:.*]] = memref.load %[[BUF]][%[[C3]]]
+// CHECK: %[[T32:.*]] = arith.truncf %[[T]] : f64 to f32
+// CHECK: memref.store %[[T32]], %arg1[%[[C3]]]
+func.func @column_sums(%x: memref<512x64xf32>, %y: memref<64xf32>) {
+  linalg.generic {indexing_maps = [#id, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<512x64xf32>) outs(%y : memref<64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.addf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+
+// In a row kernel the buffer is one row of the output.
+// CHECK-LABEL: func.func private @middle_mean_k{{[0-9]+}}(
+// CHECK: %[[BUF:.*]] = memref.alloca() : memref<1x64xf64>
+// CHECK: scf.for %[[B:[a-z0-9_]+]] = %arg0 to %arg1
+// CHECK: memref.load %arg3[%[[B]], %{{.*}}] : memref<32x64xf32>
+// CHECK: memref.store %{{.*}}, %[[BUF]][%c0, %{{.*}}] : memref<1x64xf64>
+// CHECK: scf.for {{.*}} to %c512
+// CHECK: arith.addf %{{.*}} : f64
+// CHECK: arith.truncf
+// CHECK: memref.store %{{.*}}, %arg3[%[[B]], %{{.*}}] : memref<32x64xf32>
+func.func @middle_mean(%x: memref<32x512x64xf32>, %y: memref<32x64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, r, c) -> (b, r, c)>, affine_map<(b, r, c) -> (b, c)>],
+                  iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%x : memref<32x512x64xf32>) outs(%y : memref<32x64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.addf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
