@@ -17,7 +17,7 @@ from mlir import ir
 from mlir.dialects import arith, tensor
 
 from ..dialects.core import SIZES_SUFFIX
-from ..dialects.types import TensorSpec
+from ..dialects.types import TensorSpec, symbolic_dims
 from ..runtime import abi
 
 # function attribute: the symbols its trailing `index` arguments give, in order
@@ -171,8 +171,8 @@ def size_arguments_pass(module: ir.Operation) -> None:
             for k in range(len(o.attributes)):  # a size only an attribute has (an offset)
                 named = o.attributes[k]
                 if named.name.endswith(SIZES_SUFFIX) and isinstance(named.attr, ir.StringAttr):
-                    used.update(s for d in ir.StringAttr(named.attr).value.split(", ")
-                                for s in abi.parse_dim(d).free_symbols)
+                    used.update(s for d in symbolic_dims(ir.StringAttr(named.attr).value)
+                                for s in d.free_symbols)
             for region in o.regions:
                 for b in region.blocks:
                     for inner in b.operations:
