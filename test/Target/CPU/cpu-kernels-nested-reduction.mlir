@@ -35,9 +35,8 @@ func.func @total(%x: memref<64x32xf32>, %y: memref<f32>) {
 
 // A per-channel statistic (batch norm: reduce N, H, W of NCHW) reads its input
 // in order: blocks of images, each summing into its own partial per channel, with
-// the H and W sums innermost in registers. The caller adds the partials in a pairwise
-// tree (at distances 1, 2, 4, ..., while below the block count), then the first block
-// (if any) into the output.
+// the H and W sums innermost in registers. The caller adds the partials in block
+// order in an f64 buffer, rounded into the output once.
 // CHECK-LABEL: func.func private @channel_mean_k{{[0-9]+}}(
 // CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<32x64xf32>
 // CHECK: scf.for %[[BLOCK:[a-z0-9_]+]] = %arg0 to %arg1
@@ -52,24 +51,23 @@ func.func @total(%x: memref<64x32xf32>, %y: memref<f32>) {
 // CHECK-LABEL: func.func @channel_mean(
 // CHECK: %[[P:.*]] = memref.alloc() : memref<32x64xf32>
 // CHECK: call @channel_mean_k{{[0-9]+}}__parallel(%c32,
-// CHECK: scf.while (%[[D:[a-z0-9_]+]] = %c1{{.*}})
-// CHECK: arith.cmpi ult, %[[D]], %c32
-// CHECK: ^bb0(%[[D2:[a-z0-9_]+]]: index):
-// CHECK: %[[STOP:.*]] = arith.subi %c32{{.*}}, %[[D2]]
-// CHECK: %[[STEP:.*]] = arith.addi %[[D2]], %[[D2]]
-// CHECK: scf.for %[[B:[a-z0-9_]+]] = %{{.*}} to %[[STOP]] step %[[STEP]]
-// CHECK: %[[PAIR:.*]] = arith.addi %[[B]], %[[D2]]
+// CHECK: %[[SUM:.*]] = memref.alloc() : memref<64xf64>
 // CHECK: scf.for %[[CH:[a-z0-9_]+]] =
-// CHECK: %[[X:.*]] = memref.load %[[P]][%[[B]], %[[CH]]]
-// CHECK: %[[Y:.*]] = memref.load %[[P]][%[[PAIR]], %[[CH]]]
-// CHECK: %[[XY:.*]] = arith.addf %[[X]], %[[Y]] : f32
-// CHECK: memref.store %[[XY]], %[[P]][%[[B]], %[[CH]]]
-// CHECK: %[[ANY:.*]] = arith.minui %c32{{.*}}, %c1
-// CHECK: scf.for %{{.*}} = %{{.*}} to %[[ANY]]
+// CHECK: %[[OLD:.*]] = memref.load %arg1[%[[CH]]]
+// CHECK: %[[OLD64:.*]] = arith.extf %[[OLD]] : f32 to f64
+// CHECK: memref.store %[[OLD64]], %[[SUM]][%[[CH]]]
+// CHECK: scf.for %[[B:[a-z0-9_]+]] = %{{.*}} to %c32
 // CHECK: scf.for %[[CH2:[a-z0-9_]+]] =
-// CHECK: %[[OLD:.*]] = memref.load %arg1[%[[CH2]]]
-// CHECK: %[[FIRST:.*]] = memref.load %[[P]][%c0{{.*}}, %[[CH2]]]
-// CHECK: arith.addf %[[OLD]], %[[FIRST]] : f32
+// CHECK: %[[X:.*]] = memref.load %[[P]][%[[B]], %[[CH2]]]
+// CHECK: %[[X64:.*]] = arith.extf %[[X]] : f32 to f64
+// CHECK: %[[ACC:.*]] = memref.load %[[SUM]][%[[CH2]]]
+// CHECK: %[[NEW:.*]] = arith.addf %[[ACC]], %[[X64]] : f64
+// CHECK: memref.store %[[NEW]], %[[SUM]][%[[CH2]]]
+// CHECK: scf.for %[[CH3:[a-z0-9_]+]] =
+// CHECK: %[[T:.*]] = memref.load %[[SUM]][%[[CH3]]]
+// CHECK: %[[T32:.*]] = arith.truncf %[[T]] : f64 to f32
+// CHECK: memref.store %[[T32]], %arg1[%[[CH3]]]
+// CHECK: memref.dealloc %[[SUM]]
 func.func @channel_mean(%x: memref<32x64x16x16xf32>, %y: memref<64xf32>) {
   linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (c)>],
                   iterator_types = ["reduction", "parallel", "reduction", "reduction"]}

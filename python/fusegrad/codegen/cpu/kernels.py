@@ -73,7 +73,7 @@ TRANSPOSE_CONFLICT_STRIDE = 1024
 # a reduction over rows inside a row kernel keeps one partial result per block of rows:
 # PARTIAL_BLOCKS blocks (enough to balance the threads), more where a block would hold
 # more than PARTIAL_BLOCK_MAX_ROWS rows (a block adds its rows one after the other, so
-# its rounding error grows with them; the partials combine in a pairwise tree), each
+# its rounding error grows with them; the partials combine in f64), each
 # block large enough that combining the partials reads at most 1/PARTIAL_COMBINE_SHARE
 # of what the reduction reads (for a reduction whose rows each give a whole output, as a
 # bias gradient's: 16 rows, within the cap)
@@ -1319,49 +1319,35 @@ def _for_each(shape: Sequence, body: Callable[[list], object]) -> None:
 
 def _combine_partials(out: ir.Value, partial: ir.Value, combiner: str,
                       blocks: Optional[ir.Value] = None) -> None:
-    """out = combiner(out, tree of partial[0], ..., partial[blocks - 1]): a pairwise tree
-    in place, at distances d = 1, 2, 4, ... below the block count partial[b] =
-    combiner(partial[b], partial[b + d]) for b a multiple of 2d, so that a sum's rounding
-    error grows with the tree's depth, not the block count (in block order, 64 partial
-    batch-norm sums erred 4x eager's). It depends on the number of blocks only, not of
-    threads. `blocks`: a run-time count (else the partial buffer's first dim)."""
-    index = ir.IndexType.get()
+    """out = combiner(out, partial[0], ..., partial[blocks - 1]), in block order (so the
+    result does not depend on the number of threads), a sum in a buffer of
+    `blocked_sums.wider` elements rounded into `out` once: the 64 partial sums of a batch
+    norm's statistics added in f32 erred twice eager's. `blocks`: a run-time count (else
+    the partial buffer's first dim)."""
     t = ir.MemRefType(out.type)
     dims = t.shape if t.has_static_shape else _shape_values(out)
+    element = blocked_sums.wider(t.element_type) if blocked_sums.sums([combiner]) \
+        else t.element_type
+    total = memref.AllocOp(ir.MemRefType.get(t.shape, element),
+                           [v for v in dims if isinstance(v, ir.Value)], []).result
+    count = ir.MemRefType(partial.type).shape[0] if blocks is None else blocks
 
-    def const(v: int) -> ir.Value:
-        return arith.ConstantOp(index, v).result
-    count = const(ir.MemRefType(partial.type).shape[0]) if blocks is None else blocks
-    tree = scf.WhileOp([index], [const(1)])
-    before = tree.before.blocks.append(index)
-    with ir.InsertionPoint(before):
-        d = before.arguments[0]
-        scf.ConditionOp(arith.cmpi(arith.CmpIPredicate.ult, d, count), [d])
-    after = tree.after.blocks.append(index)
-    with ir.InsertionPoint(after):
-        d = after.arguments[0]
-        pairs = scf.ForOp(const(0), arith.subi(count, d), arith.addi(d, d))
-        with ir.InsertionPoint(pairs.body):
-            b = pairs.induction_variable
-            pair = arith.addi(b, d)
+    def load(ivs: list) -> None:
+        v = memref.LoadOp(out, ivs).result
+        memref.StoreOp(blocked_sums.convert(v, element), total, ivs)
 
-            def add(ivs: list) -> None:
-                v = combine(combiner, memref.LoadOp(partial, [b, *ivs]).result,
-                            memref.LoadOp(partial, [pair, *ivs]).result, reassoc=False)
-                memref.StoreOp(v, partial, [b, *ivs])
-            _for_each(dims, add)
-            scf.YieldOp([])
-        scf.YieldOp([arith.addi(d, d)])
+    def add(ivs: list) -> None:
+        v = blocked_sums.convert(memref.LoadOp(partial, ivs).result, element)
+        acc = memref.LoadOp(total, ivs[1:]).result
+        memref.StoreOp(combine(combiner, acc, v, reassoc=False), total, ivs[1:])
 
-    first = scf.ForOp(const(0), arith.minui(count, const(1)), const(1))  # (no blocks: none)
-    with ir.InsertionPoint(first.body):
-        def total(ivs: list) -> None:
-            acc = memref.LoadOp(out, ivs).result
-            v = combine(combiner, acc, memref.LoadOp(partial, [const(0), *ivs]).result,
-                        reassoc=False)
-            memref.StoreOp(v, out, ivs)
-        _for_each(dims, total)
-        scf.YieldOp([])
+    def store(ivs: list) -> None:
+        v = memref.LoadOp(total, ivs).result
+        memref.StoreOp(blocked_sums.convert(v, t.element_type), out, ivs)
+    _for_each(dims, load)
+    _for_each([count, *dims], add)
+    _for_each(dims, store)
+    memref.DeallocOp(total)
 
 
 def mark_kernel(fn: ir.Operation, args: Sequence[ir.Value], leading: int) -> None:
