@@ -6,9 +6,11 @@ level, where every loop nest and buffer is visible:
 1. **Reductions in registers.** Trailing reduction loops carry their
    accumulators as `iter_args` (loaded once, stored once) with the combiner
    marked `fastmath<reassoc>`, so LLVM's loop vectorizer makes vector partial
-   sums with one horizontal reduction per row. (Upstream
-   `convert-linalg-to-loops` loads and stores the accumulator every iteration;
-   LLVM cannot keep it in a register because it may alias the input.)
+   sums with one horizontal reduction per block; float sums are a tree of such
+   blocks (`blocked_sums`), or add into an f64 buffer where the accumulator stays
+   in memory (`Nest._wide_sum`). (Upstream `convert-linalg-to-loops` loads and
+   stores the accumulator every iteration; LLVM cannot keep it in a register
+   because it may alias the input.)
 2. **Row fusion.** Consecutive linalg ops (generics and fills) whose outer loop
    is parallel over the same rows, and that touch shared buffers only row by
    row, run inside one row loop: softmax's max, sum and normalisation read a
