@@ -5,8 +5,9 @@ capture each graph (AOT export with decompositions: ~0.35 s of HF GPT-2's first 
 and import it before it could look its code up. Here the key is Dynamo's graph itself,
 as Inductor's FX graph cache keys it: its code, each node's source location, the example
 inputs' metadata (shapes, symbolic sizes, strides, dtypes, devices, requires_grad, the
-numbers baked in), its tensor attributes, the grad mode, the compile options and every
-version the compile cache's key holds. A hit gives the `Captured` (its functional graph
+numbers baked in), its tensor attributes, torch's global state as Dynamo guards it (grad
+mode, autocast, default dtype, ...), the compile options and every version the compile
+cache's key holds. A hit gives the `Captured` (its functional graph
 left out: nothing after the import reads it) and the imported dg module's text, so a
 warm first call parses that module and loads its code, with no capture and no import.
 
@@ -66,7 +67,7 @@ def graph_key(fn: Any, example_inputs: Sequence[Any], options: CompileOptions,
         "inputs": [_describe(x) for x in _traced_values(gm, example_inputs)],
         "numbers": [_describe(x) for x in getattr(fn, "numbers", ())],
         "attributes": _attributes(gm),
-        "grad": torch.is_grad_enabled(), "default_dtype": str(torch.get_default_dtype()),
+        "torch_state": _torch_state(),
         "options": repr(dataclasses.replace(options, dump_dir=None)),
         "versions": compile_cache.versions(), "host_cpu": compile_cache.host_cpu(),
     }
@@ -118,6 +119,16 @@ def store(key: str | None, fn: Any, captured: Captured, module: str, target: str
         log.debug("graph cache: not storing %s (%s: %s)", key, type(e).__name__, e)
         return
     cache.write_blob(key, ENTRY_FILE, data)
+
+
+def _torch_state() -> Any:
+    """What Dynamo's global-state guard holds (grad mode, autocast per device and its
+    dtype, default dtype, deterministic algorithms, TF32 and reduced-precision reductions,
+    torch function), which the capture traces under: a graph Dynamo made under bf16
+    autocast captures other ops than the same graph under fp16. Not the thread count."""
+    state = json.loads(torch._C._dynamo.guards.GlobalStateGuard().__getstate__())
+    state.pop("num_threads", None)
+    return state
 
 
 def _named_tensors(fn: Any) -> dict[str, torch.Tensor]:

@@ -589,3 +589,16 @@ def test_an_unusable_graph_cache_entry_is_captured_again(cache, monkeypatch):
     assert after["graph_writes"] == before["graph_writes"] + 1  # stored again, whole
     for got, want in zip(again, first):
         torch.testing.assert_close(got, want)
+
+
+def test_the_autocast_dtype_is_in_the_graph_key(cache):
+    """One Dynamo graph under bf16 and under fp16 autocast: two captures (the first one's
+    ops would compute in the wrong dtype)."""
+    x, w = torch.randn(4, 8), torch.randn(3, 8)
+    for dtype in (torch.bfloat16, torch.float16):
+        torch._dynamo.reset()
+        with torch.autocast("cpu", dtype=dtype):
+            got = fusegrad.compile(torch.nn.functional.linear)(x, w)
+            assert got.dtype == dtype
+            assert torch.equal(got, torch.nn.functional.linear(x, w))
+    assert len(_graph_entries(cache)) == 2
