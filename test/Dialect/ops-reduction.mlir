@@ -16,3 +16,13 @@ func.func @reductions(%arg0: tensor<2x3xf32>) -> (tensor<2xf32>, tensor<f32>, te
   %4 = "dg.argmin"(%arg0) {dim = 0 : i64} : (tensor<2x3xf32>) -> tensor<3xi64>
   return %0, %1, %2, %3, %4 : tensor<2xf32>, tensor<f32>, tensor<2x3xf32>, tensor<2xi64>, tensor<3xi64>
 }
+
+// CHECK-LABEL: func.func @evenly_read(
+// CHECK-NEXT: %0 = "dg.reduce_max"(%arg0) {dims = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+// CHECK-NEXT: %1 = "dg.evenly_read"(%arg0, %0) : (tensor<2x3xf32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT: return %1 : tensor<f32>
+func.func @evenly_read(%arg0: tensor<2x3xf32>) -> tensor<f32> {
+  %0 = "dg.reduce_max"(%arg0) {dims = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+  %1 = "dg.evenly_read"(%arg0, %0) : (tensor<2x3xf32>, tensor<f32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}

@@ -33,6 +33,14 @@ func.func @reduce_result(%x: tensor<2x3xf32>) {
 
 // -----
 
+func.func @evenly_read_not_0d(%x: tensor<2x3xf32>, %v: tensor<2xf32>) {
+  // expected-error @+1 {{'dg.evenly_read' op value must be a 0-d f32, got tensor<2xf32>}}
+  %0 = "dg.evenly_read"(%x, %v) : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
 func.func @argmax_dim(%x: tensor<2x3xf32>) {
   // expected-error @+1 {{'dg.argmax' op dim -1 out of range for rank 2}}
   %0 = "dg.argmax"(%x) {dim = -1 : i64} : (tensor<2x3xf32>) -> tensor<2xi64>

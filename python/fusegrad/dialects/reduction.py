@@ -1,6 +1,16 @@
-"""Reductions over a set of dims; the reduced dims are removed from the result."""
+"""Reductions over a set of dims; the reduced dims are removed from the result.
+
+`dg.evenly_read(x, value)` is `value`, a 0-d value of x (its max, min or median),
+differentiated as read from every element of x equal to it: eager's rule for
+`max()`, `min()`, `median()` and `nanmedian()` without a dim, which shares the
+gradient evenly among tied elements and, where the value is NaN, among the NaNs
+(amax's rule, `dg.reduce_max`'s, gives every element of such a slice NaN). The value
+itself is computed by other ops; after differentiation the op is its `value`
+(`dg-drop-stop-gradients`).
+"""
 from __future__ import annotations
 
+import functools
 
 from .core import Attr, Kind, ShapeError, define, lowering, reference_rule, shape_rule
 from .types import TensorSpec
@@ -20,6 +30,9 @@ for _name, _summary in REDUCTIONS.items():
     define(_name, ("x",), attrs={"dims": Attr.I64S}, kind=Kind.REDUCTION, summary=_summary)
 for _name, _summary in ARG_REDUCTIONS.items():
     define(_name, ("x",), attrs={"dim": Attr.I64}, kind=Kind.REDUCTION, summary=_summary)
+define("evenly_read", ("x", "value"), kind=Kind.REDUCTION,
+       summary="value (0-d), whose derivative is shared evenly among the elements of x "
+               "equal to it (NaN matching NaN)")
 
 
 def check_dims(dims, rank: int, what: str) -> tuple[int, ...]:
@@ -50,6 +63,14 @@ def _argreduce_shape(ins, attrs, hint, *, op):
     return [TensorSpec(tuple(s for i, s in enumerate(x.shape) if i != dim), "i64")]
 
 
+@shape_rule("evenly_read")
+def _evenly_read_shape(ins, attrs, hint, *, op):
+    x, value = ins
+    if value.rank != 0 or value.dtype != x.dtype:
+        raise ShapeError(f"dg.evenly_read: value must be a 0-d {x.dtype}, got {value}")
+    return [value]
+
+
 @reference_rule(*REDUCTIONS)
 def _reduce_ref(x, *, op, attrs, out):
     dims = list(attrs["dims"])
@@ -65,6 +86,42 @@ def _reduce_ref(x, *, op, attrs, out):
 def _argreduce_ref(x, *, op, attrs, out):
     fn = torch.argmax if op == "argmax" else torch.argmin
     return [fn(x, attrs["dim"])]
+
+
+def _ties_ref(x, value):
+    """Which elements of x equal `value` (NaN matching NaN), and how many."""
+    tied = (x == value) | (x.isnan() & value.isnan())
+    return tied, tied.sum().to(x.dtype)
+
+
+@functools.cache
+def _evenly_read_function():
+    """`value`, with eager's derivatives (evenly_distribute_backward), for torch's autograd
+    in reverse and forward mode."""
+    class EvenlyRead(torch.autograd.Function):
+        @staticmethod
+        def forward(x, value):
+            return value.clone()
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.ties = _ties_ref(*(t.detach() for t in inputs))  # constants of x
+
+        @staticmethod
+        def backward(ctx, grad):
+            tied, count = ctx.ties
+            return torch.where(tied, grad / count, torch.zeros_like(grad)), None
+
+        @staticmethod
+        def jvp(ctx, x_tangent, value_tangent):
+            tied, count = ctx.ties
+            return torch.where(tied, x_tangent, torch.zeros_like(x_tangent)).sum() / count
+    return EvenlyRead
+
+
+@reference_rule("evenly_read")
+def _evenly_read_ref(x, value, *, op, attrs, out):
+    return [_evenly_read_function().apply(x, value)]
 
 
 # ---------------------------------------------------------------- lowering (dg-lower-to-linalg)
@@ -178,6 +235,11 @@ def _argreduce_lower(op, operands, *, op_name, attrs, out):
     return [lb.generic([x], [best, best_idx], [in_map, out_map, out_map], iterators, body)[1]]
 
 
+@lowering("evenly_read")
+def _evenly_read_lower(op, operands, *, op_name, attrs, out):
+    return [operands[1]]
+
+
 # (end of lowering rules)
 
 
@@ -234,3 +296,39 @@ def _argreduce_vjp(b, ins, outs, cts, *, op, attrs):
 @jvp_rule(*ARG_REDUCTIONS)
 def _argreduce_jvp(b, ins, outs, tangents, *, op, attrs):
     return [None]
+
+
+def _ties(b, x, value):
+    """(the elements of x equal to the 0-d `value`, NaN matching NaN; their count, 0-d)."""
+    s = spec(x)
+    spread = b.broadcast_in_dim(value, shape=s.shape, dims=[])
+    nan = b.compare(spread, spread, direction="ne")
+    tied = b.create("or", [b.compare(x, spread, direction="eq"),
+                           b.create("and", [nan, b.compare(x, x, direction="ne")])])
+    return tied, b.reduce_sum(b.convert(tied, dtype=s.dtype), dims=list(range(s.rank)))
+
+
+@vjp_rule("evenly_read")
+def _evenly_read_vjp(b, ins, outs, cts, *, op, attrs):
+    """g / count to each tied element, selected (as eager's masked_fill: an infinite g
+    leaves the others 0)."""
+    (g,) = cts
+    if g is None:
+        return [None, None]
+    x, value = ins
+    tied, count = _ties(b, x, value)
+    share = b.broadcast_in_dim(b.div(g, count), shape=spec(x).shape, dims=[])
+    return [b.select(tied, share, b.full_like(x, 0.0)), None]
+
+
+@jvp_rule("evenly_read")
+def _evenly_read_jvp(b, ins, outs, tangents, *, op, attrs):
+    """The mean of the tied elements' tangents (the VJP's transpose; eager's forward mode
+    counts no NaN as tied, and gives a NaN value a NaN tangent)."""
+    t = tangents[0]
+    if t is None:
+        return [None]
+    x, value = ins
+    tied, count = _ties(b, x, value)
+    total = b.reduce_sum(b.select(tied, t, b.full_like(t, 0.0)), dims=list(range(spec(x).rank)))
+    return [b.div(total, count)]

@@ -27,6 +27,7 @@ from fusegrad.transforms.autodiff.autodiff import (build_joint, default_saved, d
                                                    partition)
 
 F64 = torch.float64
+NAN = float("nan")
 
 
 def rnd(*shape):
@@ -104,6 +105,11 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
     "reduce_sum": (lambda: [rnd(2, 3, 4)], lambda b, x: b.reduce_sum(x, dims=[0, 2])),
     "reduce_max": (row_ties, lambda b, x: b.reduce_max(x, dims=[1])),
     "reduce_min": (lambda: [-row_ties()[0]], lambda b, x: b.reduce_min(x, dims=[1])),
+    # max() and median() without a dim: ties and NaNs share the gradient
+    "evenly_read": (lambda: [torch.tensor([[1.0, 3.0, 0.5], [3.0, -2.0, 3.0]], dtype=F64)],
+                    lambda b, x: b.evenly_read(x, b.reduce_max(x, dims=[0, 1]))),
+    "evenly_read_nan": (lambda: [torch.tensor([1.0, NAN, 3.0, NAN], dtype=F64)],
+                        lambda b, x: b.evenly_read(x, b.reduce_max(x, dims=[0]))),
     "argmax_argmin": (lambda: [rnd(3, 4)],
                       lambda b, x: b.mul(b.reduce_sum(x, dims=[1]),
                                          f64(b, b.add(b.argmax(x, dim=1), b.argmin(x, dim=1))))),
@@ -248,7 +254,8 @@ def assert_close(got, want, what):
     assert len(got) == len(want), what
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape and g.dtype == w.dtype, f"{what} #{k}: {g.shape} vs {w.shape}"
-        torch.testing.assert_close(g, w, rtol=1e-7, atol=1e-9, msg=lambda m: f"{what} #{k}: {m}")
+        torch.testing.assert_close(g, w, rtol=1e-7, atol=1e-9, equal_nan=True,
+                                   msg=lambda m: f"{what} #{k}: {m}")
 
 
 def check_split(module, name, inputs, sizes=None):

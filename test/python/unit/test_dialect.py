@@ -61,7 +61,8 @@ def _build_all(b: Builder, f, i32, p, v3, idx, idx1, src, a3, b3, img, w, seed):
     c = b.compare(f, f, direction="le")
     out += [c, b.select(c, f, f), b.convert(f, dtype="f16")]
     out += [b.reduce_sum(f, dims=[1]), b.reduce_max(f, dims=[0]), b.reduce_min(f, dims=[0, 1]),
-            b.argmax(f, dim=1), b.argmin(f, dim=0)]
+            b.argmax(f, dim=1), b.argmin(f, dim=0),
+            b.evenly_read(f, b.reduce_max(f, dims=[0, 1]))]
     out += [b.broadcast_in_dim(v3, shape=(2, 3), dims=[1]), b.reshape(f, shape=(6,)),
             b.transpose(f, perm=[1, 0]), b.slice(f, start=[0, 0], limit=[2, 3], stride=[2, 2]),
             b.reverse(f, dims=[1]), b.pad(f, low=[0, 1], high=[1, 0], interior=[0, 1], value=0.0),

@@ -146,6 +146,8 @@ def reduction_cases():
         for x in (ties, _f(3, 4, 5), _i(3, 4, lo=0, hi=3), _f(5, dtype=torch.float64)):
             for dim in range(x.dim()):
                 cases.append(Case(op, [x], lambda b, x, op=op, dim=dim: b.create(op, [x], dim=dim)))
+    cases.append(Case("evenly_read", [_f(2, 3)],
+                      lambda b, x: b.evenly_read(x, b.reduce_max(x, dims=[0, 1]))))
     return cases
 
 

@@ -217,8 +217,25 @@ def _minmax(dg_op: str) -> Callable:
     return handler
 
 
-handles(aten.amax.default, aten.max.default)(_minmax("reduce_max"))
-handles(aten.amin.default, aten.min.default)(_minmax("reduce_min"))
+def _read_evenly(em: Emit, x: ir.Value, value: ir.Value) -> ir.Value:
+    """`value`, a 0-d value of float `x`, with eager's gradient for max(), min(), median()
+    and nanmedian() without a dim: shared by the elements equal to it, the NaNs where it
+    is NaN (`dg.evenly_read`)."""
+    return em.b.evenly_read(x, value) if is_float(spec(x).dtype) else value
+
+
+def _extremum(dg_op: str) -> Callable:
+    """max()/min() without a dim: eager's gradient is `_read_evenly`'s, not amax's (which
+    gives every element NaN where the result is NaN)."""
+    def handler(em: Emit, x: ir.Value) -> ir.Value:
+        return _read_evenly(em, x, em.b.create(dg_op, [x], dims=list(range(spec(x).rank))))
+    return handler
+
+
+handles(aten.amax.default)(_minmax("reduce_max"))
+handles(aten.amin.default)(_minmax("reduce_min"))
+handles(aten.max.default)(_extremum("reduce_max"))
+handles(aten.min.default)(_extremum("reduce_min"))
 
 
 def _any_all(dg_op: str) -> Callable:
@@ -384,10 +401,12 @@ def _sort(em: Emit, x: ir.Value, dim: int = -1, descending: bool = False, *,
 @handles(aten.median.default, aten.median.dim, aten.nanmedian.default, aten.nanmedian.dim,
          aten.kthvalue.default)
 def _order_statistic(em: Emit, x: ir.Value, *args: Any) -> list[ir.Value] | ir.Value:
-    """An element at a position of the stably sorted dim (a gather, so the gradient goes
-    to it, as eager's): median the lower middle one, or the first NaN where there is one
-    (NaN sorts last, so that is the position after the numbers); nanmedian the lower
-    middle of the numbers; kthvalue the k-th (NaN the largest)."""
+    """An element at a position of the stably sorted dim: median the lower middle one, or
+    the first NaN where there is one (NaN sorts last, so that is the position after the
+    numbers); nanmedian the lower middle of the numbers; kthvalue the k-th (NaN the
+    largest). Along a dim it is a gather, so the gradient goes to that element, as
+    eager's; without one eager shares it among the elements equal to it
+    (`_read_evenly`)."""
     b = em.b
     target = em.node.target
     name = target._overloadpacket.__name__
@@ -422,6 +441,8 @@ def _order_statistic(em: Emit, x: ir.Value, *args: Any) -> list[ir.Value] | ir.V
                                    full_as(em, count, 0.0)), full_as(em, count, 2.0))
     value = b.gather(values, position, dim=d)
     where = b.gather(index, position, dim=d)
+    if dim is None:
+        value = _read_evenly(em, x, reshape(em, value, ()))
     results = [reshape(em, value, em.out[0].shape)]
     if len(em.out) > 1:
         results.append(reshape(em, where, em.out[1].shape))
