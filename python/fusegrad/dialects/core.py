@@ -79,6 +79,7 @@ class Kind(enum.Enum):
     REDUCTION = "reduction"
     GATHER = "gather"  # gather, index_select, scatter_add
     CONTRACTION = "contraction"  # matmul, conv2d
+    SCAN = "scan"  # running combination along one dim
 
 
 class Attr(enum.Enum):

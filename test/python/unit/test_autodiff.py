@@ -62,6 +62,14 @@ def row_ties():
     return [x]
 
 
+def zeros_in_rows():
+    x = rnd(3, 7)
+    x[0, 2] = 0.0
+    x[1, 1] = x[1, 5] = 0.0
+    x[2, 0] = x[2, 3] = x[2, 4] = 0.0
+    return [x]
+
+
 def f64(b, v):
     return b.convert(v, dtype="f64")
 
@@ -146,6 +154,17 @@ CASES: dict[str, tuple[Callable[[], list[torch.Tensor]], Callable]] = {
                                   torch.tensor([[0.0, 2.0, 0.5, 3.0], [1.5, -1.0, 0.0, 2.0]],
                                                dtype=F64)],
                          lambda b, x, i, s: b.scatter_mul(x, i, s, dim=1)),
+    # scans: rows with one, two and three zeros (a product's gradient there is the
+    # product of the others, and its derivative is exact: not eager's masks held fixed)
+    **{f"scan_{combiner}{'_reverse' if reverse else ''}": (
+        (lambda: zeros_in_rows()) if combiner == "mul" else (lambda: [rnd(3, 5)]),
+        lambda b, x, combiner=combiner, reverse=reverse: b.scan(x, dim=1, combiner=combiner,
+                                                                reverse=reverse))
+       for combiner in ("add", "mul", "max", "min", "logaddexp") for reverse in (0, 1)},
+    "scan_columns": (lambda: [rnd(4, 3)],
+                     lambda b, x: b.scan(x, dim=0, combiner="mul", reverse=0)),
+    "scan_mul_grad": (lambda: [zeros_in_rows()[0], rnd(3, 7)],
+                      lambda b, x, g: b.scan_mul_grad(x, g, dim=1, reverse=0)),
     "matmul": (lambda: [rnd(2, 3, 4), rnd(2, 4, 5)], binary("matmul")),
     "matmul_add": (lambda: [rnd(2, 3, 4), rnd(2, 4, 5), rnd(2, 3, 5)],
                    lambda b, x, y, z: b.matmul_add(x, y, z)),
@@ -332,6 +351,9 @@ HVP_CASES = {
                                                    b.reduce_sum(x, dims=[1])), dims=[0])),
     "layer_norm": ([rnd(3, 6)],
                    lambda b, x: b.reduce_sum(b.exp(_layer_norm(b, x)), dims=[0, 1])),
+    "cumprod_zeros": (zeros_in_rows(),
+                      lambda b, x: b.reduce_sum(b.sin(b.scan(x, dim=1, combiner="mul",
+                                                              reverse=0)[0]), dims=[0, 1])),
 }
 
 

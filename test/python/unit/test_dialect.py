@@ -63,6 +63,9 @@ def _build_all(b: Builder, f, i32, p, v3, idx, idx1, src, a3, b3, img, w, seed):
     out += [b.reduce_sum(f, dims=[1]), b.reduce_max(f, dims=[0]), b.reduce_min(f, dims=[0, 1]),
             b.argmax(f, dim=1), b.argmin(f, dim=0),
             b.evenly_read(f, b.reduce_max(f, dims=[0, 1]))]
+    out += [*b.scan(f, dim=1, combiner="add", reverse=0), *b.scan(i32, dim=0, combiner="max",
+                                                                  reverse=1),
+            b.scan_mul_grad(f, f, dim=1, reverse=0)]
     out += [b.broadcast_in_dim(v3, shape=(2, 3), dims=[1]), b.reshape(f, shape=(6,)),
             b.transpose(f, perm=[1, 0]), b.slice(f, start=[0, 0], limit=[2, 3], stride=[2, 2]),
             b.reverse(f, dims=[1]), b.pad(f, low=[0, 1], high=[1, 0], interior=[0, 1], value=0.0),

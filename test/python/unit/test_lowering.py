@@ -7,6 +7,7 @@ be bit-exact; floats close (rtol 1e-5 for f32).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -205,6 +206,40 @@ def gather_cases():
     return c
 
 
+def scan_cases():
+    """Every combiner along rows (the CPU's vector path: a row of 37 is two vectors of 16
+    and a scalar tail) and columns, both ways, with NaN and infinities where eager has
+    a rule for them; 16-bit floats accumulate in f32."""
+    c = []
+    specials = _f(5, 37, seed=4)
+    specials[0, 3], specials[1, 20], specials[2, 17], specials[3, 35] = NAN, math.inf, -math.inf, NAN
+    specials[4, 5], specials[4, 30] = math.inf, -math.inf  # both: NaN from the second on
+    ties = torch.tensor([[1.0, 3.0, 3.0, 0.0, -0.0, 0.0, NAN, 5.0, NAN, 2.0]])
+    for combiner in ("add", "mul", "max", "min", "logaddexp"):
+        inputs = [specials if combiner != "mul" else 1 + specials * 0.05,
+                  _f(37, 3, dtype=torch.float64, seed=5), _f(2, 19, 3, seed=6),
+                  _f(3, 40, seed=7).to(torch.bfloat16)]
+        if combiner != "logaddexp":
+            inputs += [_i(4, 33, lo=-3, hi=4), _i(33, 2, lo=-3, hi=4, dtype=torch.int32)]
+        if combiner in ("max", "min"):
+            inputs.append(ties)
+        for x in inputs:
+            for dim in range(x.dim()):
+                for reverse in (0, 1):
+                    c.append(Case("scan", [x], lambda b, x, combiner=combiner, dim=dim,
+                                  reverse=reverse: b.scan(x, dim=dim, combiner=combiner,
+                                                          reverse=reverse),
+                                  rtol=1e-2 if x.dtype == torch.bfloat16 else 1e-5))
+    zeros = _f(3, 7, dtype=torch.float64, seed=8)
+    zeros[0, 2] = zeros[1, 1] = zeros[1, 5] = zeros[2, 4] = 0.0
+    zeros[2, 6] = NAN
+    for reverse in (0, 1):
+        c.append(Case("scan_mul_grad", [zeros, _f(3, 7, dtype=torch.float64, seed=9)],
+                      lambda b, x, g, reverse=reverse: b.scan_mul_grad(x, g, dim=1,
+                                                                       reverse=reverse)))
+    return c
+
+
 def contraction_cases():
     c = []
     for a, bb in ((_f(3, 4), _f(4, 5, seed=1)), (_f(2, 3, 4), _f(2, 4, 5, seed=1)),
@@ -274,7 +309,7 @@ def source_cases():
 FAMILIES = {
     "unary": unary_cases, "binary": binary_cases, "compare_select_convert": compare_cases,
     "reduction": reduction_cases, "shape": shape_cases, "gather": gather_cases,
-    "contraction": contraction_cases, "source_random": source_cases,
+    "scan": scan_cases, "contraction": contraction_cases, "source_random": source_cases,
 }
 
 

@@ -1,0 +1,181 @@
+"""dg.scan as loops: its combiners' arithmetic, and the loop nest that lowers the op.
+
+One step of a scan combines the running value (`earlier`) with the next element
+(`later`). `combine` emits that step with arith/math on scalars or on vectors of them,
+so the lowering's scalar loops and the CPU's vector kernels (codegen/cpu/scans.py)
+compute one rule:
+
+- add, mul: sums and products, 16-bit floats accumulated in f32 and f32 in f64
+  (`accumulator_dtype`: eager's CPU kernels accumulate so, rounding each result);
+- logaddexp: eager's `_log_add_exp_helper`, hi + log1p(exp(lo - hi)) with NaN
+  propagated and equal infinities kept, 16-bit floats in f32;
+- max, min: (value, index) pairs in eager's cummax/cummin order: the later element
+  wins when it is NaN, or at least as large (small) while the running one is not NaN;
+  a running index of -1 (before the start) always loses.
+
+The nest (`scan_nest`) runs over the other dims, outermost first, around a serial loop
+along the scanned dim that carries the running value; every loop of it carries the
+`SCAN_ATTR` attribute (combiner, dim, reverse), by which the targets' kernel passes
+find it after bufferization: the CPU vectorizes it, the CUDA target runs one thread per
+iteration of the other dims.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, math as mmath, scf
+
+from . import linalg_builders as lb
+
+SCAN_ATTR = "dg.scan"
+COMBINERS = ("add", "mul", "max", "min", "logaddexp")
+ARG_COMBINERS = ("max", "min")  # also give the index of the running extreme
+
+
+def accumulator_dtype(combiner: str, dtype: str) -> str:
+    """The dtype a scan of `dtype` accumulates in: sums and products as eager's CPU
+    kernels (16-bit floats in f32, f32 in f64), logaddexp of 16-bit floats in f32
+    (f32 stays f32: an f64 exp and log1p would be libm calls, not vector code)."""
+    if dtype in ("f16", "bf16") and combiner in ("add", "mul", "logaddexp"):
+        return "f32"
+    if dtype == "f32" and combiner in ("add", "mul"):
+        return "f64"
+    return dtype
+
+
+def identity(combiner: str) -> float | int:
+    """The running value before the first element (max/min: any value, the index -1
+    marks the start)."""
+    return {"add": 0, "mul": 1, "logaddexp": -math.inf}.get(combiner, 0)
+
+
+def constant_like(value: float | int, like: ir.Type) -> ir.Value:
+    """A constant of type `like` (a scalar type or a vector of one, splat)."""
+    if not isinstance(like, ir.VectorType):
+        return lb.const(like, value)
+    element = ir.VectorType(like).element_type
+    attr = ir.FloatAttr.get(element, float(value)) if lb.is_float_type(element) else \
+        ir.IntegerAttr.get(element, int(value))
+    return arith.ConstantOp(like, ir.DenseElementsAttr.get_splat(like, attr)).result
+
+
+def _is_float(v: ir.Value) -> bool:
+    t = v.type
+    return lb.is_float_type(ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t)
+
+
+def combine(combiner: str, earlier: Sequence[ir.Value], later: Sequence[ir.Value]) -> list[ir.Value]:
+    """One scan step on scalars or vectors: the values (and for max/min the i64
+    indices) of `earlier` then `later`, in the accumulator dtype."""
+    e, l = earlier[0], later[0]
+    floating = _is_float(l)
+    if combiner == "add":
+        return [arith.addf(e, l) if floating else arith.addi(e, l)]
+    if combiner == "mul":
+        return [arith.mulf(e, l) if floating else arith.muli(e, l)]
+    if combiner == "logaddexp":
+        return [_log_add_exp(e, l)]
+    larger = combiner == "max"
+    if floating:
+        nan_e = arith.cmpf(arith.CmpFPredicate.UNO, e, e)
+        nan_l = arith.cmpf(arith.CmpFPredicate.UNO, l, l)
+        beats = arith.cmpf(arith.CmpFPredicate.OGE if larger else arith.CmpFPredicate.OLE, l, e)
+        beats = arith.ori(nan_l, arith.andi(arith.xori(nan_e, constant_like(1, nan_e.type)),
+                                            beats))
+    else:
+        beats = arith.cmpi(arith.CmpIPredicate.sge if larger else arith.CmpIPredicate.sle, l, e)
+    start = arith.cmpi(arith.CmpIPredicate.slt, earlier[1], constant_like(0, earlier[1].type))
+    take = arith.ori(start, beats)
+    return [arith.select(take, l, e), arith.select(take, later[1], earlier[1])]
+
+
+def _log_add_exp(y: ir.Value, x: ir.Value) -> ir.Value:
+    """eager's `_log_add_exp_helper(x, y)` (x the element, y the running value):
+    min/max as std::min/max pick them (a NaN y is both), log1p(exp(min - max)) + max,
+    except x itself where both are the same infinity (whose difference is NaN)."""
+    nan_y = arith.cmpf(arith.CmpFPredicate.UNO, y, y)
+    lo = arith.select(nan_y, y, arith.select(arith.cmpf(arith.CmpFPredicate.OLT, y, x), y, x))
+    hi = arith.select(nan_y, y, arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, y), y, x))
+    general = arith.addf(mmath.log1p(mmath.exp(arith.subf(lo, hi))), hi)
+    finite = arith.cmpf(arith.CmpFPredicate.OLT, mmath.absf(lo), constant_like(math.inf, lo.type))
+    differ = arith.cmpf(arith.CmpFPredicate.UNE, lo, hi)
+    return arith.select(arith.ori(differ, finite), general, x)
+
+
+def convert(v: ir.Value, to: ir.Type) -> ir.Value:
+    """Float `v` (scalar or vector) extended or truncated to the element type `to`."""
+    t = v.type
+    src = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+    if src == to:
+        return v
+    target = ir.VectorType.get(ir.VectorType(t).shape, to) if isinstance(t, ir.VectorType) else to
+    wider = lb.is_float_type(src) and _bits(to) > _bits(src)
+    return arith.extf(target, v) if wider else arith.truncf(target, v)
+
+
+def _bits(t: ir.Type) -> int:
+    return 64 if isinstance(t, ir.F64Type) else 32 if isinstance(t, ir.F32Type) else 16
+
+
+def attribute(combiner: str, dim: int, reverse: bool) -> ir.DictAttr:
+    return ir.DictAttr.get({"combiner": ir.StringAttr.get(combiner),
+                            "dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
+                            "reverse": ir.BoolAttr.get(reverse)})
+
+
+def read_attribute(op: ir.Operation) -> tuple[str, int, bool]:
+    """(combiner, dim, reverse) of a loop that carries `SCAN_ATTR`."""
+    d = ir.DictAttr(op.attributes[SCAN_ATTR])
+    return (ir.StringAttr(d["combiner"]).value, ir.IntegerAttr(d["dim"]).value,
+            ir.BoolAttr(d["reverse"]).value)
+
+
+def scan_nest(x: ir.Value, out_dtypes: Sequence[str], dim: int, combiner: str,
+              reverse: bool) -> list[ir.Value]:
+    """dg.scan of tensor `x` as scf.for loops over its other dims (static dims of 1
+    get none) around a serial loop along `dim` (from its end when `reverse`), carrying
+    the result tensors and the running value; tensor.extract, combine, tensor.insert."""
+    shape = lb.dims(x)
+    rank = len(shape)
+    acc = lb.element_type(accumulator_dtype(combiner, out_dtypes[0]))
+    tag = attribute(combiner, dim, reverse)
+    loops = [k for k in range(rank) if k != dim and shape[k] != 1]
+
+    def tagged(lower: Any, upper: Any, inits: list) -> scf.ForOp:
+        loop = scf.ForOp(lb.index(lower), lb.index(upper), lb.index(1), inits)
+        loop.attributes[SCAN_ATTR] = tag
+        return loop
+
+    def serial(tensors: list, ivs: dict) -> list:
+        carry = [lb.const(acc, identity(combiner))]
+        if combiner in ARG_COMBINERS:
+            carry.append(lb.const("i64", -1))
+        loop = tagged(0, shape[dim], tensors + carry)
+        with ir.InsertionPoint(loop.body):
+            inner = list(loop.inner_iter_args)
+            i = loop.induction_variable
+            pos = arith.subi(arith.subi(lb.index(shape[dim]), lb.index(1)), i) if reverse else i
+            zero = lb.index(0)
+            coords = [pos if k == dim else ivs.get(k, zero) for k in range(rank)]
+            later = [convert(lb.extract(x, coords), acc)]
+            if combiner in ARG_COMBINERS:
+                later.append(arith.index_cast(ir.IntegerType.get_signless(64), pos))
+            new = combine(combiner, inner[len(tensors):], later)
+            stored = [convert(new[0], ir.RankedTensorType(tensors[0].type).element_type),
+                      *new[1:]]
+            scf.YieldOp([lb.insert(v, t, coords) for v, t in zip(stored, inner)] + new)
+        return list(loop.results)[:len(tensors)]
+
+    def nest(level: int, tensors: list, ivs: dict) -> list:
+        if level == len(loops):
+            return serial(tensors, ivs)
+        k = loops[level]
+        loop = tagged(0, shape[k], tensors)
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp(nest(level + 1, list(loop.inner_iter_args),
+                             {**ivs, k: loop.induction_variable}))
+        return list(loop.results)
+
+    return nest(0, [lb.empty(shape, dt) for dt in out_dtypes], {})

@@ -1,0 +1,70 @@
+// dg.scan lowers to scf.for loops over the other dims (none for a static dim of 1)
+// around a serial loop along the scanned dim that carries the running value, all
+// tagged dg.scan (the targets' kernel passes find the nest by it): extract, combine,
+// insert. f32 sums accumulate in f64 (eager's CPU kernel does), each result rounded;
+// a reverse scan reads the dim from its end; along a dim of one element the scan is
+// its operand (and index 0).
+// RUN: fusegrad-opt %s -p dg-lower-to-linalg | filecheck %s
+
+// CHECK-LABEL: func.func @sum_rows
+// CHECK: %[[N:.*]] = tensor.dim %arg0, %{{.*}} : tensor<3x?xf32, "s0">
+// CHECK: scf.for %[[R:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<3x?xf32, "s0">) {
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[N]] step %{{.*}} iter_args(%[[T:.*]] = %{{.*}}, %[[ACC:.*]] = %[[ZERO]]) -> (tensor<3x?xf32, "s0">, f64) {
+// CHECK: %[[X:.*]] = tensor.extract %arg0[%[[R]], %[[I]]]
+// CHECK: %[[WIDE:.*]] = arith.extf %[[X]] : f32 to f64
+// CHECK: %[[SUM:.*]] = arith.addf %[[ACC]], %[[WIDE]] : f64
+// CHECK: %[[Y:.*]] = arith.truncf %[[SUM]] : f64 to f32
+// CHECK: %[[NEW:.*]] = tensor.insert %[[Y]] into %[[T]][%[[R]], %[[I]]]
+// CHECK: scf.yield %[[NEW]], %[[SUM]]
+// CHECK: } {dg.scan = {combiner = "add", dim = 1 : i64, reverse = false}}
+// CHECK: } {dg.scan = {combiner = "add", dim = 1 : i64, reverse = false}}
+func.func @sum_rows(%x: tensor<3x?xf32, "s0">) -> tensor<3x?xf32, "s0"> {
+  %0 = "dg.scan"(%x) {combiner = "add", dim = 1 : i64, reverse = 0 : i64} : (tensor<3x?xf32, "s0">) -> tensor<3x?xf32, "s0">
+  return %0 : tensor<3x?xf32, "s0">
+}
+
+// The running max and its index: the element wins when it is NaN, or at least as
+// large while the running one is not NaN, or before the start (index -1).
+// CHECK-LABEL: func.func @max_reverse
+// CHECK: %[[START:.*]] = arith.constant -1 : i64
+// CHECK: scf.for %[[I:.*]] = {{.*}} iter_args({{.*}}, {{.*}}, %[[V:.*]] = %{{.*}}, %[[K:.*]] = %[[START]]) -> (tensor<4x2xf32>, tensor<4x2xi64>, f32, i64)
+// CHECK: %[[POS:.*]] = arith.subi %{{.*}}, %[[I]] : index
+// CHECK: %[[X:.*]] = tensor.extract %arg0[%[[POS]], %{{.*}}]
+// CHECK: %[[AT:.*]] = arith.index_cast %[[POS]] : index to i64
+// CHECK: arith.cmpf uno, %[[V]], %[[V]]
+// CHECK: arith.cmpf uno, %[[X]], %[[X]]
+// CHECK: arith.cmpf oge, %[[X]], %[[V]]
+// CHECK: arith.cmpi slt, %[[K]]
+// CHECK: %[[TAKE:.*]] = arith.ori
+// CHECK: arith.select %[[TAKE]], %[[X]], %[[V]]
+// CHECK: arith.select %[[TAKE]], %[[AT]], %[[K]]
+// CHECK: {dg.scan = {combiner = "max", dim = 0 : i64, reverse = true}}
+func.func @max_reverse(%x: tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<4x2xi64>) {
+  %0:2 = "dg.scan"(%x) {combiner = "max", dim = 0 : i64, reverse = 1 : i64} : (tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<4x2xi64>)
+  return %0#0, %0#1 : tensor<4x2xf32>, tensor<4x2xi64>
+}
+
+// eager's log-add-exp: log1p(exp(lo - hi)) + hi, the element itself where both are the
+// same infinity. The dim of 1 gets no loop.
+// CHECK-LABEL: func.func @logaddexp
+// CHECK: %[[INIT:.*]] = arith.constant 0xFFF0000000000000 : f64
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[INIT]])
+// CHECK: math.exp
+// CHECK: math.log1p
+// CHECK: arith.cmpf une
+// CHECK: {dg.scan = {combiner = "logaddexp", dim = 1 : i64, reverse = false}}
+// CHECK-NEXT: return
+func.func @logaddexp(%x: tensor<1x5xf64>) -> tensor<1x5xf64> {
+  %0 = "dg.scan"(%x) {combiner = "logaddexp", dim = 1 : i64, reverse = 0 : i64} : (tensor<1x5xf64>) -> tensor<1x5xf64>
+  return %0 : tensor<1x5xf64>
+}
+
+// CHECK-LABEL: func.func @one_element
+// CHECK-NOT: scf.for
+// CHECK: %[[ZEROS:.*]] = linalg.fill
+// CHECK: return %arg0, %[[ZEROS]]
+func.func @one_element(%x: tensor<4x1xf32>) -> (tensor<4x1xf32>, tensor<4x1xi64>) {
+  %0:2 = "dg.scan"(%x) {combiner = "min", dim = 1 : i64, reverse = 0 : i64} : (tensor<4x1xf32>) -> (tensor<4x1xf32>, tensor<4x1xi64>)
+  return %0#0, %0#1 : tensor<4x1xf32>, tensor<4x1xi64>
+}
