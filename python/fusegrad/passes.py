@@ -181,6 +181,9 @@ PASSES: dict[str, Pass] = _table(
     Pass("dg-collapse-reduction-dims", ".codegen.cpu.collapse_reduction_dims:collapse_dims",
          "adjacent reduction loops of a linalg.generic over contiguous memory -> one "
          "(memref.collapse_shape views of the operands)"),
+    Pass("dg-cpu-scans", ".codegen.cpu.scans:cpu_scans",
+         "dg.scan's loop nests as vector code: rows in vectors (prefix scans in registers), "
+         "other dims with the scanned loop outside the contiguous ones"),
     Pass("dg-cpu-kernels", ".codegen.cpu.kernels:cpu_kernels",
          "linalg on static memrefs -> row-fused loop kernels (reductions in registers, row "
          "temporaries on the stack, large kernels threaded through libgomp)"),

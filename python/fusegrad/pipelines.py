@@ -120,6 +120,7 @@ def cpu_llvm_pipeline(ldexp: bool = False) -> str:
         "dg-attention-to-torch",
         "dg-strided-copy-to-linalg",
         "dg-collapse-reduction-dims",
+        "dg-cpu-scans",
         "dg-cpu-kernels",
         "func.func(convert-linalg-to-loops)",
         "dg-outline-entry-loops",
