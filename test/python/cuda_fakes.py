@@ -1,4 +1,4 @@
-"""A fake CUDA driver for the runtime's tests (no GPU, no cuda-bindings)."""
+"""A fake CUDA driver and CUDA graph for the runtime's tests (no GPU, no cuda-bindings)."""
 from __future__ import annotations
 
 from fusegrad.runtime.cuda import DriverError
@@ -32,3 +32,23 @@ class FakeDriver:
 
     def unload_module(self, module) -> None:
         self.unloaded.append(module)
+
+
+class FakeGraph:
+    """torch.cuda.CUDAGraph's stand-in on the CPU: counts captures and replays."""
+
+    captures = 0
+
+    def __init__(self) -> None:
+        self.replays = 0
+
+    def replay(self) -> None:
+        self.replays += 1
+
+
+def fake_capture(graph, capture_error_mode):
+    """torch.cuda.graph's stand-in: counts a capture (the calls inside run plainly)."""
+    import contextlib
+    FakeGraph.captures += 1
+    assert capture_error_mode == "thread_local"  # the backward captures on autograd's thread
+    return contextlib.nullcontext()

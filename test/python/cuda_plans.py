@@ -1,4 +1,5 @@
 """dg IR compiled to CUDA launch plans without a GPU, for the CUDA tests: `compile_plan`,
+`compile_emulated` (a plan and a driver running its kernels in `cuda_emulator`),
 `check_images` (PTX and cubins for sm_80 and sm_90), and `needs_ptxas` for the tests that
 assemble cubins (where CI is set, a missing ptxas fails them instead of skipping)."""
 from __future__ import annotations
@@ -12,6 +13,7 @@ from fusegrad.context import make_context
 from fusegrad.codegen.cuda.compile import compile_cuda
 from fusegrad.codegen.cuda.ptxas import find_ptxas
 from fusegrad.pass_manager import run_pipeline
+from fusegrad.pipelines import CUDA_ENTRIES, cuda_kernels_pipeline
 from fusegrad.runtime.cuda import LaunchPlan
 
 PTXAS = find_ptxas()
@@ -40,3 +42,22 @@ def check_images(plan: LaunchPlan) -> None:
             for k in m.kernels:
                 assert f".entry {k}(".encode() in img.ptx
             assert img.cubin is not None and img.cubin[:4] == b"\x7fELF", (m.name, chip)
+
+
+def compile_emulated(text: str, pre: str = "dg-verify") -> tuple[LaunchPlan, "EmulatingDriver"]:
+    """The launch plan of `text` (after the passes `pre`), and a driver that runs its
+    kernels in the emulator (their code before NVVM, lowered again from `text`). Each
+    image is tagged with its module's name, which the driver tells modules by: two
+    kernels alike but for a bound their grid makes redundant have the same PTX."""
+    from cuda_emulator import EmulatingDriver
+
+    plan = compile_plan(text, pre, cubin=False)
+    for m in plan.modules.values():
+        for image in m.images.values():
+            image.ptx += f"\n// module {m.name}\n".encode()
+    with make_context():
+        module = ir.Module.parse(text)
+        run_pipeline(module, pre)
+        run_pipeline(module, CUDA_ENTRIES)
+        run_pipeline(module, cuda_kernels_pipeline())
+    return plan, EmulatingDriver(module, plan)

@@ -77,19 +77,27 @@ class PlanSizes:
         self._evaluate = eval(compile(source, f"<fusegrad sizes of @{name}>", "eval"),
                               {"max": max, "min": min})
         self.sizes_of = abi.sizes_reader([s.shape for s in inputs], self.symbols,
-                                         lambda args: self.named(self.bind(args)))
+                                         lambda args, sizes=None: self.named(self.bind(args, sizes)))
 
     def named(self, values: Sequence[int]) -> dict[str, int]:
         """`bind`'s values by symbol name."""
         return dict(zip(self.symbols, values))
 
     def _mismatch(self, args: Sequence[Any], sizes: Mapping[str, int] | None) -> dict[str, int]:
+        """The sizes of a call the generated binding could not read off its inputs alone
+        (SizeError names what does not fit, or a size it is not given)."""
         try:
-            return abi.bind_sizes([s.shape for s in self.inputs], [tuple(t.shape) for t in args],
-                                  [f"@{self.name} input {i}" for i in range(len(args))],
-                                  dict(sizes or {}))
+            bound = abi.bind_sizes([s.shape for s in self.inputs],
+                                   [tuple(t.shape) for t in args],
+                                   [f"@{self.name} input {i}" for i in range(len(args))],
+                                   dict(sizes or {}))
         except abi.SizeMismatch as e:
             raise SizeError(str(e)) from None
+        for name in self.symbols:
+            if name not in bound:
+                raise SizeError(f"@{self.name}: no input shows size {name}: its caller "
+                                "passes it (sizes=, a backward's from its forward)")
+        return bound
 
     def at(self, values: Sequence[int]) -> tuple[list[dict], list[tuple[int, ...]]]:
         """The steps and the output shapes at the symbols' `values` (`bind`'s order)."""

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from cuda_fakes import FakeDriver
+from cuda_fakes import FakeDriver, FakeGraph, fake_capture
 from fusegrad.runtime.abi import TensorSig
 from fusegrad.runtime.cuda import (CudaError, CudaProgram, Image, KernelModule, LaunchPlan,
                                    PlanError, PlanFunction)
@@ -199,52 +199,33 @@ def test_conv2d_grad_steps_match_autograd():
     torch.testing.assert_close(dw, w.grad)
 
 
-class _FakeGraph:
-    """torch.cuda.CUDAGraph's stand-in on the CPU: counts captures and replays."""
-
-    captures = 0
-
-    def __init__(self) -> None:
-        self.replays = 0
-
-    def replay(self) -> None:
-        self.replays += 1
-
-
-def _fake_capture(graph, capture_error_mode):
-    import contextlib
-    _FakeGraph.captures += 1
-    assert capture_error_mode == "thread_local"  # the backward captures on autograd's thread
-    return contextlib.nullcontext()
-
-
 def test_cuda_graph_reads_stable_inputs_in_place_and_copies_the_rest(monkeypatch):
     """The bookkeeping of `GraphedFunction`: plain first call, capture on the second,
     inputs at a stable address read in place, the others copied in, a moved input
     captured again and copied from then on, fresh outputs every call."""
     from fusegrad.runtime.cuda import PlanError
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
-    monkeypatch.setattr(torch.cuda, "graph", _fake_capture)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", fake_capture)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
-    monkeypatch.setattr(_FakeGraph, "captures", 0)
+    monkeypatch.setattr(FakeGraph, "captures", 0)
     prog, _ = _program(_plan())
     prog.graphs = True
     f = prog.function("f")
     x, w = torch.randn(4, 8), torch.randn(8, 2)  # w plays a parameter: same tensor each call
     f(x, w)
     (g,) = f.graphs.values()  # a static function: one binding of its (no) sizes
-    assert _FakeGraph.captures == 0 and g.graph is None
+    assert FakeGraph.captures == 0 and g.graph is None
     f(torch.randn(4, 8), w)
-    assert _FakeGraph.captures == 1 and g.copied == {0}
+    assert FakeGraph.captures == 1 and g.copied == {0}
     assert g.inputs[1].data_ptr() == w.data_ptr()  # read in place
     x3 = torch.randn(4, 8)
     (y,) = f(x3, w)
-    assert _FakeGraph.captures == 1 and g.graph.replays == 2
+    assert FakeGraph.captures == 1 and g.graph.replays == 2
     torch.testing.assert_close(g.inputs[0], x3)  # copied in
     assert g.inputs[0].data_ptr() != x3.data_ptr()
     assert y is not g.outputs[0] and y.data_ptr() != g.outputs[0].data_ptr()
     f(torch.randn(4, 8), w.clone())  # the parameter moved: capture again, copy it
-    assert _FakeGraph.captures == 2 and g.copied == {0, 1}
+    assert FakeGraph.captures == 2 and g.copied == {0, 1}
     with pytest.raises(PlanError, match="@f input 1: expected a tensor"):
         f(x, 3.0)
 
@@ -266,8 +247,8 @@ def test_forwarded_outputs_are_the_inputs_and_survive_save_and_load(tmp_path, mo
     y, saved = prog.function("f")(x, w)
     assert saved is w and prog.function("f").returns_arguments
     torch.testing.assert_close(y, x)
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
-    monkeypatch.setattr(torch.cuda, "graph", _fake_capture)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", fake_capture)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     prog.graphs = True
     g = prog.function("f")

@@ -7,10 +7,15 @@ into a temporary and copied into the out-param at the end: for a language
 model's logits, a pass over megabytes that does nothing. Here the temporary
 becomes a view of the out-param and the copy goes.
 
+A result of run-time sizes is always computed into a temporary (the pass
+hoists static allocs only); one copied whole into an out-param of its type
+becomes that out-param (CUDA would otherwise run a copy kernel per output).
+
 Safe when the out-param is touched by nothing but that copy (out-params are
 fresh buffers the runtime allocates, never an input), the temporary is an
-alloc in the same block, both are contiguous with the same element count, and
-nothing but deallocs touches the temporary after the copy.
+alloc in the same block, both are contiguous with the same element count (of
+run-time sizes: the temporary itself is copied, and has the out-param's type),
+and nothing but deallocs touches the temporary after the copy.
 """
 from __future__ import annotations
 
@@ -45,7 +50,10 @@ def _in_place(copy: ir.Operation, args: list) -> bool:
         return False
     if alloc.type.rank == 0 or out.type.rank == 0:  # a scalar: nothing worth a view
         return False
-    if not (contiguous_memref(alloc.type) and contiguous_memref(out.type)) or \
+    if not alloc.type.has_static_shape:
+        if source != alloc or alloc.type != out.type:
+            return False
+    elif not (contiguous_memref(alloc.type) and contiguous_memref(out.type)) or \
             math.prod(alloc.type.shape) != math.prod(out.type.shape) or \
             alloc.type.element_type != out.type.element_type:
         return False
@@ -66,7 +74,8 @@ def results_in_place(module: ir.Operation) -> None:
             source, out = copy.operands
             alloc = buffer_root(source).owner.operation
             with ir.InsertionPoint(alloc), alloc.location:
-                view = _view_of(out, alloc.result.type)
+                view = _view_of(out, alloc.result.type) \
+                    if alloc.result.type.has_static_shape else out
             for use in list(alloc.result.uses):
                 if use.owner.operation.name == "memref.dealloc":
                     use.owner.operation.erase()

@@ -53,7 +53,24 @@ _ARITH: dict[str, Callable[[abi.Dim, abi.Dim], abi.Dim]] = {
 }
 _CASTS = ("arith.index_cast", "arith.index_castui")
 # host ops that compute sizes (no step of their own)
-SIZE_OPS = ("memref.dim", *_ARITH, *_CASTS)
+SIZE_OPS = ("memref.dim", "affine.apply", *_ARITH, *_CASTS)
+
+
+def _affine(e: ir.AffineExpr, dims: list, symbols: list) -> abi.Dim:
+    """Affine expression `e` at dim and symbol values."""
+    if isinstance(e, ir.AffineDimExpr):
+        return dims[e.position]
+    if isinstance(e, ir.AffineSymbolExpr):
+        return symbols[e.position]
+    if isinstance(e, ir.AffineConstantExpr):
+        return e.value
+    for kind, apply in ((ir.AffineAddExpr, _ARITH["arith.addi"]),
+                        (ir.AffineMulExpr, _ARITH["arith.muli"]),
+                        (ir.AffineFloorDivExpr, _floor_div), (ir.AffineCeilDivExpr, _ceil_div),
+                        (ir.AffineModExpr, _ARITH["arith.remui"])):
+        if isinstance(e, kind):
+            return apply(_affine(e.lhs, dims, symbols), _affine(e.rhs, dims, symbols))
+    raise PlanError(f"affine expression {e} has no size")
 
 
 def row_major(shape: Sequence[abi.Dim]) -> list[abi.Dim]:
@@ -98,6 +115,10 @@ class HostSizes:
             return self.geometry(op.operands[0])[0][d]
         if op.name in _ARITH:
             return _ARITH[op.name](self.size(op.operands[0]), self.size(op.operands[1]))
+        if op.name == "affine.apply":  # (canonicalization's size arithmetic)
+            amap = ir.AffineMapAttr(op.attributes["map"]).value
+            values = [self.size(x) for x in op.operands]
+            return _affine(amap.results[0], values[:amap.n_dims], values[amap.n_dims:])
         raise PlanError(f"'{op.name}' at {op.location} computes a size the launch plan "
                         "cannot evaluate on the host")
 

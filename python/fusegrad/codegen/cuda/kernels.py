@@ -279,7 +279,8 @@ def _sinkable(op: ir.Operation) -> bool:
     random-number keys dropout derives from its seed input): loads from an argument or
     from a buffer a kernel wrote (whose deallocation `_free_after_last_use` moves), or
     from a view of one (a 0-d index expanded to 1-d: the view is sunk with the load)."""
-    if op.name in VIEWS or (op.name.startswith("arith.") and op.name != "arith.constant"):
+    if op.name in VIEWS or (op.name.startswith("arith.") and op.name != "arith.constant") \
+            or op.name == "affine.apply":  # (size arithmetic of run-time sizes)
         return True
     if op.name != "memref.load":
         return False
@@ -1245,11 +1246,11 @@ def _host_scalar(op: ir.Operation) -> bool:
         all(not isinstance(r.type, (ir.ShapedType,)) for r in op.results)
 
 
-def _plan_block(block: ir.Block) -> list:
+def _plan_block(block: ir.Block, sizes: SizeClasses) -> list:
     """Kernels for a function body, in order: ('row', RowKernel) | ('pw', Kop) | ('tpo', Kop)
     | ('bpo', Kop)
-    | ('full', Kop) | ('scatter', (loops, store)) | ('serial', ops)."""
-    sizes = SizeClasses(block)  # which run-time sizes are equal, before any rewrite
+    | ('full', Kop) | ('scatter', (loops, store)) | ('serial', ops). `sizes`: which
+    run-time sizes of the block are equal."""
     kernels: list = []
     current: list[Kop] = []
     serial: list[ir.Operation] = []  # a single-thread kernel's ops (`emit_serial`)
@@ -1474,7 +1475,8 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
         reshapes_as_casts(body)
         _view_transposed_operands(body)
         _drop_matmul_zero_fills(body)
-        for kind, k in _plan_block(body):
+        sizes = SizeClasses(body)  # which run-time sizes are equal, before any rewrite
+        for kind, k in _plan_block(body, sizes):
             if kind == "serial":
                 with ir.InsertionPoint(k[0]), k[0].location:
                     emit_serial(k)
@@ -1509,12 +1511,12 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                     for u in list(tmp.uses):
                         u.owner.operation.erase()
                     tmp.owner.operation.erase()
-    for launch in _LAUNCHES:
-        _sink_views(launch)
-        _hoist_globals(launch)
-        _expand_integer_abs(launch)
-        pass_sizes(launch)
-    _LAUNCHES.clear()
+        for launch in _LAUNCHES:
+            _sink_views(launch)
+            _hoist_globals(launch)
+            _expand_integer_abs(launch)
+            pass_sizes(launch, sizes)
+        _LAUNCHES.clear()
     for fn in list(functions(module)):
         if CONV_GRAD not in fn.attributes:
             _erase_host_scalars(fn.regions[0].blocks[0])

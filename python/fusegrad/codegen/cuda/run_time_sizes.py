@@ -28,7 +28,7 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from ...passes import PassError
-from ..common.loops import DynSize
+from ..common.loops import DynSize, SizeClasses
 
 # a loop size in a kernel template: an int, or the host `index` value of a run-time size
 Extent = Union[int, ir.Value]
@@ -116,11 +116,7 @@ def reshapes_as_casts(block: ir.Block) -> None:
         with ir.InsertionPoint(op), op.location:
             sizes = [s if not ir.ShapedType.is_dynamic_size(s) else stored[d]
                      for d, s in enumerate(result.shape)]
-            strides: list[Extent] = []
-            step: Extent = 1
-            for s in reversed(sizes):
-                strides.insert(0, step)
-                step = product([step, s])
+            strides = _row_major(sizes)
             cast = memref.ReinterpretCastOp(result, source, [], _values(sizes),
                                             _values(strides), [0], _static(sizes),
                                             _static(strides))
@@ -154,6 +150,14 @@ def _stored_dims(shape: ir.Value, rank: int) -> list[ir.Value] | None:
     return [stored[k] for k in range(rank)] if sorted(stored) == list(range(rank)) else None
 
 
+def _row_major(sizes: Sequence[Extent]) -> list[Extent]:
+    """The strides of a contiguous buffer of `sizes` (at the insertion point)."""
+    strides: list[Extent] = [1]
+    for s in reversed(sizes[1:]):
+        strides.insert(0, product([strides[0], s]))
+    return strides
+
+
 def _static(sizes: Sequence[Extent]) -> list[int]:
     dynamic = ir.ShapedType.get_dynamic_size()
     return [s if isinstance(s, int) else dynamic for s in sizes]
@@ -163,11 +167,12 @@ def _values(sizes: Sequence[Extent]) -> list[ir.Value]:
     return [s for s in sizes if not isinstance(s, int)]
 
 
-def pass_sizes(launch: ir.Operation) -> None:
+def pass_sizes(launch: ir.Operation, sizes: SizeClasses) -> None:
     """Give a `gpu.launch` the run-time sizes it uses as kernel parameters: each buffer
     of run-time sizes it reads or writes as a 0-d memref of its pointer, viewed again
     at the top of the kernel at its sizes (row-major), and each host `index` value it
-    uses (not a constant) as an i64. A static kernel uses neither, and is unchanged."""
+    uses (not a constant) as an i64, one per size the function's `sizes` prove equal.
+    A static kernel uses neither, and is unchanged."""
     body = launch.regions[0].blocks[0]
     top = body.operations[0]
     captured = _captured(launch)
@@ -181,28 +186,40 @@ def pass_sizes(launch: ir.Operation) -> None:
                             f"through a strided layout ({t}): only whole buffers become "
                             "kernel arguments", launch.location)
         with ir.InsertionPoint(launch), launch.location:
-            sizes = [s if not ir.ShapedType.is_dynamic_size(s) else dim_value(v, d)
-                     for d, s in enumerate(t.shape)]
+            dims = [s if not ir.ShapedType.is_dynamic_size(s) else dim_value(v, d)
+                    for d, s in enumerate(t.shape)]
             pointer = memref.ReinterpretCastOp(ir.MemRefType.get([], t.element_type), v,
                                                [], [], [], [0], [], []).result
         with ir.InsertionPoint(top), launch.location:
-            strides: list[Extent] = []
-            step: Extent = 1
-            for s in reversed(sizes):
-                strides.insert(0, step)
-                step = product([step, s])
-            view = memref.ReinterpretCastOp(t, pointer, [], _values(sizes), _values(strides),
-                                            [0], _static(sizes), _static(strides)).result
+            strides = _row_major(dims)
+            view = memref.ReinterpretCastOp(t, pointer, [], _values(dims), _values(strides),
+                                            [0], _static(dims), _static(strides)).result
         _replace_inside(launch, v, view)
     i64 = ir.IntegerType.get_signless(64)
+    parameters: dict = {}  # size class -> its value in the kernel
     for v in _captured(launch):
         if not isinstance(v.type, ir.IndexType) or _constant(v):
             continue
-        with ir.InsertionPoint(launch), launch.location:
-            parameter = arith.index_cast(i64, v)
-        with ir.InsertionPoint.at_block_begin(body), launch.location:
-            inside = arith.index_cast(ir.IndexType.get(), parameter)
-        _replace_inside(launch, v, inside)
+        key = _size_class(v, sizes)
+        if key not in parameters:
+            with ir.InsertionPoint(launch), launch.location:
+                parameter = arith.index_cast(i64, v)
+            with ir.InsertionPoint.at_block_begin(body), launch.location:
+                parameters[key] = arith.index_cast(ir.IndexType.get(), parameter)
+        _replace_inside(launch, v, parameters[key])
+
+
+def _size_class(v: ir.Value, sizes: SizeClasses) -> object:
+    """What equal host sizes share: the class `sizes` puts `v` in (or its memref.dim's
+    buffer dim in), else the buffer dim a memref.dim reads, else `v` itself."""
+    owner = v.owner
+    node = v
+    if not isinstance(owner, ir.Block) and owner.operation.name == "memref.dim":
+        d = owner.operation.operands[1].owner
+        if not isinstance(d, ir.Block) and d.operation.name == "arith.constant":
+            node = (owner.operation.operands[0],
+                    ir.IntegerAttr(d.operation.attributes["value"]).value)
+    return sizes.find(node) if node in sizes.parent else node
 
 
 def _constant(v: ir.Value) -> bool:

@@ -1,0 +1,304 @@
+"""The CUDA target's run-time sizes without a GPU: a program of symbolic sizes compiles
+once into kernels ptxas accepts for sm_80 and sm_90, and its one plan launches at every
+shape with that shape's grids, allocations and size arguments. Run in the kernel
+emulator (cuda_emulator.py) such programs, and every op family of test_lowering with
+its sizes symbolic, match the reference interpreter at several sizes; CUDA graphs are
+kept per binding of the sizes. (Whole models' symbolic training graphs:
+e2e/test_cuda_model_graphs.py; against eager on a GPU: test_cuda_gpu.py.)"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import replace
+
+import pytest
+import torch
+from mlir import ir
+from mlir.dialects import func
+
+from cuda_fakes import FakeDriver, FakeGraph, fake_capture
+from cuda_plans import check_images, compile_emulated, compile_plan, needs_ptxas
+from fusegrad.context import make_context
+from fusegrad.dialects import ShapeError
+from fusegrad.dialects.builder import Builder
+from fusegrad.dialects.interpreter import run_function
+from fusegrad.runtime import abi
+from fusegrad.runtime.cuda import CudaProgram, LaunchPlan, PlanError
+from fusegrad.runtime.cuda_graphs import MAX_GRAPHS
+from unit.test_lowering import FAMILIES, _assert_same, _resized, _symbolic_types
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+_spec = importlib.util.spec_from_file_location(
+    "cuda_kernels_bench", os.path.join(REPO, "benchmarks", "cuda_kernels.py"))
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+# marker sizes the programs below are written at, and the symbols they stand for
+ROWS, COLS = 7777, 8888
+SYMBOLS = {ROWS: "s0", COLS: "s1"}
+
+
+def symbolic(text: str) -> str:
+    """`text` with every dim that is a marker size made its symbol:
+    `tensor<7777x64xf32>` -> `tensor<?x64xf32, "s0">`."""
+    def retype(m: re.Match) -> str:
+        dims = m.group(1).split("x")
+        element = dims.pop()
+        names = [SYMBOLS.get(int(d)) for d in dims]
+        if not any(names):
+            return m.group(0)
+        shape = "x".join("?" if n else d for d, n in zip(dims, names))
+        return f'tensor<{shape}x{element}, "{", ".join(n for n in names if n)}">'
+    return re.sub(r"tensor<((?:[0-9]+x)+[a-z0-9]+)>", retype, text)
+
+
+def _embedding_grad_text() -> str:
+    """An embedding's weight gradient: a scatter-add over a run-time number of tokens."""
+    i, g, ib, w = (f"tensor<{ROWS}xi64>", f"tensor<{ROWS}x32xf32>", f"tensor<{ROWS}x32xi64>",
+                   "tensor<100x32xf32>")
+    return f"""
+func.func @embed_grad(%i: {i}, %g: {g}) -> {w} {{
+  %z = "dg.full"() {{value = 0.0 : f64}} : () -> {w}
+  %ib = "dg.broadcast_in_dim"(%i) {{dims = array<i64: 0>}} : ({i}) -> {ib}
+  %r = "dg.scatter_add"(%z, %ib, %g) {{dim = 0 : i64}} : ({w}, {ib}, {g}) -> {w}
+  return %r : {w}
+}}"""
+
+
+# name -> (dg text of symbolic sizes, passes first): a template each, over run-time rows,
+# a run-time row length or both
+PROGRAMS = {
+    "ew_rows": (symbolic(bench.ew_text(ROWS, 1000)), "dg-fuse"),  # 2-D grid
+    "ew_flat": (symbolic(bench.ew_text(ROWS, COLS)), "dg-fuse"),  # flat, run-time divisors
+    "softmax_rows": (symbolic(bench.softmax_text(ROWS, 1000)), "dg-fuse"),  # row cache
+    "softmax_scores": (symbolic(bench.softmax_text(ROWS, COLS)), "dg-fuse"),
+    "rowsum": (symbolic(bench.rowsum_text(ROWS, COLS)), "dg-fuse"),
+    "colsum": (symbolic(bench.colsum_text(ROWS, 1000)), "dg-fuse"),  # block per output
+    "total": (symbolic(bench.total_text(ROWS, COLS)), "dg-fuse"),  # two stages
+    "mlp": (symbolic(bench.mlp_text(ROWS, 128, 256)), "dg-fuse"),  # cuBLAS, epilogue
+    "ln_vjp": (symbolic(bench.ln_text(ROWS, 512)), "dg-autodiff{joint=true},dg-fuse"),
+    "loss_count": (symbolic(bench.loss_count_text(ROWS)), "dg-fuse"),
+    "embedding_grad": (symbolic(_embedding_grad_text()), "dg-fuse"),  # atomics, run-time trips
+}
+
+
+def _launches(plan: LaunchPlan) -> list[dict]:
+    return [s for f in plan.functions.values() for s in f.steps if s["op"] == "launch"]
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_symbolic_program_kernels_assemble(name):
+    text, pre = PROGRAMS[name]
+    plan = compile_plan(text, pre, cubin=True)
+    check_images(plan)
+    assert all(f.symbolic for f in plan.functions.values())
+    launches = _launches(plan)
+    # sizes reach the kernels as arguments, or their grids
+    assert any(isinstance(g, str) for s in launches for g in s["grid"]) or \
+        any("size" in a for s in launches for a in s["args"])
+
+
+def test_one_plan_launches_every_shape():
+    """A softmax over rows of run-time count and length: one kernel, one block per row of
+    RUN_TIME_ROW_THREADS threads, taking the row length and count as i64 arguments; a
+    pointwise kernel over run-time rows splits them over blockIdx.y and z past 65535."""
+    plan = compile_plan(*PROGRAMS["softmax_scores"], cubin=False)
+    drv = FakeDriver()
+    prog = CudaProgram(plan, driver=drv, device="cpu", stream=lambda: 0, chip="sm_90")
+    for rows, length in ((3, 50), (37, 1000)):
+        x = torch.randn(rows, length)
+        (y,) = prog.function("softmax")(x)
+        assert y.shape == (rows, length)
+        launch = drv.launches[-1]
+        assert launch["grid"] == [rows, 1, 1] and launch["block"] == [256, 1, 1]
+        sizes = [v for kind, v in launch["params"] if kind == "i64"]
+        pointers = [v for kind, v in launch["params"] if kind == "ptr"]
+        assert sorted(sizes) == sorted([rows, length]) and pointers == [x.data_ptr(),
+                                                                        y.data_ptr()]
+    assert len(drv.launches) == 2 and len(drv.loaded) == 1
+
+    plan = compile_plan(*PROGRAMS["ew_rows"], cubin=False)
+    drv = FakeDriver()
+    prog = CudaProgram(plan, driver=drv, device="cpu", stream=lambda: 0, chip="sm_90")
+    for rows, grid in ((3, [4, 3, 1]), (70000, [4, 65535, 2])):
+        xs = [torch.randn(rows, 1000) for _ in range(3)]
+        (y,) = prog.function("ew")(*xs)
+        assert y.shape == (rows, 1000) and drv.launches[-1]["grid"] == grid
+
+
+def test_symbolic_plan_survives_save_and_load(tmp_path):
+    plan = compile_plan(*PROGRAMS["total"], cubin=False)
+    plan.save(tmp_path)
+    back = LaunchPlan.load(tmp_path)
+    assert back.functions["total"].steps == plan.functions["total"].steps
+    assert back.functions["total"].inputs == plan.functions["total"].inputs
+    (launch, _) = [s for s in back.functions["total"].steps if s["op"] == "launch"]
+    assert all(isinstance(g, (int, str)) for g in launch["grid"])
+
+
+def test_inputs_that_do_not_fit_name_the_dim():
+    plan = compile_plan(*PROGRAMS["ew_rows"], cubin=False)
+    prog = CudaProgram(plan, driver=FakeDriver(), device="cpu", stream=lambda: 0, chip="sm_90")
+    a = torch.randn(5, 1000)
+    with pytest.raises(PlanError, match=r"@ew input 1: dim 0 has size 6, expected s0 = 5"):
+        prog.run("ew", a, torch.randn(6, 1000), a)
+    with pytest.raises(PlanError, match=r"@ew input 2: dim 1 has size 999, expected 1000"):
+        prog.run("ew", a, a, torch.randn(5, 999))
+    with pytest.raises(PlanError, match=r"@ew input 0: expected tensor<\?x1000xf32"):
+        prog.run("ew", torch.randn(5), a, a)
+
+
+def test_a_size_no_input_shows_comes_from_the_caller():
+    """A backward whose cotangent is a scalar takes the forward's sizes (`sizes=`, what
+    autograd.CompiledFunction passes from the forward's `sizes_of`): dg-size-arguments
+    makes the size an argument, and the plan evaluates allocations and grids from it."""
+    t = 'tensor<?x4xf32, "s0">'
+    text = f'''func.func @bwd(%ct: tensor<f32>) -> {t} {{
+      %0 = "dg.broadcast_in_dim"(%ct) {{dims = array<i64>}} : (tensor<f32>) -> {t}
+      return %0 : {t}
+    }}'''
+    plan, drv = compile_emulated(text)
+    prog = CudaProgram(plan, driver=drv, device="cpu", stream=lambda: 0, chip="sm_90")
+    bwd = prog.function("bwd")
+    ct = torch.tensor(2.5)
+    with drv.tracking(ct):
+        (dx,) = bwd(ct, sizes={"s0": 6})
+    torch.testing.assert_close(dx, torch.full((6, 4), 2.5))
+    with pytest.raises(PlanError, match="no input shows size s0"):
+        bwd(ct)
+
+
+def _reference(text: str, pre: str, name: str, inputs: list, sizes: dict | None = None):
+    with make_context():
+        module = ir.Module.parse(text)
+        from fusegrad.pass_manager import run_pipeline
+        run_pipeline(module, pre)
+        (fn,) = [op.operation for op in module.body.operations
+                 if ir.StringAttr(op.operation.attributes["sym_name"]).value == name]
+        return run_function(fn, inputs, sizes)
+
+
+# program -> (its function, input shapes per size of (rows, cols))
+EMULATED = {
+    "ew_flat": ("ew", lambda r, c: [(r, c)] * 3),
+    "softmax_rows": ("softmax", lambda r, c: [(r, 1000)]),
+    "softmax_scores": ("softmax", lambda r, c: [(r, c)]),
+    "colsum": ("colsum", lambda r, c: [(r, 1000)]),
+    "total": ("total", lambda r, c: [(r, c)]),
+    "mlp": ("mlp", lambda r, c: [(r, 128), (128, 256), (256,)]),
+    "ln_vjp": ("ln_vjp", lambda r, c: [(r, 512), (512,), ()]),
+    "embedding_grad": ("embed_grad", lambda r, c: [(r,), (r, 32)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMULATED))
+def test_symbolic_program_matches_the_reference_in_the_emulator(name):
+    """One compile, run at three shapes (one row, rows and lengths that are no multiple
+    of a block), against the reference interpreter."""
+    text, pre = PROGRAMS[name]
+    fname, shapes = EMULATED[name]
+    plan, drv = compile_emulated(text, pre)
+    prog = CudaProgram(plan, driver=drv, device="cpu", stream=lambda: 0, chip="sm_90")
+    drv.know(prog._index_flag())
+    for rows, cols in ((1, 3), (37, 300), (70, 1030)):
+        g = torch.Generator().manual_seed(rows)
+        inputs = [torch.randint(0, 100, s, generator=g) if name == "embedding_grad" and not k
+                  else torch.randn(s, generator=g)
+                  for k, s in enumerate(shapes(rows, cols))]
+        with drv.tracking(*inputs):
+            got = prog.function(fname)(*inputs)
+        want = _reference(text, pre, fname, inputs)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4,
+                                       msg=lambda m: f"{name} at {rows}x{cols}: {m}")
+
+
+def _not_emulated(case) -> str | None:
+    """Why a test_lowering case is left out here, or None."""
+    ints = not case.args[0].is_floating_point()  # (a scatter's indices are integers)
+    if case.op == "pow" and ints:
+        return "math.ipowi has no NVVM lowering (static shapes too)"
+    if case.op == "div" and ints:
+        return "integer division by zero (in the cases) is undefined on the GPU"
+    if case.op == "scatter_add" and any(t.dtype == torch.bool for t in case.args):
+        return "a boolean scatter-add stays a host loop (static shapes too)"
+    if case.op == "scatter_mul" or case.op in ("scatter_max", "scatter_min") and not ints:
+        return "compare-and-swap loops (llvm.cmpxchg), which the emulator does not run"
+    return None
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "source_random"])
+def test_op_family_with_run_time_sizes_matches_the_reference(family):
+    """test_lowering's cases of `family` with their sizes symbolic (as its own symbolic
+    test builds them) compile once for CUDA, and run in the emulator match the reference
+    at their sizes, and float cases also at sizes one larger."""
+    built = []
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            for k, case in enumerate(FAMILIES[family]()):
+                types, symbols = _symbolic_types(case.args)
+                if not symbols or any(0 in t.shape for t in case.args) or \
+                        case.op.startswith("conv2d") or _not_emulated(case):
+                    continue
+
+                def body(*vals, case=case):
+                    out = case.build(Builder(), *vals)
+                    return out if isinstance(out, list) else [out]
+                try:
+                    f = func.FuncOp.from_py_func(*types, name=f"{case.op}_{k}")(body).func_op
+                except ShapeError:
+                    ops = module.body.operations
+                    ops[len(ops) - 1].operation.erase()
+                    continue
+                runs = [(case.args, run_function(f.operation, case.args))]
+                if all(t.is_floating_point() for t in case.args) and \
+                        case.op not in ("rng_uniform", "rng_bernoulli"):
+                    try:
+                        bigger = [_resized(t, symbols, 1) for t in case.args]
+                        runs.append((bigger, run_function(f.operation, bigger)))
+                    except Exception:  # the case's ops need its own sizes (a slice's bounds)
+                        pass
+                built.append((f"{case.op}_{k}", case, runs))
+        text = str(module)
+    assert built, f"no case of {family} builds with symbolic sizes"
+    plan, drv = compile_emulated(text)
+    prog = CudaProgram(plan, driver=drv, device="cpu", stream=lambda: 0, chip="sm_90")
+    drv.know(prog._index_flag())
+    for name, case, runs in built:
+        assert plan.functions[name].symbolic
+        for inputs, want in runs:
+            with drv.tracking(*inputs):
+                got = prog.function(name)(*inputs)
+            what = f"{case.op} symbolic on CUDA at {[tuple(t.shape) for t in inputs]}"
+            tolerant = case if inputs is case.args else replace(case, rtol=max(case.rtol, 1e-4))
+            for g, w in zip(got, want):
+                _assert_same(g, w, tolerant, what)
+
+
+def test_cuda_graphs_are_kept_per_binding_of_the_sizes(monkeypatch):
+    """Each shape runs plainly first and is captured at its second call, into a graph of
+    its own that its later calls replay; past MAX_GRAPHS shapes, calls run plainly."""
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", fake_capture)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(FakeGraph, "captures", 0)
+    plan = compile_plan(*PROGRAMS["softmax_scores"], cubin=False)
+    drv = FakeDriver()
+    prog = CudaProgram(plan, driver=drv, device="cpu", stream=lambda: 0, chip="sm_90",
+                       graphs=True)
+    f = prog.function("softmax")
+    a, b = torch.randn(3, 50), torch.randn(5, 70)
+    for x in (a, a, b, b, a, b):
+        (y,) = f(x)
+        assert y.shape == x.shape
+    assert FakeGraph.captures == 2 and sorted(f.graphs) == [(3, 50), (5, 70)]
+    assert f.graphs[(3, 50)].graph.replays == 2 and f.graphs[(5, 70)].graph.replays == 2
+    for rows in range(10, 10 + MAX_GRAPHS):
+        for _ in range(2):
+            f(torch.randn(rows, 8))
+    assert len(f.graphs) == MAX_GRAPHS and FakeGraph.captures == MAX_GRAPHS
+    assert (10 + MAX_GRAPHS - 1, 8) not in f.graphs  # past the cap: plain calls
