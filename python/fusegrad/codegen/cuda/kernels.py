@@ -60,6 +60,7 @@ from ..common.loops import (DynSize, LoopOp, SizeClasses, clone_body, combine, i
                             size_hint)
 from ..common.outline import CONV_GRAD_CALL as CONV_GRAD
 from ...conversion.index_check import TAKE_ERROR
+from ...conversion.scans import SCAN_ATTR
 from ..common.memrefs import (VIEWS, Access, buffer_root, row_conflict,
                               static_layout, static_memref)
 from ...passes import PassError, functions
@@ -700,6 +701,33 @@ def emit_scatter(loops: list[ir.Operation], store: ir.Operation, block_size: int
     _thread_per_index(trips, block_size, body)
 
 
+def emit_scan(nest: ir.Operation, block_size: int) -> None:
+    """dg.scan's loop nest (conversion/scans.py: loops over the other dims, which carry
+    nothing, around the serial loop along the scanned dim, which carries the running
+    value): one thread per iteration of the other dims, each running the serial loop
+    with its running value in registers. Threads take the other dims row-major, so
+    along a scanned dim that is not the last, neighbouring threads read neighbouring
+    elements; along the last dim each thread walks a row of its own."""
+    loops = []
+    op = nest
+    while not len(op.results):
+        loops.append(op)
+        op = next(o.operation for o in op.regions[0].blocks[0].operations
+                  if SCAN_ATTR in o.operation.attributes)
+    trips = [_const_index(ub) if _const_index(ub) is not None else ub
+             for ub in (list(f.operands)[1] for f in loops)]
+    if any(is_empty(t) for t in trips):
+        return
+
+    def body(ivs: list) -> None:
+        mapping = dict(zip([f.regions[0].blocks[0].arguments[0] for f in loops], ivs))
+        _clone_ops([o.operation for f in loops for o in f.regions[0].blocks[0].operations
+                    if o.operation.name != "scf.yield" and
+                    SCAN_ATTR not in o.operation.attributes] + [op], mapping)
+
+    _thread_per_index(trips, block_size, body)
+
+
 def _compare_and_swap(buf: ir.Value, where: list, combine: _Combine, value: ir.Value,
                       mapping: dict) -> None:
     """buf[where] = `value` computed from its old content by `combine.ops`, in a loop of
@@ -1249,7 +1277,7 @@ def _host_scalar(op: ir.Operation) -> bool:
 def _plan_block(block: ir.Block, sizes: SizeClasses) -> list:
     """Kernels for a function body, in order: ('row', RowKernel) | ('pw', Kop) | ('tpo', Kop)
     | ('bpo', Kop)
-    | ('full', Kop) | ('scatter', (loops, store)) | ('serial', ops). `sizes`: which
+    | ('full', Kop) | ('scatter', (loops, store)) | ('scan', nest) | ('serial', ops). `sizes`: which
     run-time sizes of the block are equal."""
     kernels: list = []
     current: list[Kop] = []
@@ -1334,6 +1362,9 @@ def _plan_block(block: ir.Block, sizes: SizeClasses) -> list:
             continue
         if op.name not in _PURE and not _host_scalar(op):
             close()
+        if op.name == "scf.for" and SCAN_ATTR in op.attributes:
+            kernels.append(("scan", op))
+            continue
         nest = scatter_nest(op) if op.name == "scf.for" else None
         if nest is not None:
             kernels.append(("scatter", nest))
@@ -1482,6 +1513,11 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                     emit_serial(k)
                 for op in reversed(k):
                     op.erase()
+                continue
+            if kind == "scan":
+                with ir.InsertionPoint(k), k.location:
+                    emit_scan(k, block_size)
+                k.erase()
                 continue
             if kind == "scatter":
                 loops, store = k
