@@ -14,9 +14,10 @@ warm first call parses that module and loads its code, with no capture and no im
 Entries live in the compile cache's directory (`compile_cache.active`), under the same
 size cap and eviction; `FUSEGRAD_CACHE=0` turns both off, and so does dumping
 (`FUSEGRAD_DUMP`: a hit would skip the stages being dumped). Not cached: graphs read
-through a wrapper other than `_NumbersBakedIn` or a GraphModule, lifted tensors that are
-not the graph's own parameters or buffers, and captures for every size whose trace added
-a guard to Dynamo's (a hit could not add it again).
+through a wrapper other than `_NumbersBakedIn` or a GraphModule, graphs calling a custom
+op or function of the user's (its code may change under the same name), lifted tensors
+that are not the graph's own parameters or buffers, and captures for every size whose
+trace added a guard to Dynamo's (a hit could not add it again).
 """
 from __future__ import annotations
 
@@ -60,6 +61,9 @@ def graph_key(fn: Any, example_inputs: Sequence[Any], options: CompileOptions,
     if not isinstance(gm, torch.fx.GraphModule) or (fn is not gm and not hasattr(fn, "numbers")):
         return None
     graphs = [(name, m) for name, m in gm.named_modules() if isinstance(m, torch.fx.GraphModule)]
+    if any(not _known(node.target) for _, m in graphs for node in m.graph.nodes
+           if node.op == "call_function"):
+        return None
     parts = {
         "format": FORMAT, "for_every_size": for_every_size,
         "code": [(name, m.code) for name, m in graphs],  # with higher-order ops' bodies
@@ -128,7 +132,29 @@ def _torch_state() -> Any:
     autocast captures other ops than the same graph under fp16. Not the thread count."""
     state = json.loads(torch._C._dynamo.guards.GlobalStateGuard().__getstate__())
     state.pop("num_threads", None)
+    state.update(inference_mode=torch.is_inference_mode_enabled(),
+                 functorch_level=torch._C._functorch.maybe_current_level(),
+                 forward_ad=torch.autograd.forward_ad._current_level)
     return state
+
+
+# code whose meaning the key holds: torch's (its version), fusegrad's (its sources),
+# Python's operators. A user's custom op or function called in the graph may change
+# between processes under the same name, so such graphs are not cached.
+_KNOWN_NAMESPACES = frozenset({"aten", "prims", "fusegrad", "higher_order"})
+_KNOWN_MODULES = ("torch", "operator", "_operator", "math", "builtins", "fusegrad")
+
+
+def _known(target: Any) -> bool:
+    """Is the graph's callee `target` code the key covers?"""
+    if isinstance(target, torch._ops.OpOverload):
+        return target.namespace in _KNOWN_NAMESPACES
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target._qualified_op_name.split("::")[0] in _KNOWN_NAMESPACES
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return True  # its bodies are the graph's submodules, keyed with it
+    module = getattr(target, "__module__", None) or ""
+    return module.split(".")[0] in _KNOWN_MODULES
 
 
 def _named_tensors(fn: Any) -> dict[str, torch.Tensor]:

@@ -602,3 +602,17 @@ def test_the_autocast_dtype_is_in_the_graph_key(cache):
             assert got.dtype == dtype
             assert torch.equal(got, torch.nn.functional.linear(x, w))
     assert len(_graph_entries(cache)) == 2
+
+
+def test_a_graph_calling_a_users_custom_op_is_not_cached(cache):
+    """A custom op's code may change between processes under the same name: a graph that
+    calls one (here one the capture traces through) is captured every time."""
+    lib = torch.library.Library("fusegrad_test", "DEF")
+    lib.define("triple(Tensor x) -> Tensor")
+    lib.impl("triple", lambda x: x * 3, "CompositeImplicitAutograd")
+    torch._dynamo.reset()
+    x = torch.randn(5)
+    with torch.no_grad():
+        got = fusegrad.compile(lambda x: torch.ops.fusegrad_test.triple(x).sin())(x)
+    torch.testing.assert_close(got, (x * 3).sin())
+    assert compile_cache.stats()["misses"] and not _graph_entries(cache)
