@@ -243,7 +243,7 @@ CLAIMS: list[Claim] = (
         # the first gradient sample has values near 1e4, where float32's spacing is 1e-3:
         # eager's gradient is 9.6e-4 off the float64 one there, ours 1.7e-4
         Claim("logcumsumexp", atol=2e-3, rtol=2e-3,
-              note="a scan of hi + log1p(exp(lo - hi))"),
+              note="a scan of eager's log-add-exp: hi + log1p(exp(lo - hi))"),
         Claim("cummin", note="a scan of (value, index) pairs"),
         Claim("nn.functional.grid_sample", unsupported=_grid_sample_options,
               note="2-d, bilinear or nearest, every padding mode"),

@@ -1,5 +1,6 @@
 """Data-movement kernels against eager, with gradients: transposing copies in tiles,
-long cumsums in blocks, concatenations written by one row kernel, as_strided_scatter."""
+long cumsums (vector scans), concatenations written by one row kernel,
+as_strided_scatter."""
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,8 @@ def test_transposing_copies_and_their_gradients_match_eager(shape, perm, dtype):
 @pytest.mark.parametrize("shape, dim", [((3, 1000), 1), ((1000, 3), 0), ((2, 300, 5), 1),
                                         ((200,), 0), ((4, 129), -1)])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int64])
-def test_long_cumsums_run_in_blocks_and_match_eager(shape, dim, dtype):
-    # longer than CUMSUM_DIRECT_MAX: prefix sums within blocks plus the blocks' carries
+def test_long_cumsums_match_eager(shape, dim, dtype):
+    # rows of several vectors and a scalar tail, columns, a dim in the middle
     x = torch.randint(-3, 4, shape).to(dtype)
     if dtype.is_floating_point:
         x = x + torch.rand(shape, dtype=dtype)

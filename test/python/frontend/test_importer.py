@@ -241,8 +241,9 @@ def test_index_factories_are_constants():
 
 @pytest.mark.parametrize("op", ["prod", "cumprod"])
 def test_products_differentiate_through_zeros(op):
-    """prod and cumprod are trees and scans of multiplications: the gradient at a zero
-    (one zero: the product of the others; two: zero) needs no division."""
+    """The gradient at a zero (one zero: the product of the others; two: zero), and its
+    derivative: prod is a tree of multiplications, cumprod's gradient is eager's
+    formula, whose own derivative is exact around zeros (dg.scan_mul_grad)."""
     x = torch.randn(3, 7, dtype=torch.float64)
     x[0, 2] = 0.0
     x[1, 1] = x[1, 5] = 0.0
@@ -253,11 +254,12 @@ def test_products_differentiate_through_zeros(op):
     torch.autograd.gradgradcheck(fusegrad.compile(f), (x,))
 
 
-@pytest.mark.parametrize("n", [6, 300], ids=["one-matmul", "blocked"])
+@pytest.mark.parametrize("n", [6, 300], ids=["short", "long"])
 @pytest.mark.parametrize("dim", [0, 1])
 def test_cumsum_of_nan_and_infinities_spoils_only_the_later_sums(dim, n):
-    """Prefix sums are matmuls with a triangle of ones, whose zeros met every element:
-    a -inf (a masked log-probability) made every earlier sum of its row NaN."""
+    """A -inf (a masked log-probability) spoils only the later sums of its row, +inf then
+    -inf makes NaN from there on, as in eager's loop (prefix sums written as matmuls
+    with a triangle of ones made every earlier sum NaN)."""
     torch.manual_seed(0)
     x = torch.randn(5, n) if dim else torch.randn(n, 5)
     for row, (k, value) in enumerate([(3, -math.inf), (1, math.nan), (4, math.inf),

@@ -2,7 +2,7 @@
 tables of ops skipped (`IGNORED`) or kept eager by design (`KEPT_EAGER`), what a handler
 sees (`Emit`) and raises (`Unsupported`) or returns for a result it does not compute
 (`Unavailable`), and the helpers shared by the op families (dtype promotion, `coerce`,
-`reshape`, dim normalisation, `slice_dim`, `_clip`, the scan `_scan`)."""
+`reshape`, dim normalisation, `slice_dim`, `_clip`, `_running_sum`)."""
 from __future__ import annotations
 
 import operator
@@ -315,38 +315,6 @@ def _clip(em: Emit, x: ir.Value, lo: ir.Value | None, hi: ir.Value | None,
     return y
 
 
-def _scan(em: Emit, values: list[ir.Value], d: int, identities: list[float],
-          combine: Callable[[list, list], list]) -> list[ir.Value]:
-    """Inclusive scan along dim d of tuples of same-shaped `values` (Hillis-Steele): log2(n)
-    rounds, each combining every element with the running result k places back (k = 1,
-    2, 4, ...; `identities` fill in before the start). `combine(earlier, later)` takes
-    and returns tuples; it must be associative. No scan op: plain dg ops, differentiable."""
-    s = spec(values[0])
-    n = s.shape[d]
-    symbolic = not isinstance(n, int)
-    k = 1
-    # a symbolic n takes rounds for any size below 2**31 (as a dim can be: BLAS's i32),
-    # each shifting by min(k, n): the rounds past n add only identities
-    while (k < n if not symbolic else k < 1 << 31):
-        shift = k if not symbolic else _min_size(k, n)
-        limit = list(s.shape)
-        limit[d] = n - shift
-        low = [0] * s.rank
-        low[d] = shift
-        earlier = [em.b.pad(em.b.slice(v, start=[0] * s.rank, limit=limit, stride=[1] * s.rank),
-                            low=low, high=[0] * s.rank, interior=[0] * s.rank, value=identity)
-                   for v, identity in zip(values, identities)]
-        values = combine(earlier, values)
-        k *= 2
-    return values
-
-
-def _min_size(k: int, n: Any) -> Any:
-    import sympy
-    return sympy.Min(k, n)
-
-
 def _running_sum(em: Emit, x: ir.Value, d: int) -> ir.Value:
-    """Inclusive prefix sums along dim d as a scan of adds (exact for integers, which no
-    BLAS matmul serves)."""
-    return _scan(em, [x], d, [0.0], lambda e, l: [em.b.add(e[0], l[0])])[0]
+    """Inclusive prefix sums along dim d: one dg.scan."""
+    return em.b.scan(x, dim=d, combiner="add", reverse=0)[0]
