@@ -172,6 +172,73 @@ def test_hf_model_trains_on_cuda_like_eager(name, graphs):
     torch.testing.assert_close(runs[0], runs[1], rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["softmax_scores", "colsum", "total", "mlp", "ln_vjp",
+                                  "embedding_grad"])
+def test_kernels_of_run_time_sizes_match_the_reference(name):
+    """A program of symbolic sizes (run_time_size_programs.py) compiled once runs at three
+    shapes, each against the reference interpreter (eager torch on the CPU); ln_vjp is a
+    layer norm's forward and backward."""
+    from run_time_size_programs import EMULATED, PROGRAMS, inputs_at, reference
+
+    text, pre = PROGRAMS[name]
+    with make_context():
+        module = ir.Module.parse(text)
+        run_pipeline(module, pre)
+        plan = compile_cuda(module)
+    prog = CudaProgram(plan)
+    for rows, cols in ((1, 3), (37, 300), (700, 1030)):
+        inputs = inputs_at(name, rows, cols)
+        got = prog.run(EMULATED[name][0], *(x.cuda() for x in inputs))
+        for a, b in zip(got, reference(name, inputs)):
+            torch.testing.assert_close(a.cpu(), b, rtol=1e-4, atol=1e-4,
+                                       msg=lambda m: f"{name} at {rows}x{cols}: {m}")
+    prog.close()
+
+
+def _layer_on_cuda():
+    torch.manual_seed(0)
+    return torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                            dropout=0.0, batch_first=True).cuda()
+
+
+@pytest.mark.parametrize("name,graphs", [("mlp", False), ("transformer", False),
+                                         ("mlp", True)])
+@pytest.mark.usefixtures("no_fallback")
+def test_one_program_for_every_size_trains_like_eager(name, graphs):
+    """fusegrad.compile(dynamic=True) compiles each graph once for every size, forward and
+    backward; SGD steps at batch sizes (the MLP) or sequence lengths (a transformer
+    layer) that change every step match eager's, also replayed from CUDA graphs (one
+    per size)."""
+    import copy
+
+    import fusegrad
+    from fusegrad.frontend import compile_history
+
+    model = _mlp_on_cuda() if name == "mlp" else _layer_on_cuda()
+    ref = copy.deepcopy(model)
+    compile_history.clear()
+    compiled = fusegrad.compile(model, dynamic=True, cuda_graphs=graphs)
+    shapes = [(3, 32), (17, 32), (64, 32), (3, 32), (17, 32)] if name == "mlp" else \
+        [(2, 5, 32), (2, 12, 32), (2, 33, 32), (2, 5, 32), (2, 12, 32)]
+    for step, shape in enumerate(shapes):
+        x = torch.randn(shape, device="cuda")
+        outs = [compiled(x), ref(x)]
+        torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-4,
+                                   msg=lambda m: f"step {step} at {shape}: {m}")
+        for m, out in zip((model, ref), outs):
+            out.square().mean().backward()
+            with torch.no_grad():
+                for p in m.parameters():
+                    p -= 0.1 * p.grad
+                    p.grad = None
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+        if step == 0:
+            programs = compile_history.compile_history()
+    assert programs and all(r.kind == "for every size" for r in programs), programs
+    assert len(compile_history.compile_history()) == len(programs)  # no compile after
+
+
 @pytest.mark.parametrize("graphs", [False, True])
 def test_out_of_range_embedding_index_raises_on_a_later_call(graphs):
     import fusegrad

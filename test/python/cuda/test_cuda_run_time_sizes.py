@@ -7,9 +7,6 @@ kept per binding of the sizes. (Whole models' symbolic training graphs:
 e2e/test_cuda_model_graphs.py; against eager on a GPU: test_cuda_gpu.py.)"""
 from __future__ import annotations
 
-import importlib.util
-import os
-import re
 from dataclasses import replace
 
 import pytest
@@ -19,70 +16,14 @@ from mlir.dialects import func
 
 from cuda_fakes import FakeDriver, FakeGraph, fake_capture
 from cuda_plans import check_images, compile_emulated, compile_plan, needs_ptxas
+from run_time_size_programs import EMULATED, PROGRAMS, inputs_at, reference
 from fusegrad.context import make_context
 from fusegrad.dialects import ShapeError
 from fusegrad.dialects.builder import Builder
 from fusegrad.dialects.interpreter import run_function
-from fusegrad.runtime import abi
 from fusegrad.runtime.cuda import CudaProgram, LaunchPlan, PlanError
 from fusegrad.runtime.cuda_graphs import MAX_GRAPHS
 from unit.test_lowering import FAMILIES, _assert_same, _resized, _symbolic_types
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
-_spec = importlib.util.spec_from_file_location(
-    "cuda_kernels_bench", os.path.join(REPO, "benchmarks", "cuda_kernels.py"))
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
-
-# marker sizes the programs below are written at, and the symbols they stand for
-ROWS, COLS = 7777, 8888
-SYMBOLS = {ROWS: "s0", COLS: "s1"}
-
-
-def symbolic(text: str) -> str:
-    """`text` with every dim that is a marker size made its symbol:
-    `tensor<7777x64xf32>` -> `tensor<?x64xf32, "s0">`."""
-    def retype(m: re.Match) -> str:
-        dims = m.group(1).split("x")
-        element = dims.pop()
-        names = [SYMBOLS.get(int(d)) for d in dims]
-        if not any(names):
-            return m.group(0)
-        shape = "x".join("?" if n else d for d, n in zip(dims, names))
-        return f'tensor<{shape}x{element}, "{", ".join(n for n in names if n)}">'
-    return re.sub(r"tensor<((?:[0-9]+x)+[a-z0-9]+)>", retype, text)
-
-
-def _embedding_grad_text() -> str:
-    """An embedding's weight gradient: a scatter-add over a run-time number of tokens."""
-    i, g, ib, w = (f"tensor<{ROWS}xi64>", f"tensor<{ROWS}x32xf32>", f"tensor<{ROWS}x32xi64>",
-                   "tensor<100x32xf32>")
-    return f"""
-func.func @embed_grad(%i: {i}, %g: {g}) -> {w} {{
-  %z = "dg.full"() {{value = 0.0 : f64}} : () -> {w}
-  %ib = "dg.broadcast_in_dim"(%i) {{dims = array<i64: 0>}} : ({i}) -> {ib}
-  %r = "dg.scatter_add"(%z, %ib, %g) {{dim = 0 : i64}} : ({w}, {ib}, {g}) -> {w}
-  return %r : {w}
-}}"""
-
-
-# name -> (dg text of symbolic sizes, passes first): a template each, over run-time rows,
-# a run-time row length or both
-PROGRAMS = {
-    "ew_rows": (symbolic(bench.ew_text(ROWS, 1000)), "dg-fuse"),  # 2-D grid
-    "ew_flat": (symbolic(bench.ew_text(ROWS, COLS)), "dg-fuse"),  # flat, run-time divisors
-    "softmax_rows": (symbolic(bench.softmax_text(ROWS, 1000)), "dg-fuse"),  # row cache
-    "softmax_scores": (symbolic(bench.softmax_text(ROWS, COLS)), "dg-fuse"),
-    "rowsum": (symbolic(bench.rowsum_text(ROWS, COLS)), "dg-fuse"),
-    "colsum": (symbolic(bench.colsum_text(ROWS, 1000)), "dg-fuse"),  # block per output
-    "total": (symbolic(bench.total_text(ROWS, COLS)), "dg-fuse"),  # two stages
-    "mlp": (symbolic(bench.mlp_text(ROWS, 128, 256)), "dg-fuse"),  # cuBLAS, epilogue
-    "ln_vjp": (symbolic(bench.ln_text(ROWS, 512)), "dg-autodiff{joint=true},dg-fuse"),
-    "loss_count": (symbolic(bench.loss_count_text(ROWS)), "dg-fuse"),
-    "embedding_grad": (symbolic(_embedding_grad_text()), "dg-fuse"),  # atomics, run-time trips
-}
-
 
 def _launches(plan: LaunchPlan) -> list[dict]:
     return [s for f in plan.functions.values() for s in f.steps if s["op"] == "launch"]
@@ -171,46 +112,19 @@ def test_a_size_no_input_shows_comes_from_the_caller():
         bwd(ct)
 
 
-def _reference(text: str, pre: str, name: str, inputs: list, sizes: dict | None = None):
-    with make_context():
-        module = ir.Module.parse(text)
-        from fusegrad.pass_manager import run_pipeline
-        run_pipeline(module, pre)
-        (fn,) = [op.operation for op in module.body.operations
-                 if ir.StringAttr(op.operation.attributes["sym_name"]).value == name]
-        return run_function(fn, inputs, sizes)
-
-
-# program -> (its function, input shapes per size of (rows, cols))
-EMULATED = {
-    "ew_flat": ("ew", lambda r, c: [(r, c)] * 3),
-    "softmax_rows": ("softmax", lambda r, c: [(r, 1000)]),
-    "softmax_scores": ("softmax", lambda r, c: [(r, c)]),
-    "colsum": ("colsum", lambda r, c: [(r, 1000)]),
-    "total": ("total", lambda r, c: [(r, c)]),
-    "mlp": ("mlp", lambda r, c: [(r, 128), (128, 256), (256,)]),
-    "ln_vjp": ("ln_vjp", lambda r, c: [(r, 512), (512,), ()]),
-    "embedding_grad": ("embed_grad", lambda r, c: [(r,), (r, 32)]),
-}
-
-
 @pytest.mark.parametrize("name", sorted(EMULATED))
 def test_symbolic_program_matches_the_reference_in_the_emulator(name):
     """One compile, run at three shapes (one row, rows and lengths that are no multiple
     of a block), against the reference interpreter."""
-    text, pre = PROGRAMS[name]
-    fname, shapes = EMULATED[name]
-    plan, drv = compile_emulated(text, pre)
+    fname, _ = EMULATED[name]
+    plan, drv = compile_emulated(*PROGRAMS[name])
     prog = CudaProgram(plan, driver=drv, device="cpu", stream=lambda: 0, chip="sm_90")
     drv.know(prog._index_flag())
     for rows, cols in ((1, 3), (37, 300), (70, 1030)):
-        g = torch.Generator().manual_seed(rows)
-        inputs = [torch.randint(0, 100, s, generator=g) if name == "embedding_grad" and not k
-                  else torch.randn(s, generator=g)
-                  for k, s in enumerate(shapes(rows, cols))]
+        inputs = inputs_at(name, rows, cols)
         with drv.tracking(*inputs):
             got = prog.function(fname)(*inputs)
-        want = _reference(text, pre, fname, inputs)
+        want = reference(name, inputs)
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4,
                                        msg=lambda m: f"{name} at {rows}x{cols}: {m}")
