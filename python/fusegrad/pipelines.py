@@ -220,11 +220,16 @@ def nvvm_pipeline(chips: Sequence[str] = DEFAULT_CHIPS, opt_level: int = 3) -> s
 def cuda_pipeline(chips: Sequence[str] = DEFAULT_CHIPS, kernel_options: str = "") -> str:
     """`dg-lower-to-cuda` for other chips, or with dg-gpu-kernels options
     (`block-size=128 row-block=512`)."""
+    return ",".join([cuda_kernels_pipeline(kernel_options), nvvm_pipeline(chips)])
+
+
+def cuda_kernels_pipeline(kernel_options: str = "") -> str:
+    """`dg-lower-to-cuda` up to outlined kernels, before NVVM: host memref code and
+    `gpu.module`s of gpu/scf/arith/memref code (what the tests' kernel emulator runs)."""
     kernels = f"dg-gpu-kernels{{{kernel_options}}}" if kernel_options else "dg-gpu-kernels"
     # booleans stored as bytes after dg-gpu-kernels (torch.bool's layout; MLIR 22's
     # memref-to-LLVM lowering aborts on i1 loads/stores)
-    return ",".join([CUDA_LINALG, BUFFERIZE, kernels, "dg-widen-bool-memrefs", CUDA_OUTLINE,
-                     nvvm_pipeline(chips)])
+    return ",".join([CUDA_LINALG, BUFFERIZE, kernels, "dg-widen-bool-memrefs", CUDA_OUTLINE])
 
 
 # ---------------------------------------------------------------- the names
