@@ -69,6 +69,14 @@ def spans(size: Optional[int], block: int) -> list[int]:
     return [block * step ** k for k in range(levels)]
 
 
+def neutral(combiner: str, t: ir.Type) -> ir.Value:
+    """Where a partial result starts: the identity, but -0.0 for a sum (x + -0.0 is x for
+    every x, which LLVM folds; x + 0.0 is not, for x = -0.0)."""
+    if combiner == _SUM:
+        return arith.ConstantOp(t, -0.0).result
+    return identity(combiner, t)
+
+
 def wider(t: ir.Type) -> ir.Type:
     """The type the levels of a sum of `t` accumulate in: f64 for f32 (and f64), f32 for
     16-bit floats. One widening add per block costs nothing next to the block's vector
@@ -85,10 +93,14 @@ def emit(size: ir.Value, static_size: Optional[int], loop_spans: Sequence[int],
     """The loop nest summing `element(iv, carried)` for iv in [0, size) over `loop_spans`
     (`spans`), at the current insertion point, into `accs`; returns the results.
     `element` returns the new carried values at iv (a body combined into `carried`), in
-    the accumulators' types; the levels above the block accumulate in `wider` types.
+    the accumulators' types; the levels above the block accumulate in `wider` types (a
+    loop of one block adds to the accumulators in their own).
     `innermost`: the block loop is the innermost loop of its nest (it gets BLOCK_ATTR)."""
     index = ir.IndexType.get()
-    wide = [wider(a.type) for a in accs]
+    once = static_size is not None and static_size <= loop_spans[-1]  # the top loop runs once
+    # (one block adds to the accumulator once: in f64 or not, one rounding of their sum)
+    single = once and len(loop_spans) == 1
+    wide = [a.type if single else wider(a.type) for a in accs]
 
     def const(v: int) -> ir.Value:
         return arith.ConstantOp(index, v).result
@@ -107,7 +119,7 @@ def emit(size: ir.Value, static_size: Optional[int], loop_spans: Sequence[int],
         types = [a.type for a in accs] if k == 0 else wide
         step = 1 if k == 0 else loop_spans[k - 1]
         loop = scf.ForOp(start, stop, const(step),
-                         [identity(c, t) for c, t in zip(combiners, types)])
+                         [neutral(c, t) for c, t in zip(combiners, types)])
         if k:
             loop.operation.attributes[LEVEL_ATTR] = ir.UnitAttr.get()
         elif innermost:
@@ -126,7 +138,7 @@ def emit(size: ir.Value, static_size: Optional[int], loop_spans: Sequence[int],
 
     top = len(loop_spans) - 1
     inits = [convert(a, t) for a, t in zip(accs, wide)]
-    if static_size is not None and static_size <= loop_spans[-1]:  # the top loop runs once
+    if once:
         results = add(inits, level(top, const(0), size))
     else:
         loop = scf.ForOp(const(0), size, const(loop_spans[-1]), inits)

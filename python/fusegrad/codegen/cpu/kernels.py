@@ -528,10 +528,8 @@ class Nest:
         buffers (`_wide_sum`)."""
         combiners = reduction_combiners(self.lop, FLOAT_IDENTITY)
         types = [ir.MemRefType(out.type).element_type for out in self.lop.outs]
-        # -0.0 for a sum: x + -0.0 is x, which LLVM folds (x + 0.0 is not, for x = -0.0)
-        values = self._compute(self.lop, [
-            arith.ConstantOp(t, -0.0).result if c == "arith.addf" else identity(c, t)
-            for c, t in zip(combiners, types)])
+        values = self._compute(self.lop, [blocked_sums.neutral(c, t)
+                                          for c, t in zip(combiners, types)])
         for out, v, c, acc in zip(self.lop.outs, values, combiners,
                                   self._out_accesses(self.lop)):
             buf, idx = self.wide[out], self._wide_index(acc)
@@ -581,7 +579,7 @@ class Nest:
                 results = self._compute(self.lop, carried)
                 mark_reassoc(results)
                 return results
-            inner = self._reduce(position + 1, [identity(c, v.type)
+            inner = self._reduce(position + 1, [blocked_sums.neutral(c, v.type)
                                                 for c, v in zip(self.combiners, carried)])
             return [combine(c, a, b, reassoc=False)
                     for c, a, b in zip(self.combiners, carried, inner)]
