@@ -154,16 +154,17 @@ def _signatures(example_inputs: Sequence[torch.Tensor], dims: DynamicDims,
 
 @contextlib.contextmanager
 def _dynamic_on_cuda(target: str, sizes: dict[str, DynamicDim]) -> Iterator[None]:
-    """A CUDA compile of run-time sizes that fails says that it is not supported yet (the
-    CUDA target compiles static shapes)."""
+    """A CUDA compile of run-time sizes that fails (an op the CUDA kernels do not serve at
+    run-time sizes yet) says so, with what the user can do instead."""
     if target != "cuda" or not sizes:
         yield
         return
     try:
         yield
     except Exception as e:  # the compiler's reason, whatever its kind
-        raise ExportError(f"fusegrad.export: dynamic dims are not supported for "
-                          f"target='cuda' yet: {type(e).__name__}: {e}") from e
+        raise ExportError(f"fusegrad.export: this function does not compile for "
+                          f"target='cuda' with dynamic dims yet ({type(e).__name__}: {e}); "
+                          "export it for static shapes or for target='cpu'") from e
 
 
 def _parameters_json(lifted: Sequence[torch.Tensor],

@@ -209,15 +209,42 @@ def test_a_dim_squeezed_starts_at_two_or_is_an_error(tmp_path):
                         dynamic_shapes=[{0: Dim("n", min=1)}])
 
 
-def test_cuda_says_dynamic_dims_are_not_supported_yet(tmp_path, monkeypatch):
+def test_cuda_says_what_does_not_compile_at_run_time_sizes(tmp_path, monkeypatch):
     """Where the CUDA compiler cannot compile run-time sizes, export says so with its reason."""
     def unsupported(*args, **kwargs):
         raise NotImplementedError("memref.dim on the host")
     monkeypatch.setattr(cuda_compile, "compile_cuda", unsupported)
-    with pytest.raises(ExportError, match=r"dynamic dims are not supported for target='cuda' "
-                                          r"yet: NotImplementedError: memref.dim on the host"):
+    with pytest.raises(ExportError, match=r"does not compile for target='cuda' with dynamic "
+                                          r"dims yet \(NotImplementedError: memref.dim on the "
+                                          r"host\)"):
         fusegrad.export(lambda x: x.exp(), torch.randn(3, 4), path=tmp_path / "f",
                         target="cuda", dynamic_shapes=[{0: "batch"}])
+
+
+def test_cuda_artifact_of_dynamic_dims_launches_each_size(tmp_path):
+    """Exported without a GPU for a dynamic batch: one launch plan; loaded against a fake
+    driver, calls at two batch sizes launch the same kernels with grids for their sizes,
+    and outputs (and a training step's gradients) have the call's shapes."""
+    from cuda_fakes import FakeDriver
+
+    model = _mlp()
+    path = fusegrad.export(model, torch.randn(5, 8), path=tmp_path / "mlp", target="cuda",
+                           dynamic_shapes=[{0: Dim("batch", max=4096)}])
+    meta = json.loads((tmp_path / "mlp" / METADATA).read_text())
+    assert meta["target"] == "cuda" and meta["inputs"][0]["shape"] == ["s0", 8]
+    driver = FakeDriver()
+    m = load(path, device="cpu", driver=driver, stream=lambda: 0, chip="sm_90")
+    grids = {}
+    for batch in (3, 3000):
+        start = len(driver.launches)
+        with torch.no_grad():
+            assert m(torch.randn(batch, 8)).shape == (batch, 4)
+        grids[batch] = [launch["grid"] for launch in driver.launches[start:]]
+    assert len(grids[3]) == len(grids[3000]) > 0 and grids[3] != grids[3000]
+    assert sum(g[0] * g[1] * g[2] for g in grids[3000]) > sum(g[0] * g[1] * g[2]
+                                                              for g in grids[3])
+    m(torch.randn(7, 8)).sum().backward()
+    assert all(p.grad is not None and p.grad.shape == p.shape for p in m.parameters)
 
 
 def test_artifacts_without_sizes_still_load(tmp_path):
