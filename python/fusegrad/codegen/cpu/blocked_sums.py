@@ -8,11 +8,12 @@ the row, so a row of 4096 summed about 250 roundings deep (5x eager's relative e
 levels of 16 steps). Here a reduction loop that sums floats becomes a nest: the
 innermost loop runs over a block of BLOCK_BYTES (one prefetch chunk, `dg.sum_block`),
 which LLVM unrolls into vector partial sums and reduces horizontally; each loop above
-(`dg.sum_level`) adds at most LEVEL_MAX results of the one below; every loop starts from
-the identity and its result is combined once, without `reassoc`, into the loop above
-(the top one into the carried accumulator), so LLVM keeps the tree. A row of 4096 f32
-is 32 blocks in 6 x 6: the error of eager's cascade (test_numerics.py), for the same
-number of horizontal reductions the prefetch chunks already cost.
+(`dg.sum_level`) adds at most LEVEL_MAX results of the one below, in f64 for f32
+(`wider`: one add per block); every loop starts from the identity and its result is
+combined once, without `reassoc`, into the loop above (the top one into the carried
+accumulator), so LLVM keeps the tree. A row of 4096 f32 is 32 blocks in 6 x 6, within
+eager's error (test_numerics.py), for the horizontal reductions the prefetch chunks
+already cost.
 """
 from __future__ import annotations
 

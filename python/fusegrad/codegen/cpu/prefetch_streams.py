@@ -16,8 +16,8 @@ in the memref's buffer seen as one dim and clamped to the view's last element (t
 next row's start, near a row's end). The chunk loop keeps the body as it was, so
 LLVM still vectorizes it; a loop no longer than a chunk is left whole and prefetched
 before it, as is the block of a blocked sum (`blocked_sums`), whose enclosing loop is
-the one above its levels. Stores are not prefetched: prefetching the output for writing made the
-gelu kernel slower.
+the one above its levels. Stores are not prefetched: prefetching the output for
+writing made the gelu kernel slower.
 """
 from __future__ import annotations
 
