@@ -29,19 +29,18 @@ define("scan_mul_grad", ("x", "grad"), attrs={"dim": Attr.I64, "reverse": Attr.I
        summary="the cotangent of x for the cotangent grad of dg.scan(x){combiner = \"mul\"}")
 
 
-def _check_dim(op: str, x, attrs) -> int:
+def _check_direction(op: str, x, attrs) -> None:
     d = attrs["dim"]
     if not 0 <= d < x.rank:
         raise ShapeError(f"dg.{op}: dim {d} out of range for rank {x.rank}")
     if attrs["reverse"] not in (0, 1):
         raise ShapeError(f"dg.{op}: reverse must be 0 or 1, got {attrs['reverse']}")
-    return d
 
 
 @shape_rule("scan")
 def _scan_shape(ins, attrs, hint, *, op):
     (x,) = ins
-    _check_dim(op, x, attrs)
+    _check_direction(op, x, attrs)
     combiner = attrs["combiner"]
     if combiner not in COMBINERS:
         raise ShapeError(f"dg.scan: combiner must be one of {COMBINERS}, got {combiner!r}")
@@ -55,7 +54,7 @@ def _scan_shape(ins, attrs, hint, *, op):
 @shape_rule("scan_mul_grad")
 def _scan_mul_grad_shape(ins, attrs, hint, *, op):
     x, g = ins
-    _check_dim(op, x, attrs)
+    _check_direction(op, x, attrs)
     if g != x or not is_float(x.dtype):
         raise ShapeError(f"dg.scan_mul_grad: x and grad must be one floating-point type, got "
                          f"{x} and {g}")
