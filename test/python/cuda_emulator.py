@@ -10,7 +10,8 @@ of the threads taking it, and `gpu.all_reduce` reduces over each block's threads
 the kernels' indexing, bounds, grids and size parameters are checked against eager
 results; what NVVM and ptxas make of them is not (ptxas acceptance is tested apart).
 Barriers are no-ops: all threads see every store at once, so a missing barrier goes
-unnoticed here. Every load and store must fall inside a tensor the driver knows
+unnoticed here. A compare-and-swap (`llvm.cmpxchg`, the loop of a float scatter-max)
+succeeds for one thread per address at a time. Every load and store must fall inside a tensor the driver knows
 (`EmulatingDriver.tracking`: the tensors allocated meanwhile, and those passed):
 an access out of bounds raises IndexError naming the kernel.
 """
@@ -245,6 +246,27 @@ class _Launch:
             amap = ir.AffineMapAttr(op.attributes["map"]).value
             values = [_t(a) for a in args]
             out = _affine(amap.results[0], values[:amap.n_dims], values[amap.n_dims:])
+        elif name == "memref.extract_strided_metadata":
+            m = args[0]
+            base = _Memref(m.address, m.dtype, 0, [], [])
+            env.update(zip(op.results, [base, _t(m.offset), *map(_t, m.sizes),
+                                        *map(_t, m.strides)]))
+            return
+        elif name == "memref.extract_aligned_pointer_as_index":
+            out = torch.tensor(args[0].address)
+        elif name == "llvm.inttoptr":
+            out = _t(args[0])
+        elif name == "arith.bitcast":
+            out = _t(args[0]).view(_dtype(op.results[0].type))
+        elif name == "llvm.load":
+            out = self.at_addresses(_t(args[0]), _dtype(op.results[0].type), mask)[0]
+        elif name == "llvm.cmpxchg":
+            out = self.compare_and_swap(*(_t(a) for a in args), mask)
+        elif name == "llvm.extractvalue":
+            out = args[0][list(ir.DenseI64ArrayAttr(op.attributes["position"]))[0]]
+        elif name == "scf.while":
+            env.update(zip(op.results, self.while_(op, args, env, mask)))
+            return
         elif name == "memref.dim":
             out = torch.tensor(args[0].sizes[int(_t(args[1]))])
         elif name == "scf.if" or name == "scf.for":
@@ -271,6 +293,38 @@ class _Launch:
         if active.numel():
             memory = _memory(m.address, m.dtype, active, self.check)
             memory[active] = value.to(m.dtype).expand(self.lanes)[mask]
+
+    def at_addresses(self, addresses: torch.Tensor, dtype: torch.dtype,
+                     mask: torch.Tensor) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """The values at byte `addresses` (active lanes; the others 0), the memory
+        holding them and each active lane's element index in it."""
+        size = torch.empty((), dtype=dtype).element_size()
+        addresses = addresses.expand(self.lanes)[mask]
+        out = torch.zeros(self.lanes, dtype=dtype)
+        if not addresses.numel():
+            return out, None, addresses
+        base = int(addresses.min())
+        linear = (addresses - base) // size
+        memory = _memory(base, dtype, linear, self.check)
+        out[mask] = memory[linear]
+        return out, memory, linear
+
+    def compare_and_swap(self, address: torch.Tensor, expected: torch.Tensor,
+                         new: torch.Tensor, mask: torch.Tensor) -> tuple:
+        """`llvm.cmpxchg` by every active lane: of the lanes finding their expected value
+        at one address, the first stores its new one; each lane gets the value it found
+        and whether it stored."""
+        found, memory, linear = self.at_addresses(address, expected.dtype, mask)
+        stored = torch.zeros(self.lanes, dtype=torch.bool)
+        if memory is not None:
+            lanes = mask.nonzero().flatten()  # (the active lanes, as `linear` has them)
+            hits = found[lanes] == expected.expand(self.lanes)[lanes]
+            first = torch.full((int(linear.max()) + 1,), self.lanes, dtype=torch.long)
+            first.scatter_reduce_(0, linear[hits], lanes[hits], "amin")
+            won = hits & (first[linear] == lanes)
+            stored[lanes[won]] = True
+            memory[linear[won]] = new.expand(self.lanes)[lanes[won]]
+        return found, stored
 
     def atomic(self, op: ir.Operation, args: list, mask: torch.Tensor) -> None:
         value, m = _t(args[0]), args[1]
@@ -346,6 +400,31 @@ class _Launch:
         if other is None:
             return then
         return [torch.where(cond, _t(a), _t(b)) for a, b in zip(then, other)]
+
+    def while_(self, op: ir.Operation, args: list, env: dict, mask: torch.Tensor) -> list:
+        """`scf.while`: each lane loops until its `scf.condition` is false, leaving the
+        values it forwarded then."""
+        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+        carried = [_t(a).expand(self.lanes).clone() for a in args]
+        results = [c.clone() for c in carried]
+        active = mask.clone()
+        while active.any():
+            env.update(zip(before.arguments, carried))
+            for inner in before.operations:
+                inner = inner.operation
+                if inner.name == "scf.condition":
+                    cond = _t(env[inner.operands[0]]).expand(self.lanes)
+                    forwarded = [_t(env[v]) for v in list(inner.operands)[1:]]
+                    break
+                self.op(inner, env, active)
+            leaving = active & ~cond
+            results = [torch.where(leaving, f, r) for f, r in zip(forwarded, results)]
+            active = active & cond
+            if active.any():
+                env.update(zip(after.arguments, forwarded))
+                new = self.block_(after, env, active)
+                carried = [torch.where(active, _t(n), c) for n, c in zip(new, carried)]
+        return results
 
     def for_(self, op: ir.Operation, args: list, env: dict, mask: torch.Tensor) -> list:
         lb, ub, step = (_t(a) for a in args[:3])

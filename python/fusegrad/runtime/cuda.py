@@ -55,10 +55,9 @@ import json
 import logging
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
-
-from collections import OrderedDict
 
 from .abi import DTYPES, TensorSig, torch_dtype
 from .plan_sizes import PlanSizes, SizeError, is_symbolic_step, step_sizes

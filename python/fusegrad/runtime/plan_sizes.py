@@ -70,14 +70,13 @@ class PlanSizes:
         self.bind: Callable[..., tuple[int, ...]] = abi.size_binder(
             [s.shape for s in inputs], self.symbols, self._mismatch, f"@{name}")
         # every size of the steps and the outputs, as one generated function of the symbols
-        self._dims = [d for found in sizes for d in found] + \
-            [d for s in outputs for d in s.shape]
-        arguments = ", ".join(self.symbols)
-        source = f"lambda {arguments}: [{', '.join(abi.dim_code(d) for d in self._dims)}]"
-        self._evaluate = eval(compile(source, f"<fusegrad sizes of @{name}>", "eval"),
-                              {"max": max, "min": min})
-        self.sizes_of = abi.sizes_reader([s.shape for s in inputs], self.symbols,
-                                         lambda args, sizes=None: self.named(self.bind(args, sizes)))
+        dims = [d for found in sizes for d in found] + [d for s in outputs for d in s.shape]
+        source = (f"lambda {', '.join(self.symbols)}: "
+                  f"[{', '.join(abi.dim_code(d) for d in dims)}]")
+        self._evaluate = eval(compile(source, f"<fusegrad sizes of @{name}>", "eval"), {})
+        self.sizes_of = abi.sizes_reader(
+            [s.shape for s in inputs], self.symbols,
+            lambda args, sizes=None: self.named(self.bind(args, sizes)))
 
     def named(self, values: Sequence[int]) -> dict[str, int]:
         """`bind`'s values by symbol name."""

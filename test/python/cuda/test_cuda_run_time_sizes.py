@@ -139,8 +139,6 @@ def _not_emulated(case) -> str | None:
         return "integer division by zero (in the cases) is undefined on the GPU"
     if case.op == "scatter_add" and any(t.dtype == torch.bool for t in case.args):
         return "a boolean scatter-add stays a host loop (static shapes too)"
-    if case.op == "scatter_mul" or case.op in ("scatter_max", "scatter_min") and not ints:
-        return "compare-and-swap loops (llvm.cmpxchg), which the emulator does not run"
     return None
 
 

@@ -6,7 +6,7 @@ operands, `arith` on them). The kernel templates take a loop op's sizes as exten
 an int where the size is static, else the host `index` value of the size (`extents`).
 Grids are computed from them on the host, loop bounds in the kernels; the launch plan
 turns each host size into an expression of the program's symbols
-(`launch_plan._HostWalker`), which the runtime evaluates at every call's sizes. Static
+(`host_sizes.HostSizes`), which the runtime evaluates at every call's sizes. Static
 sizes stay ints throughout, so static kernels are emitted exactly as before.
 
 - `extents`: loop sizes (ints, `loops.DynSize`s) as extents, read on the host.
