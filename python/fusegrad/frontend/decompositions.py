@@ -25,10 +25,15 @@ Added (decomposed before import):
   elu, celu, softplus, mish (ours) PyTorch's, with the exponential of the branch `where`
                                   drops clamped (its 0 * inf made large inputs' gradient NaN)
 
-Corrected (PyTorch registers these decompositions as the op's Python autograd kernel,
-which runs while tracing before any table is consulted; `corrected_kernels` swaps ours
-in for the trace):
+Corrected (PyTorch registers these decompositions as the op's Python autograd or
+CompositeImplicitAutograd kernel, which runs while tracing before any table is
+consulted; `corrected_kernels` swaps ours in for the trace):
   multilabel_margin_loss_forward  PyTorch's, with the slots after a -1 masked
+  upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d (.vec, and .default:
+                                  in the table where no autograd kernel is registered)
+                                  eager's weights and order of operations
+                                  (linear_interpolation.py), so infinities spread as
+                                  in eager
 
 Kept where exact (mapped to dg.attention by `aten_ops`):
   _scaled_dot_product_flash_attention_for_cpu
@@ -77,6 +82,7 @@ except ImportError:  # torch < 2.12 (the CUDA machines' torch 2.11): static shap
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from . import custom_ops  # noqa: F401  (defines torch.ops.fusegrad.stop_gradient)
+from . import linear_interpolation
 
 aten = torch.ops.aten
 
@@ -308,25 +314,33 @@ def _multilabel_margin_loss_forward(input: torch.Tensor, target: torch.Tensor,
     return z, is_target.to(input.dtype).reshape(shape)
 
 
-_CORRECTED = {aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward}
+_KERNEL_KEYS = (torch._C.DispatchKey.Autograd, torch._C.DispatchKey.CompositeImplicitAutograd)
+_CORRECTED = {aten.multilabel_margin_loss_forward.default: _multilabel_margin_loss_forward,
+              **{op: fn for op, fn in linear_interpolation.DECOMPOSITIONS.items()
+                 if set(op.py_kernels) & set(_KERNEL_KEYS)}}
+
+
+def _kernel_keys(op: torch._ops.OpOverload) -> list[Any]:
+    """The keys of `op`'s Python kernels that tracing runs (the autograd one, or the
+    CompositeImplicitAutograd one that the upsample ops' `.vec` overloads reach first)."""
+    return [k for k in _KERNEL_KEYS if k in op.py_kernels] or [_KERNEL_KEYS[0]]
 
 
 @contextlib.contextmanager
 def corrected_kernels() -> Iterator[None]:
-    """Trace with the `_CORRECTED` decompositions as the ops' Python autograd kernels."""
-    from torch._C import DispatchKey
-    saved = {op: op.py_kernels.get(DispatchKey.Autograd) for op in _CORRECTED}
+    """Trace with the `_CORRECTED` decompositions as the ops' Python kernels."""
+    saved = {(op, key): op.py_kernels.get(key) for op in _CORRECTED for key in _kernel_keys(op)}
     try:
-        for op, fn in _CORRECTED.items():
-            op.py_kernels[DispatchKey.Autograd] = fn
+        for op, key in saved:
+            op.py_kernels[key] = _CORRECTED[op]
             op._dispatch_cache.clear()  # keyed by AutogradCPU etc., as py_impl clears it
         yield
     finally:
-        for op, fn in saved.items():
+        for (op, key), fn in saved.items():
             if fn is None:
-                op.py_kernels.pop(DispatchKey.Autograd, None)
+                op.py_kernels.pop(key, None)
             else:
-                op.py_kernels[DispatchKey.Autograd] = fn
+                op.py_kernels[key] = fn
             op._dispatch_cache.clear()
 
 
@@ -366,6 +380,7 @@ def _build() -> dict[torch._ops.OpOverload, Callable]:
     table[aten.celu.default] = _celu
     table[aten.softplus.default] = _softplus
     table[aten.mish.default] = _mish
+    table.update(linear_interpolation.DECOMPOSITIONS)
     flash = aten._scaled_dot_product_flash_attention_for_cpu.default
     table[flash] = _flash_attention_for_cpu(table[flash])
     for op in (aten.linear.default, aten.matmul.default, aten.mv.default, aten.addmm.default,

@@ -17,7 +17,7 @@ from .emit import (
     Emit, Unavailable, Unsupported, _clip, _opmath, aten, cast, decided, full_as, handles,
     reshape, slice_dim,
 )
-from .shapes import _permute, _unpermute
+from .shapes import _permute
 
 
 # ------------------------------------------------------------------ contractions
@@ -425,6 +425,18 @@ def _first_valid(geo, sizes: Sequence[int], outs: Sequence[int]) -> torch.Tensor
     return _outer(firsts, torch.add).to(torch.int64)
 
 
+def _adaptive_windows(size: int, out: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Adaptive pooling's windows [floor(i n / o), ceil((i + 1) n / o)) of a dim of `size`:
+    per output and offset into the longest window, the element read ([out, longest]; a
+    shorter window repeats its last element) and whether the window holds it."""
+    starts = [(i * size) // out for i in range(out)]
+    ends = [-(-((i + 1) * size) // out) for i in range(out)]
+    longest = max(e - a for a, e in zip(starts, ends))
+    offsets = torch.arange(longest)
+    start, end = torch.tensor(starts)[:, None], torch.tensor(ends)[:, None]
+    return torch.minimum(start + offsets, end - 1), start + offsets < end
+
+
 @handles(aten.adaptive_max_pool2d.default)
 def _adaptive_max_pool2d(em: Emit, x: ir.Value, output_size: Sequence[int]) -> list[Any]:
     """Eager's windows [floor(i n / o), ceil((i + 1) n / o)) along H and W, of unequal
@@ -441,14 +453,7 @@ def _adaptive_max_pool2d(em: Emit, x: ir.Value, output_size: Sequence[int]) -> l
     if 0 in outs or 0 in (h, w):
         raise Unsupported("adaptive_max_pool2d of or to an empty size")
     b = em.b
-
-    def positions(size: int, out: int) -> torch.Tensor:  # [out, longest window]
-        starts = [(i * size) // out for i in range(out)]
-        ends = [-(-((i + 1) * size) // out) for i in range(out)]
-        longest = max(e - a for a, e in zip(starts, ends))
-        return torch.tensor([[min(a + t, e - 1) for t in range(longest)]
-                             for a, e in zip(starts, ends)], dtype=torch.int64)
-    rows, cols = positions(h, outs[0]), positions(w, outs[1])
+    rows, cols = _adaptive_windows(h, outs[0])[0], _adaptive_windows(w, outs[1])[0]
     kh, kw = rows.shape[1], cols.shape[1]
     picked = b.index_select(xb, b.constant(rows.t().reshape(-1)), dim=2)  # [n, c, kh*oh, w]
     picked = b.index_select(picked, b.constant(cols.t().reshape(-1)), dim=3)
@@ -520,7 +525,9 @@ def _avg_divisor(geo, sizes: Sequence[int], outs: Sequence[int],
 def _adaptive_avg_pool(em: Emit, x: ir.Value, output_size: Sequence[int]) -> ir.Value:
     """Windows that divide the input: a reshape and one sum. Otherwise eager's windows
     [floor(i n / o), ceil((i + 1) n / o)) along each dim, overlapping and of unequal
-    lengths: a matmul with the constant averaging matrix of that dim."""
+    lengths: their sums dim by dim, divided by each dim's lengths in turn (eager's
+    sum / kh / kw). Each output reads only its window, so an infinity or NaN reaches the
+    outputs (and a cotangent's the inputs) whose windows hold it, as in eager."""
     spatial = len(output_size)
     name = f"adaptive_avg_pool{spatial}d"
     if not is_float(spec(x).dtype):
@@ -535,8 +542,13 @@ def _adaptive_avg_pool(em: Emit, x: ir.Value, output_size: Sequence[int]) -> ir.
         raise Unsupported(f"{name} to an empty {'x'.join(map(str, outs))} output")
     lead = list(s.shape[:-spatial])
     if any(n % o for n, o in zip(sizes, outs)):
-        for k, o in enumerate(outs):
-            x = _window_means(em, x, len(lead) + k, o)
+        windows = [_adaptive_windows(n, o) for n, o in zip(sizes, outs)]
+        for k, (positions, holds) in enumerate(windows):
+            x = _window_sums(em, x, len(lead) + k, positions, holds)
+        for k, (_, holds) in enumerate(windows):
+            lengths = em.b.constant(holds.sum(1).to(torch_dtype(spec(x).dtype)))
+            x = em.b.div(x, em.b.broadcast_in_dim(lengths, shape=spec(x).shape,
+                                                  dims=[len(lead) + k]))
         return x
     windows = [n // o for n, o in zip(sizes, outs)]
     y = reshape(em, x, lead + [d for o, k in zip(outs, windows) for d in (o, k)])
@@ -544,18 +556,17 @@ def _adaptive_avg_pool(em: Emit, x: ir.Value, output_size: Sequence[int]) -> ir.
     return em.b.div(y, full_as(em, y, float(math.prod(windows))))
 
 
-def _window_means(em: Emit, x: ir.Value, axis: int, out: int) -> ir.Value:
-    """Means of adaptive pooling's `out` windows along `axis`, as x @ A with A[j, i] =
-    1 / len(window i) for j in window i."""
+def _window_sums(em: Emit, x: ir.Value, axis: int, positions: torch.Tensor,
+                 holds: torch.Tensor) -> ir.Value:
+    """Per window of `_adaptive_windows` along `axis`, the sum of the elements it holds:
+    the elements at each offset gathered by one constant table, those a shorter window
+    does not hold selected away (a select, so not even a NaN passes), summed over the
+    offsets."""
+    b = em.b
     s = spec(x)
-    n = s.shape[axis]
-    weights = torch.zeros(n, out, dtype=torch_dtype(s.dtype))
-    for i in range(out):
-        lo, hi = (i * n) // out, -(-((i + 1) * n) // out)
-        weights[lo:hi, i] = 1.0 / (hi - lo)
-    perm = [k for k in range(s.rank) if k != axis] + [axis]
-    rows = _permute(em, x, perm)
-    moved = spec(rows).shape
-    y = em.b.matmul(reshape(em, rows, (s.numel // n, n)), em.b.constant(weights))
-    y = reshape(em, y, (*moved[:-1], out))
-    return _unpermute(em, y, perm)
+    out, longest = positions.shape
+    picked = b.index_select(x, b.constant(positions.t().reshape(-1)), dim=axis)
+    picked = reshape(em, picked, (*s.shape[:axis], longest, out, *s.shape[axis + 1:]))
+    kept = b.broadcast_in_dim(b.constant(holds.t()), shape=spec(picked).shape,
+                              dims=[axis, axis + 1])
+    return b.reduce_sum(b.select(kept, picked, b.full_like(picked, 0.0)), dims=[axis])
