@@ -89,7 +89,8 @@ PASSES: dict[str, Pass] = _table(
          "specialize each backward @f_bwd to zero cotangents for the forward outputs `outputs`"
          " (their arguments go)"),
     Pass("dg-drop-stop-gradients", ".transforms.autodiff.drop_stop_gradients:drop_stop_gradients",
-         "after differentiation dg.stop_gradient is the identity: its uses read its operand"),
+         "after differentiation dg.stop_gradient is the identity and dg.evenly_read its "
+         "value: their uses read that operand"),
     # transforms: layout and decompositions
     Pass("dg-channels-last", ".transforms.channels_last:channels_last",
          "f32/f64 dg.conv2d and its gradients -> their NHWC twins, with the ops between them "
