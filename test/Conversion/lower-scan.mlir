@@ -25,18 +25,17 @@ func.func @sum_rows(%x: tensor<3x?xf32, "s0">) -> tensor<3x?xf32, "s0"> {
 }
 
 // The running max and its index: the element wins when it is NaN, or at least as
-// large while the running one is not NaN, or before the start (index -1).
+// large as the running one (ordered: never where that is NaN); before the start the
+// running value is -inf, which every element beats or ties.
 // CHECK-LABEL: func.func @max_reverse
-// CHECK: %[[START:.*]] = arith.constant -1 : i64
-// CHECK: scf.for %[[I:.*]] = {{.*}} iter_args({{.*}}, {{.*}}, %[[V:.*]] = %{{.*}}, %[[K:.*]] = %[[START]]) -> (tensor<4x2xf32>, tensor<4x2xi64>, f32, i64)
+// CHECK: %[[LOWEST:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: scf.for %[[I:.*]] = {{.*}} iter_args({{.*}}, {{.*}}, %[[V:.*]] = %[[LOWEST]], %[[K:.*]] = %{{.*}}) -> (tensor<4x2xf32>, tensor<4x2xi64>, f32, i64)
 // CHECK: %[[POS:.*]] = arith.subi %{{.*}}, %[[I]] : index
 // CHECK: %[[X:.*]] = tensor.extract %arg0[%[[POS]], %{{.*}}]
 // CHECK: %[[AT:.*]] = arith.index_cast %[[POS]] : index to i64
-// CHECK: arith.cmpf uno, %[[V]], %[[V]]
-// CHECK: arith.cmpf uno, %[[X]], %[[X]]
-// CHECK: arith.cmpf oge, %[[X]], %[[V]]
-// CHECK: arith.cmpi slt, %[[K]]
-// CHECK: %[[TAKE:.*]] = arith.ori
+// CHECK: %[[NAN:.*]] = arith.cmpf uno, %[[X]], %[[X]]
+// CHECK: %[[GE:.*]] = arith.cmpf oge, %[[X]], %[[V]]
+// CHECK: %[[TAKE:.*]] = arith.ori %[[NAN]], %[[GE]]
 // CHECK: arith.select %[[TAKE]], %[[X]], %[[V]]
 // CHECK: arith.select %[[TAKE]], %[[AT]], %[[K]]
 // CHECK: {dg.scan = {combiner = "max", dim = 0 : i64, reverse = true}}

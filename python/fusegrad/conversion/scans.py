@@ -10,8 +10,9 @@ compute one rule:
 - logaddexp: eager's `_log_add_exp_helper`, hi + log1p(exp(lo - hi)) with NaN
   propagated and equal infinities kept, 16-bit floats in f32;
 - max, min: (value, index) pairs in eager's cummax/cummin order: the later element
-  wins when it is NaN, or at least as large (small) while the running one is not NaN;
-  a running index of -1 (before the start) always loses.
+  wins when it is NaN, or at least as large (small) as the running one (an ordered
+  comparison: never where that is NaN); before the start the running value is the
+  dtype's lowest (highest), which every element beats.
 
 The nest (`scan_nest`) runs over the other dims, outermost first, around a serial loop
 along the scanned dim that carries the running value; every loop of it carries the
@@ -45,10 +46,16 @@ def accumulator_dtype(combiner: str, dtype: str) -> str:
     return dtype
 
 
-def identity(combiner: str) -> float | int:
-    """The running value before the first element (max/min: any value, the index -1
-    marks the start)."""
-    return {"add": 0, "mul": 1, "logaddexp": -math.inf}.get(combiner, 0)
+def identity(combiner: str, element: ir.Type) -> float | int:
+    """The running value before the first element, which the first element replaces
+    (max/min: the lowest/highest value of the type, which any element beats or ties)."""
+    if combiner in ARG_COMBINERS:
+        lowest = combiner == "max"
+        if lb.is_float_type(element):
+            return -math.inf if lowest else math.inf
+        bits = ir.IntegerType(element).width
+        return -(1 << (bits - 1)) if lowest else (1 << (bits - 1)) - 1
+    return {"add": 0, "mul": 1, "logaddexp": -math.inf}[combiner]
 
 
 def constant_like(value: float | int, like: ir.Type) -> ir.Value:
@@ -79,15 +86,10 @@ def combine(combiner: str, earlier: Sequence[ir.Value], later: Sequence[ir.Value
         return [_log_add_exp(e, l)]
     larger = combiner == "max"
     if floating:
-        nan_e = arith.cmpf(arith.CmpFPredicate.UNO, e, e)
-        nan_l = arith.cmpf(arith.CmpFPredicate.UNO, l, l)
-        beats = arith.cmpf(arith.CmpFPredicate.OGE if larger else arith.CmpFPredicate.OLE, l, e)
-        beats = arith.ori(nan_l, arith.andi(arith.xori(nan_e, constant_like(1, nan_e.type)),
-                                            beats))
+        take = arith.ori(arith.cmpf(arith.CmpFPredicate.UNO, l, l), arith.cmpf(
+            arith.CmpFPredicate.OGE if larger else arith.CmpFPredicate.OLE, l, e))
     else:
-        beats = arith.cmpi(arith.CmpIPredicate.sge if larger else arith.CmpIPredicate.sle, l, e)
-    start = arith.cmpi(arith.CmpIPredicate.slt, earlier[1], constant_like(0, earlier[1].type))
-    take = arith.ori(start, beats)
+        take = arith.cmpi(arith.CmpIPredicate.sge if larger else arith.CmpIPredicate.sle, l, e)
     return [arith.select(take, l, e), arith.select(take, later[1], earlier[1])]
 
 
@@ -149,7 +151,7 @@ def scan_nest(x: ir.Value, out_dtypes: Sequence[str], dim: int, combiner: str,
         return loop
 
     def serial(tensors: list, ivs: dict) -> list:
-        carry = [lb.const(acc, identity(combiner))]
+        carry = [lb.const(acc, identity(combiner, acc))]
         if combiner in ARG_COMBINERS:
             carry.append(lb.const("i64", -1))
         loop = tagged(0, shape[dim], tensors + carry)

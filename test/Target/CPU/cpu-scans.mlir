@@ -7,7 +7,8 @@
 //   combined with the carry (the previous vector's last lane), the rest of the row a
 //   scalar loop. f32 sums run in f64 lanes, rounded when stored.
 // - A reverse scan runs the vectors from the end of the row, shifting the other way;
-//   the carry is lane 0. max/min carry (value, index) vectors.
+//   the carry is lane 0. max/min carry (value, index) vectors; within a vector the
+//   indices are i32 lane numbers, offset after its scan.
 // - Along another dim, the scanned loop goes outside the contiguous dims after it,
 //   the running values of one slice in a buffer; threads split the columns.
 // RUN: fusegrad-opt %s -p 'dg-lower-to-linalg,dg-cpu-bufferize,dg-cpu-scans,canonicalize,cse' | filecheck %s
@@ -53,7 +54,10 @@ func.func @rows(%x: tensor<4x?xf32, "s0">) -> tensor<4x?xf32, "s0"> {
 // CHECK: %[[START:.*]] = arith.subi %c92,
 // CHECK: vector.load %{{.*}}[%{{.*}}, %[[START]]]
 // CHECK: vector.shuffle %{{.*}}, %{{.*}} [1, 2, 3, 4, 5, 6, 7, 15] : vector<8xf64>, vector<8xf64>
-// CHECK: vector.shuffle %{{.*}}, %{{.*}} [1, 2, 3, 4, 5, 6, 7, 15] : vector<8xi64>, vector<8xi64>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [2, 3, 4, 5, 6, 7, 14, 15] : vector<8xi32>, vector<8xi32>
+// CHECK: %[[LANE:.*]] = arith.extsi %{{.*}} : vector<8xi32> to vector<8xi64>
+// CHECK: %[[BASE:.*]] = vector.broadcast %{{.*}} : i64 to vector<8xi64>
+// CHECK: arith.addi %[[LANE]], %[[BASE]] : vector<8xi64>
 // CHECK: vector.store %{{.*}}, %{{.*}}[%{{.*}}, %[[START]]] : memref<8x100xf64>, vector<8xf64>
 // CHECK: vector.store %{{.*}}, %{{.*}}[%{{.*}}, %[[START]]] : memref<8x100xi64>, vector<8xi64>
 // CHECK: vector.shuffle {{.*}} [0, 0, 0, 0, 0, 0, 0, 0] : vector<8xf64>

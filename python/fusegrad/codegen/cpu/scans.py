@@ -142,7 +142,7 @@ def _rows_of(sizes: Sequence[ir.Value], lo: ir.Value, hi: ir.Value,
 
 
 def _identities(n: _Nest, like: Sequence[ir.Type]) -> list[ir.Value]:
-    values = [constant_like(identity(n.combiner), like[0])]
+    values = [constant_like(identity(n.combiner, n.acc), like[0])]
     return values + ([constant_like(-1, like[1])] if n.with_index else [])
 
 
@@ -181,8 +181,12 @@ def _rows(n: _Nest, x: ir.Value, outs: list[ir.Value], lo: ir.Value, hi: ir.Valu
     acc_v, index_v = ir.VectorType.get([lanes], n.acc), ir.VectorType.get([lanes], n.i64)
     length = sizes[-1]
     whole = arith.subi(length, arith.remui(length, _index(lanes)))
-    lane_order = arith.ConstantOp(index_v, ir.DenseElementsAttr.get(
-        [ir.IntegerAttr.get(n.i64, k) for k in range(lanes)], index_v)).result
+    # indices within a vector are lane numbers, as i32 (one register where i64 took two
+    # for f32 data), offset after its scan
+    i32 = ir.IntegerType.get_signless(32)
+    lane_v = ir.VectorType.get([lanes], i32)
+    lane_order = arith.ConstantOp(lane_v, ir.DenseElementsAttr.get(
+        [ir.IntegerAttr.get(i32, k) for k in range(lanes)], lane_v)).result
 
     def row(ivs: list[ir.Value]) -> None:
         loop = scf.ForOp(_index(0), whole, _index(lanes), _identities(n, [acc_v, index_v]))
@@ -190,9 +194,10 @@ def _rows(n: _Nest, x: ir.Value, outs: list[ir.Value], lo: ir.Value, hi: ir.Valu
             j = loop.induction_variable
             start = arith.subi(arith.subi(length, _index(lanes)), j) if n.reverse else j
             where = [*ivs, start]
-            position = arith.addi(lane_order, vector.broadcast(
-                index_v, arith.index_cast(n.i64, start))) if n.with_index else None
-            values = _prefix(n, _element(n, vector.load(data_v, x, where), position), lanes)
+            values = _prefix(n, _element(n, vector.load(data_v, x, where), lane_order), lanes)
+            if n.with_index:
+                values[1] = arith.addi(arith.extsi(index_v, values[1]), vector.broadcast(
+                    index_v, arith.index_cast(n.i64, start)))
             values = combine(n.combiner, list(loop.inner_iter_args), values)
             _store(n, values, outs, where, _vector_store)
             last = 0 if n.reverse else lanes - 1
