@@ -188,8 +188,7 @@ def _matmul_lower(op, operands, *, op_name, attrs, out):
 
 def _integer_matmul(a, b, init, batched: bool):
     """An integer (batched) matmul as a linalg.generic: no BLAS or cuBLAS takes it, and as
-    a generic it is a loop nest kernel like any reduction on either target (`torch.cumsum`
-    of a mask becomes one, via a triangular matrix)."""
+    a generic it is a loop nest kernel like any reduction on either target."""
     from mlir import ir
     from mlir.dialects import arith
     from ..conversion import linalg_builders as lb
