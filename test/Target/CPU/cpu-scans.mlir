@@ -91,3 +91,28 @@ func.func @columns(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
   %0 = "dg.scan"(%x) {combiner = "add", dim = 0 : i64, reverse = 0 : i64} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   return %0 : tensor<1024x1024xf32>
 }
+
+// One result of a max scan read: canonicalize dropped the other one's stores, and the
+// kernel takes the buffer that is left (values; indices along columns).
+// CHECK-LABEL: func.func private @values_only_scan0(
+// CHECK-SAME: memref<4x100xf32>, %{{.*}}: memref<4x100xf32>)
+// CHECK: vector.store %{{.*}}, %{{.*}} : memref<4x100xf32>, vector<16xf32>
+// CHECK-NOT: memref<4x100xi64>
+// CHECK-LABEL: func.func @values_only(
+func.func @values_only(%x: tensor<4x100xf32>) -> tensor<4x100xf32> {
+  %0:2 = "dg.scan"(%x) {combiner = "max", dim = 1 : i64, reverse = 0 : i64} : (tensor<4x100xf32>) -> (tensor<4x100xf32>, tensor<4x100xi64>)
+  return %0#0 : tensor<4x100xf32>
+}
+
+// CHECK-LABEL: func.func private @indices_only_scan0(
+// CHECK-SAME: %[[X:.*]]: memref<4x100xi64>, %[[I:.*]]: memref<4x100xi64>)
+// CHECK: %[[HIGHEST:.*]] = arith.constant 9223372036854775807 : i64
+// CHECK: memref.store %[[HIGHEST]]
+// CHECK: arith.cmpi sle
+// CHECK: memref.store %{{.*}}, %[[I]]
+// CHECK-NOT: memref.store %{{.*}}, %[[X]]
+// CHECK-LABEL: func.func @indices_only(
+func.func @indices_only(%x: tensor<4x100xi64>) -> tensor<4x100xi64> {
+  %0:2 = "dg.scan"(%x) {combiner = "min", dim = 0 : i64, reverse = 1 : i64} : (tensor<4x100xi64>) -> (tensor<4x100xi64>, tensor<4x100xi64>)
+  return %0#1 : tensor<4x100xi64>
+}

@@ -67,6 +67,15 @@ def test_cumprod_gradient_is_nan_at_a_nan_and_the_others_product_at_a_zero():
     torch.testing.assert_close(x.grad[1], torch.tensor([1.0, 2.0 + 2.0 * 3.0, 0.0]))
 
 
+@pytest.mark.parametrize("result", [0, 1])
+def test_cummax_values_or_indices_alone(result):
+    """Inference reading one of cummax's results (the other one's stores are dropped)."""
+    x = _specials(8, 70, torch.float32)
+    with torch.no_grad():
+        got = compiled(lambda t: torch.cummax(t, 1)[result])(x)
+    torch.testing.assert_close(got, torch.cummax(x, 1)[result], equal_nan=True)
+
+
 @pytest.mark.parametrize("op", sorted(SCANS))
 def test_float64_gradcheck_and_gradgradcheck(op):
     x = torch.randn(3, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(2))

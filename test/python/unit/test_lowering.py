@@ -230,6 +230,10 @@ def scan_cases():
                                   reverse=reverse: b.scan(x, dim=dim, combiner=combiner,
                                                           reverse=reverse),
                                   rtol=1e-2 if x.dtype == torch.bfloat16 else 1e-5))
+    for result in (0, 1):  # one of max's results read: the other's stores are gone
+        for x, dim in ((specials, 1), (_i(33, 2, lo=-3, hi=4), 0)):
+            c.append(Case("scan", [x], lambda b, x, dim=dim, result=result:
+                          b.scan(x, dim=dim, combiner="max", reverse=0)[result]))
     zeros = _f(3, 7, dtype=torch.float64, seed=8)
     zeros[0, 2] = zeros[1, 1] = zeros[1, 5] = zeros[2, 4] = 0.0
     zeros[2, 6] = NAN

@@ -44,14 +44,15 @@ _VECTOR_DTYPES = ("f32", "f64", "i32", "i64")
 
 class _Nest:
     """A scan nest's buffers and attributes, read off the loads and stores of its
-    serial loop."""
+    serial loop. `outs` are the values' and (max/min) the indices' buffers, None for
+    a result nothing reads (canonicalize dropped its stores)."""
 
-    def __init__(self, top: ir.Operation, serial: ir.Operation, x: ir.Value,
-                 outs: list[ir.Value]) -> None:
-        self.top, self.x, self.outs = top, x, outs
+    def __init__(self, serial: ir.Operation, x: ir.Value, outs: list[Optional[ir.Value]]
+                 ) -> None:
+        self.x, self.outs = x, outs
         self.combiner, self.dim, self.reverse = read_attribute(serial)
         self.rank = ir.MemRefType(x.type).rank
-        self.data = ir.MemRefType(outs[0].type).element_type
+        self.data = ir.MemRefType(x.type).element_type
         self.acc = element_type(accumulator_dtype(self.combiner, dtype_of(self.data)))
         self.i64 = ir.IntegerType.get_signless(64)
 
@@ -59,10 +60,18 @@ class _Nest:
     def with_index(self) -> bool:
         return self.combiner in ARG_COMBINERS
 
+    def buffers(self) -> list[ir.Value]:
+        return [self.x, *(o for o in self.outs if o is not None)]
+
+    def with_buffers(self, buffers: Sequence[ir.Value]) -> list[Optional[ir.Value]]:
+        """`outs` with the buffers after x in `buffers` (a kernel's arguments) in place."""
+        rest = iter(buffers[1:])
+        return [next(rest) if o is not None else None for o in self.outs]
+
 
 def _nest(top: ir.Operation) -> Optional[_Nest]:
     """The nest under the tagged loop `top`, if its serial loop (the tagged loop with
-    results: the running values) loads one buffer and stores the results, all defined
+    results: the running values) loads one buffer and stores results, all defined
     outside it."""
     serial = top
     while not len(serial.results):
@@ -76,10 +85,24 @@ def _nest(top: ir.Operation) -> Optional[_Nest]:
     stores = [o for o in body if o.name == "memref.store"]
     if len(loads) != 1 or not 1 <= len(stores) <= 2:
         return None
-    buffers = [loads[0].operands[0]] + [s.operands[1] for s in stores]
-    if any(not _defined_outside(v, top) for v in buffers):
+    outs: list[Optional[ir.Value]] = [None, None]
+    for store in stores:
+        outs[1 if _stores_index(store) else 0] = store.operands[1]
+    if any(v is not None and not _defined_outside(v, top)
+           for v in [loads[0].operands[0], *outs]):
         return None
-    return _Nest(top, serial, buffers[0], buffers[1:])
+    return _Nest(serial, loads[0].operands[0], outs)
+
+
+def _stores_index(store: ir.Operation) -> bool:
+    """Whether `store` writes a max/min scan's index: the select of the element's
+    position (an index_cast) or the running index."""
+    value = store.operands[0]
+    if isinstance(value.owner, ir.Block) or value.owner.name != "arith.select":
+        return False
+    position = value.owner.operands[1]
+    return not isinstance(position.owner, ir.Block) and \
+        position.owner.name == "arith.index_cast"
 
 
 def _defined_outside(v: ir.Value, top: ir.Operation) -> bool:
@@ -152,11 +175,12 @@ def _element(n: _Nest, element: ir.Value, position: ir.Value) -> list[ir.Value]:
     return [convert(element, n.acc)] + ([position] if n.with_index else [])
 
 
-def _store(n: _Nest, values: list[ir.Value], outs: list[ir.Value], indices: list[ir.Value],
+def _store(values: list[ir.Value], outs: list[Optional[ir.Value]], indices: list[ir.Value],
            store: Callable) -> None:
-    store(convert(values[0], n.data), outs[0], indices)
-    if n.with_index:
-        store(values[1], outs[1], indices)
+    """The running values (and indices) at `indices` of the result buffers there are."""
+    for value, out in zip(values, outs):
+        if out is not None:
+            store(convert(value, ir.MemRefType(out.type).element_type), out, indices)
 
 
 def _scalar_store(value: ir.Value, buffer: ir.Value, indices: list[ir.Value]) -> None:
@@ -172,7 +196,8 @@ def _bits(t: ir.Type) -> int:
         {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[dtype_of(t)]
 
 
-def _rows(n: _Nest, x: ir.Value, outs: list[ir.Value], lo: ir.Value, hi: ir.Value) -> None:
+def _rows(n: _Nest, x: ir.Value, outs: list[Optional[ir.Value]], lo: ir.Value,
+          hi: ir.Value) -> None:
     """Rows [lo, hi) (row-major over the dims before the last), each in vectors, then a
     scalar loop for the rest."""
     sizes = [_size(x, d) for d in range(n.rank)]
@@ -199,7 +224,7 @@ def _rows(n: _Nest, x: ir.Value, outs: list[ir.Value], lo: ir.Value, hi: ir.Valu
                 values[1] = arith.addi(arith.extsi(index_v, values[1]), vector.broadcast(
                     index_v, arith.index_cast(n.i64, start)))
             values = combine(n.combiner, list(loop.inner_iter_args), values)
-            _store(n, values, outs, where, _vector_store)
+            _store(values, outs, where, _vector_store)
             last = 0 if n.reverse else lanes - 1
             scf.YieldOp([vector.shuffle(v, v, [last] * lanes) for v in values])
         carry = [vector.extract(v, [], [0]) for v in loop.results]
@@ -210,7 +235,7 @@ def _rows(n: _Nest, x: ir.Value, outs: list[ir.Value], lo: ir.Value, hi: ir.Valu
             pos = arith.subi(arith.subi(rest, _index(1)), t) if n.reverse else arith.addi(whole, t)
             values = combine(n.combiner, list(tail.inner_iter_args), _element(
                 n, memref.load(x, [*ivs, pos]), arith.index_cast(n.i64, pos)))
-            _store(n, values, outs, [*ivs, pos], _scalar_store)
+            _store(values, outs, [*ivs, pos], _scalar_store)
             scf.YieldOp(values)
 
     _rows_of(sizes[:-1], lo, hi, row)
@@ -233,7 +258,8 @@ def _prefix(n: _Nest, values: list[ir.Value], lanes: int) -> list[ir.Value]:
     return values
 
 
-def _slices(n: _Nest, x: ir.Value, outs: list[ir.Value], lo: ir.Value, hi: ir.Value) -> None:
+def _slices(n: _Nest, x: ir.Value, outs: list[Optional[ir.Value]], lo: ir.Value,
+            hi: ir.Value) -> None:
     """The scanned dim's loop outside the dims after it, whose running values live in
     buffers of one slice, so the innermost loop goes along contiguous memory. [lo, hi)
     are positions of the dims before the scanned one (row-major), or, where there are
@@ -243,7 +269,7 @@ def _slices(n: _Nest, x: ir.Value, outs: list[ir.Value], lo: ir.Value, hi: ir.Va
     shape = [ir.MemRefType(x.type).shape[d] for d in range(n.dim + 1, n.rank)]
     dynamic = [v for v, s in zip(inner, shape) if ir.ShapedType.is_dynamic_size(s)]
     carries = [memref.AllocOp(ir.MemRefType.get(shape, t), dynamic, []).result
-               for t in [n.acc, n.i64][:len(outs)]]
+               for t in [n.acc, n.i64][:1 + n.with_index]]
     columns = (lo, hi) if not outer else None
 
     def slices(ivs: list[ir.Value]) -> None:
@@ -263,7 +289,7 @@ def _slices(n: _Nest, x: ir.Value, outs: list[ir.Value], lo: ir.Value, hi: ir.Va
                                  _element(n, memref.load(x, where), position))
                 for v, c in zip(values, carries):
                     memref.StoreOp(v, c, jvs)
-                _store(n, values, outs, where, _scalar_store)
+                _store(values, outs, where, _scalar_store)
             _loops(inner, element, columns)
             scf.YieldOp([])
 
@@ -280,7 +306,7 @@ def _launch(n: _Nest, fn: ir.Operation, name: str, rows: bool) -> None:
     (`_rows`, `_slices`), called at the nest's place: through its `__parallel` launcher
     (libgomp's threads, dg-gomp-launchers) where it has PARALLEL_MIN_WORK elements and
     two positions to share, else directly."""
-    buffers = [n.x, *n.outs]
+    buffers = n.buffers()
     index = ir.IndexType.get()
     params = [index, index] + [b.type for b in buffers]
     with ir.InsertionPoint(fn):
@@ -289,8 +315,8 @@ def _launch(n: _Nest, fn: ir.Operation, name: str, rows: bool) -> None:
                                visibility="private")
     mark_kernel(kernel.operation, buffers, 2)
     with ir.InsertionPoint(kernel.add_entry_block()):
-        lo, hi, x, *outs = kernel.entry_block.arguments
-        (_rows if rows else _slices)(n, x, list(outs), lo, hi)
+        lo, hi, *args = kernel.entry_block.arguments
+        (_rows if rows else _slices)(n, args[0], n.with_buffers(args), lo, hi)
         func.ReturnOp([])
     sizes = [_size(n.x, d) for d in range(n.rank)]
     split = sizes[:-1] if rows else sizes[:n.dim] or sizes[n.dim + 1:n.dim + 2]
@@ -319,7 +345,7 @@ def _rewrite(fn: ir.Operation, taken: set[str]) -> int:
             continue
         rows = n.dim == n.rank - 1
         if rows and not (dtype_of(n.data) in _VECTOR_DTYPES and
-                         all(_unit_stride(v) for v in (n.x, *n.outs))):
+                         all(_unit_stride(v) for v in n.buffers())):
             continue
         k = 0
         while f"{base}_scan{k}" in taken:
