@@ -1,11 +1,11 @@
-// dg-cpu-kernels: a float sum accumulates as a tree of short loops (blocked_sums.py), so
-// its rounding error stays near eager's cascade sum: a block of 128 f32 elements (one
-// prefetch chunk, which LLVM unrolls into vector partial sums) from the identity, then
-// levels of at most 8 blocks (balanced: 32 blocks as 6 x 6) that add in f64 without
-// `reassoc`, the top into the carried accumulator once, rounded to f32 once.
-// A max needs no tree (exact in any order): it keeps its 16 lanes. A sum whose
-// accumulator stays in memory (a column sum, a mean over a middle dim) adds into an
-// f64 buffer on the stack, rounded into the output once.
+// dg-cpu-kernels: a float sum adds in blocks (blocked_sums.py), so its rounding error
+// stays near eager's cascade sum: a block of 128 f32 elements (one prefetch chunk,
+// which LLVM unrolls into vector partial sums) from -0.0, then the blocks' sums added
+// in f64 without `reassoc`, into the carried accumulator, rounded to f32 once. A row
+// of a run-time length within one block sums as a static one (the choice is made per
+// row, the same for every row). A max needs no blocks (exact in any order): it keeps
+// its 16 lanes. A sum whose accumulator stays in memory (a column sum, a mean over a
+// middle dim) adds into an f64 buffer on the stack, rounded into the output once.
 // RUN: fusegrad-opt %s -p 'dg-cpu-kernels' | filecheck %s
 // RUN: fusegrad-opt %s -p 'dg-cpu-kernels,dg-prefetch-streams' | filecheck %s --check-prefix=PREFETCH
 
@@ -16,25 +16,21 @@
 // CHECK-LABEL: func.func private @row_sums_k{{[0-9]+}}(
 // CHECK: %[[ACC:.*]] = memref.load %arg3[%[[ROW:[a-z0-9_]+]]]
 // CHECK: %[[WIDE:.*]] = arith.extf %[[ACC]] : f32 to f64
-// CHECK: %[[TOP:.*]] = scf.for %[[T:[a-z0-9_]+]] = %{{.*}} to %c4096 step %c768 iter_args(%[[CT:[a-z0-9_]+]] = %[[WIDE]]) -> (f64)
-// CHECK: %[[TEND:.*]] = arith.minsi %{{.*}}, %c4096
-// CHECK: %[[LEVEL:.*]] = scf.for %[[L:[a-z0-9_]+]] = %[[T]] to %[[TEND]] step %c128 iter_args(%[[CL:[a-z0-9_]+]] = %cst{{.*}}) -> (f64)
-// CHECK: %[[LEND:.*]] = arith.addi %[[L]], %c128
-// CHECK: %[[BLOCK:.*]] = scf.for %[[I:[a-z0-9_]+]] = %[[L]] to %[[LEND]] step %{{.*}} iter_args(%[[CB:[a-z0-9_]+]] = %cst{{.*}}) -> (f32)
+// CHECK: %[[SUM:.*]] = scf.for %[[B:[a-z0-9_]+]] = %{{.*}} to %c4096 step %c128 iter_args(%[[CARRIED:[a-z0-9_]+]] = %[[WIDE]]) -> (f64)
+// CHECK: %[[END:.*]] = arith.addi %[[B]], %c128
+// CHECK: %[[ZERO:.*]] = arith.constant -0.000000e+00 : f32
+// CHECK: %[[BLOCK:.*]] = scf.for %[[I:[a-z0-9_]+]] = %[[B]] to %[[END]] step %{{.*}} iter_args(%[[CB:[a-z0-9_]+]] = %[[ZERO]]) -> (f32)
 // CHECK: %[[X:.*]] = memref.load %arg2[%[[ROW]], %[[I]]]
 // CHECK: arith.addf %[[CB]], %[[X]] fastmath<reassoc> : f32
 // CHECK: } {dg.sum_block = 128 : i64}
 // CHECK: %[[B64:.*]] = arith.extf %[[BLOCK]] : f32 to f64
-// CHECK: arith.addf %[[CL]], %[[B64]] : f64
-// CHECK: } {dg.sum_level}
-// CHECK: arith.addf %[[CT]], %[[LEVEL]] : f64
-// CHECK: } {dg.sum_level}
-// CHECK: %[[SUM:.*]] = arith.truncf %[[TOP]] : f64 to f32
-// CHECK: memref.store %[[SUM]], %arg3[%[[ROW]]]
+// CHECK: arith.addf %[[CARRIED]], %[[B64]] : f64
+// CHECK: } {dg.sum_blocks}
+// CHECK: %[[SUM32:.*]] = arith.truncf %[[SUM]] : f64 to f32
+// CHECK: memref.store %[[SUM32]], %arg3[%[[ROW]]]
 
 // Prefetches go before each block, which is not strip-mined again.
 // PREFETCH-LABEL: func.func private @row_sums_k{{[0-9]+}}(
-// PREFETCH: step %c768
 // PREFETCH: step %c128
 // PREFETCH-COUNT-8: memref.prefetch
 // PREFETCH-NEXT: scf.for
@@ -50,18 +46,33 @@ func.func @row_sums(%x: memref<64x4096xf32>, %y: memref<64xf32>) {
   return
 }
 
-// A row of a run-time length: blocks of 128 and three levels of 8 (1024, 8192, 65536
-// elements), each bounded by the length.
+// A row of a run-time length: one block when it is no longer, else blocks bounded by
+// the length. Either branch prefetches.
 // CHECK-LABEL: func.func private @run_time_rows_k{{[0-9]+}}(
 // CHECK: %[[N:.*]] = memref.dim %arg2, %c1
-// CHECK: scf.for %{{.*}} = %{{.*}} to %[[N]] step %c65536
-// CHECK: arith.minsi %{{.*}}, %[[N]]
-// CHECK: step %c8192
-// CHECK: step %c1024
-// CHECK: step %c128
+// CHECK: %[[ACC:.*]] = memref.load %arg3
+// CHECK: %[[ONE:.*]] = arith.cmpi ule, %[[N]], %c128
+// CHECK: scf.if %[[ONE]] -> (f32)
+// CHECK: %[[BLOCK:.*]] = scf.for %{{.*}} = %{{.*}} to %[[N]] step
+// CHECK: fastmath<reassoc> : f32
+// CHECK: } {dg.sum_block = 128 : i64}
+// CHECK: arith.addf %[[ACC]], %[[BLOCK]] : f32
+// CHECK: } else {
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[N]] step %c128
 // CHECK: arith.minsi %{{.*}}, %[[N]]
 // CHECK: fastmath<reassoc> : f32
 // CHECK: } {dg.sum_block = 128 : i64}
+// CHECK: arith.addf %{{.*}} : f64
+// CHECK: } {dg.sum_blocks}
+// CHECK: arith.truncf
+// CHECK: } {dg.sum_blocks}
+// PREFETCH-LABEL: func.func private @run_time_rows_k{{[0-9]+}}(
+// PREFETCH: scf.if
+// PREFETCH: memref.prefetch
+// PREFETCH: } {dg.sum_block = 128 : i64}
+// PREFETCH: } else {
+// PREFETCH: memref.prefetch
+// PREFETCH: } {dg.sum_block = 128 : i64}
 func.func @run_time_rows(%x: memref<8x?xf32>, %y: memref<8xf32>) {
   linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
       ins(%x : memref<8x?xf32>) outs(%y : memref<8xf32>) {

@@ -3,7 +3,7 @@
 // rounding error of a full f32 sum grows with the loop lengths, not their
 // product (a sequential sum of 8M elements was off by 7e-4 relative). The outer
 // loop is a blocked sum too (blocked_sums.py): the inner sums of 8 rows from -0.0
-// (the identity LLVM folds), those groups added in f64 into the accumulator; a row
+// (the identity LLVM folds), those blocks added in f64 into the accumulator; a row
 // of one block adds to its start in f32 (in f64 or not, one rounding).
 // RUN: fusegrad-opt %s -p 'dg-cpu-kernels' | filecheck %s
 
@@ -20,7 +20,7 @@
 // CHECK: arith.addf %[[ROWS]], %[[ROW1]] : f32
 // CHECK: %[[GROUP64:.*]] = arith.extf %[[GROUP]] : f32 to f64
 // CHECK: arith.addf %[[OUTER]], %[[GROUP64]] : f64
-// CHECK: } {dg.sum_level}
+// CHECK: } {dg.sum_blocks}
 // CHECK: %[[SUM:.*]] = arith.truncf %[[TOTAL]] : f64 to f32
 // CHECK: memref.store %[[SUM]], %arg1[]
 func.func @total(%x: memref<64x32xf32>, %y: memref<f32>) {

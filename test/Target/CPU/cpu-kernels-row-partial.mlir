@@ -23,7 +23,7 @@
 // CHECK: %[[LO:.*]] = arith.muli %[[B]], %c64
 // CHECK: scf.for %[[R:[a-z0-9_]+]] = %[[LO]] to
 // CHECK: scf.for {{.*}} iter_args
-// CHECK: } {dg.sum_level}
+// CHECK: } {dg.sum_blocks}
 // CHECK: scf.for %[[K:[a-z0-9_]+]] =
 // CHECK: memref.store {{.*}}, %arg{{[0-9]+}}[%[[R]], %[[K]]] : memref<8192x1024xf32>
 // CHECK: %[[ACC:.*]] = memref.load %[[P]][%[[B]], %[[K]]]
@@ -109,7 +109,7 @@ func.func @transposed_read(%x: memref<256x256xf32>, %t: memref<256x256xf32>, %dw
 // CHECK: %[[ACC:.*]] = memref.load %[[P]][%[[B]]]
 // CHECK: %[[WIDE:.*]] = arith.extf %[[ACC]] : f32 to f64
 // CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[WIDE]]) -> (f64)
-// CHECK: } {dg.sum_level}
+// CHECK: } {dg.sum_blocks}
 // CHECK: %[[SUM32:.*]] = arith.truncf %[[SUM]] : f64 to f32
 // CHECK: memref.store %[[SUM32]], %[[P]][%[[B]]]
 // CHECK-LABEL: func.func @loss(

@@ -1,23 +1,22 @@
-"""Float sums as a tree of short loops, so their rounding error stays near eager's.
+"""Float sums in blocks added in f64, so their rounding error stays near eager's.
 
 A float sum carried through one loop rounds at every step, and its error grows with the
 loop's length: LLVM's vectorized loop keeps 64 f32 partial sums (16 lanes, 4 vectors),
 but with prefetch chunks each chunk's partials were reduced into one scalar carried over
 the row, so a row of 4096 summed about 250 roundings deep (5x eager's relative error,
-20x for a million elements). Eager PyTorch sums in a cascade (ATen's `cascade_sum`:
-levels of 16 steps). Here a reduction loop that sums floats becomes a nest: the
-innermost loop runs over a block of BLOCK_BYTES (one prefetch chunk, `dg.sum_block`),
-which LLVM unrolls into vector partial sums and reduces horizontally; each loop above
-(`dg.sum_level`) adds at most LEVEL_MAX results of the one below, in f64 for f32
-(`wider`: one add per block); every loop starts from the identity and its result is
-combined once, without `reassoc`, into the loop above (the top one into the carried
-accumulator), so LLVM keeps the tree. A row of 4096 f32 is 32 blocks in 6 x 6, within
-eager's error (test_numerics.py), for the horizontal reductions the prefetch chunks
-already cost.
+20x for a million elements). Eager PyTorch sums in a cascade (ATen's `cascade_sum`).
+Here a reduction loop that sums floats becomes two: the inner one over a block of
+BLOCK_BYTES (one prefetch chunk, `dg.sum_block`) from the identity, which LLVM unrolls
+into vector partial sums and reduces horizontally, and the outer one over the blocks
+(`dg.sum_blocks`), adding each block's sum once, without `reassoc` (LLVM keeps the
+order), into accumulators of a `wider` type: f64 for f32. f64 rounds 2^29 times finer, so
+its sequential sum of a million blocks still errs far below one f32 rounding: the
+output's own rounding is most of the error (test_numerics.py), as in eager's
+double-accumulated var. The horizontal reductions are those the prefetch chunks already
+cost; one f64 add per block is next to nothing.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional, Sequence
 
 from mlir import ir
@@ -25,17 +24,15 @@ from mlir.dialects import arith, scf
 
 from ..common.loops import combine, identity
 
-# elements of the innermost block: one prefetch chunk (dg-prefetch-streams' CHUNK_BYTES)
+# elements of a block: one prefetch chunk (dg-prefetch-streams' CHUNK_BYTES)
 BLOCK_BYTES = 512
-# results of the loop below that one loop adds at most
-LEVEL_MAX = 8
-# levels above the block for a loop whose length only the run time knows: up to
-# LEVEL_MAX^3 blocks (256K f32) per step of the top loop
-RUN_TIME_LEVELS = 3
-# attributes on the loops of a nest: the innermost block loop (its span in elements, which
-# dg-prefetch-streams prefetches before it instead of strip-mining it) and those above it
+# inner sums (an outer reduction loop's elements) a block of an outer loop adds in f32
+OUTER_BLOCK = 8
+# attributes: on the block loop innermost in its nest (its span in elements, which
+# dg-prefetch-streams prefetches before it instead of strip-mining it), and on the ops
+# around it (the loop over the blocks; for a run-time length, the choice of one block)
 BLOCK_ATTR = "dg.sum_block"
-LEVEL_ATTR = "dg.sum_level"
+BLOCKS_ATTR = "dg.sum_blocks"
 
 _SUM = "arith.addf"
 _LANED = ("arith.maximumf", "arith.minimumf")  # Nest's max/min lanes take those
@@ -55,21 +52,6 @@ def block_elements(types: Sequence[ir.Type]) -> int:
     return max(1, BLOCK_BYTES * 8 // width)
 
 
-def spans(size: Optional[int], block: int) -> list[int]:
-    """Elements each loop of the nest covers, innermost first: the block (or the whole
-    loop, when shorter), then per level at most LEVEL_MAX times the one below, balanced
-    (32 blocks: 6 x 6, not 8 x 4); the top loop steps over the whole length by the last
-    span. `size`: the loop's length, or None when only the run time knows it."""
-    if size is None:
-        return [block * LEVEL_MAX ** k for k in range(RUN_TIME_LEVELS + 1)]
-    if size <= block:
-        return [size]
-    blocks = -(-size // block)
-    levels = math.ceil(math.log(blocks, LEVEL_MAX) - 1e-9)  # loops above the block
-    step = math.ceil(blocks ** (1 / levels) - 1e-9)
-    return [block * step ** k for k in range(levels)]
-
-
 def neutral(combiner: str, t: ir.Type) -> ir.Value:
     """Where a partial result starts: the identity, but -0.0 for a sum (x + -0.0 is x for
     every x, which LLVM folds; x + 0.0 is not, for x = -0.0)."""
@@ -79,76 +61,66 @@ def neutral(combiner: str, t: ir.Type) -> ir.Value:
 
 
 def wider(t: ir.Type) -> ir.Type:
-    """The type the levels of a sum of `t` accumulate in: f64 for f32 (and f64), f32 for
-    16-bit floats. One widening add per block costs nothing next to the block's vector
-    adds, and leaves the output's own rounding as the sum's main error, as in eager's
-    double-accumulated CPU var and std."""
+    """The type a sum of `t` adds its blocks' sums in: f64 for f32 (and f64), f32 for
+    16-bit floats."""
     if isinstance(t, (ir.F16Type, ir.BF16Type)):
         return ir.F32Type.get()
     return ir.F64Type.get() if isinstance(t, ir.FloatType) else t
 
 
-def emit(size: ir.Value, static_size: Optional[int], loop_spans: Sequence[int],
+def emit(size: ir.Value, static_size: Optional[int], block: int,
          accs: Sequence[ir.Value], combiners: Sequence[str],
          element: Callable[[ir.Value, list], list], innermost: bool) -> list:
-    """The loop nest summing `element(iv, carried)` for iv in [0, size) over `loop_spans`
-    (`spans`), at the current insertion point, into `accs`; returns the results.
+    """The loops summing `element(iv, carried)` for iv in [0, size), at the current
+    insertion point, into `accs`, in blocks of `block` iterations; returns the results.
     `element` returns the new carried values at iv (a body combined into `carried`), in
-    the accumulators' types; the levels above the block accumulate in `wider` types (a
-    loop of one block adds to the accumulators in their own).
+    the accumulators' types; the blocks' sums add in `wider` types (a loop of one block
+    adds to the accumulators in their own: in f64 or not, one rounding of their sum).
     `innermost`: the block loop is the innermost loop of its nest (it gets BLOCK_ATTR)."""
     index = ir.IndexType.get()
-    once = static_size is not None and static_size <= loop_spans[-1]  # the top loop runs once
-    # (one block adds to the accumulator once: in f64 or not, one rounding of their sum)
-    single = once and len(loop_spans) == 1
-    wide = [a.type if single else wider(a.type) for a in accs]
 
     def const(v: int) -> ir.Value:
         return arith.ConstantOp(index, v).result
 
-    def end(start: ir.Value, span: int) -> ir.Value:
-        stop = arith.addi(start, const(span))
-        exact = static_size is not None and static_size % span == 0
-        return stop if exact else arith.minsi(stop, size)
+    def add(carried: Sequence[ir.Value], sums: Sequence[ir.Value]) -> list:
+        return [combine(c, a, convert(b, a.type), reassoc=False)
+                for c, a, b in zip(combiners, carried, sums)]
 
-    def add(carried: Sequence[ir.Value], inner: Sequence[ir.Value]) -> list:
-        return [combine(c, a, b, reassoc=False) for c, a, b in zip(combiners, carried, inner)]
-
-    def level(k: int, start: ir.Value, stop: ir.Value) -> list:
-        """The sum over [start, stop) by loop k of the nest (0: the block's elements), in
-        the wide types."""
-        types = [a.type for a in accs] if k == 0 else wide
-        step = 1 if k == 0 else loop_spans[k - 1]
-        loop = scf.ForOp(start, stop, const(step),
-                         [neutral(c, t) for c, t in zip(combiners, types)])
-        if k:
-            loop.operation.attributes[LEVEL_ATTR] = ir.UnitAttr.get()
-        elif innermost:
+    def block_sum(start: ir.Value, stop: ir.Value) -> list:
+        loop = scf.ForOp(start, stop, const(1),
+                         [neutral(c, a.type) for c, a in zip(combiners, accs)])
+        if innermost:  # its span: a block, or a shorter static length
+            span = block if static_size is None else min(block, static_size)
             loop.operation.attributes[BLOCK_ATTR] = ir.IntegerAttr.get(
-                ir.IntegerType.get_signless(64), loop_spans[0])
+                ir.IntegerType.get_signless(64), span)
         with ir.InsertionPoint(loop.body):
-            carried = list(loop.inner_iter_args)
-            if k == 0:
-                scf.YieldOp(element(loop.induction_variable, carried))
-            else:
-                iv = loop.induction_variable
-                scf.YieldOp(add(carried, level(k - 1, iv, end(iv, loop_spans[k - 1]))))
-        if k:
-            return list(loop.results)
-        return [convert(v, t) for v, t in zip(loop.results, wide)]
+            scf.YieldOp(element(loop.induction_variable, list(loop.inner_iter_args)))
+        return list(loop.results)
 
-    top = len(loop_spans) - 1
-    inits = [convert(a, t) for a, t in zip(accs, wide)]
-    if once:
-        results = add(inits, level(top, const(0), size))
-    else:
-        loop = scf.ForOp(const(0), size, const(loop_spans[-1]), inits)
-        loop.operation.attributes[LEVEL_ATTR] = ir.UnitAttr.get()
-        with ir.InsertionPoint(loop.body):
-            iv = loop.induction_variable
-            scf.YieldOp(add(list(loop.inner_iter_args), level(top, iv, end(iv, loop_spans[-1]))))
-        results = list(loop.results)
-    return [convert(v, a.type) for v, a in zip(results, accs)]
+    def in_blocks() -> list:
+        wide = [convert(a, wider(a.type)) for a in accs]
+        blocks = scf.ForOp(const(0), size, const(block), wide)
+        blocks.operation.attributes[BLOCKS_ATTR] = ir.UnitAttr.get()
+        with ir.InsertionPoint(blocks.body):
+            iv = blocks.induction_variable
+            stop = arith.addi(iv, const(block))
+            if static_size is None or static_size % block:
+                stop = arith.minsi(stop, size)
+            scf.YieldOp(add(list(blocks.inner_iter_args), block_sum(iv, stop)))
+        return [convert(v, a.type) for v, a in zip(blocks.results, accs)]
+
+    if static_size is not None:
+        return add(accs, block_sum(const(0), size)) if static_size <= block else in_blocks()
+    # a run-time length within one block sums as a static one: the loop over the blocks
+    # and its conversions cost a row of 32 (a layer norm's) 1.6x its time
+    short = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ule, size, const(block)),
+                     [a.type for a in accs], has_else=True)
+    short.operation.attributes[BLOCKS_ATTR] = ir.UnitAttr.get()
+    with ir.InsertionPoint(short.then_block):
+        scf.YieldOp(add(accs, block_sum(const(0), size)))
+    with ir.InsertionPoint(short.else_block):
+        scf.YieldOp(in_blocks())
+    return list(short.results)
 
 
 def convert(v: ir.Value, t: ir.Type) -> ir.Value:

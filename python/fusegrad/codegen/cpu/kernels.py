@@ -6,9 +6,9 @@ level, where every loop nest and buffer is visible:
 1. **Reductions in registers.** Trailing reduction loops carry their
    accumulators as `iter_args` (loaded once, stored once) with the combiner
    marked `fastmath<reassoc>`, so LLVM's loop vectorizer makes vector partial
-   sums with one horizontal reduction per block; float sums are a tree of such
-   blocks (`blocked_sums`), or add into an f64 buffer where the accumulator stays
-   in memory (`Nest._wide_sum`). (Upstream `convert-linalg-to-loops` loads and
+   sums with one horizontal reduction per block; float sums add such blocks in
+   f64 (`blocked_sums`), or add into an f64 buffer where the accumulator stays in
+   memory (`Nest._wide_sum`). (Upstream `convert-linalg-to-loops` loads and
    stores the accumulator every iteration; LLVM cannot keep it in a register
    because it may alias the input.)
 2. **Row fusion.** Consecutive linalg ops (generics and fills) whose outer loop
@@ -562,8 +562,8 @@ class Nest:
 
     def _reduce_blocked(self, position: int, accs: list) -> list:
         """The reduction loop at `position` as a blocked sum (`blocked_sums`): the
-        innermost over blocks LLVM vectorizes, an outer one (its elements being the inner
-        loops' sums) over blocks of LEVEL_MAX."""
+        innermost in blocks LLVM vectorizes, an outer one (its elements being the inner
+        loops' sums) in blocks of OUTER_BLOCK."""
         dim = self._dim(position)
         size = self.lop.sizes[dim]
         innermost = position == len(self.order) - 1
@@ -571,7 +571,7 @@ class Nest:
             block = blocked_sums.block_elements(
                 [ir.MemRefType(v.type).element_type for v in (*self.lop.ins, *self.lop.outs)])
         else:
-            block = blocked_sums.LEVEL_MAX
+            block = blocked_sums.OUTER_BLOCK
 
         def element(iv: ir.Value, carried: list) -> list:
             self.ivs[dim] = iv
@@ -583,9 +583,8 @@ class Nest:
                                                 for c, v in zip(self.combiners, carried)])
             return [combine(c, a, b, reassoc=False)
                     for c, a, b in zip(self.combiners, carried, inner)]
-        static = None if is_dynamic(size) else size
-        return blocked_sums.emit(self.env.size(size), static, blocked_sums.spans(static, block),
-                                 accs, self.combiners, element, innermost)
+        return blocked_sums.emit(self.env.size(size), None if is_dynamic(size) else size,
+                                 block, accs, self.combiners, element, innermost)
 
     def _lanes(self, position: int) -> int:
         """Accumulator lanes for the innermost reduction loop at `position`, or 0. LLVM

@@ -16,7 +16,7 @@ in the memref's buffer seen as one dim and clamped to the view's last element (t
 next row's start, near a row's end). The chunk loop keeps the body as it was, so
 LLVM still vectorizes it; a loop no longer than a chunk is left whole and prefetched
 before it, as is the block of a blocked sum (`blocked_sums`), whose enclosing loop is
-the one above its levels. Stores are not prefetched: prefetching the output for
+the one above its loop over the blocks. Stores are not prefetched: prefetching the output for
 writing made the gelu kernel slower.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .blocked_sums import BLOCK_ATTR, LEVEL_ATTR
+from .blocked_sums import BLOCK_ATTR, BLOCKS_ATTR
 
 
 CACHE_LINE = 64
@@ -67,13 +67,16 @@ def _defined_in(v: ir.Value, op: ir.Operation) -> bool:
     return False
 
 
-def _enclosing(loop: ir.Operation) -> Optional[ir.Operation]:
+def _enclosing(loop: ir.Operation) -> tuple[Optional[ir.Operation], Optional[int]]:
     """The loop around `loop` that moves its streams (a row kernel's rows): its parent,
-    above the loops of a blocked sum (`blocked_sums.LEVEL_ATTR`)."""
-    parent = loop.parent
-    while parent is not None and parent.name == "scf.for" and LEVEL_ATTR in parent.attributes:
-        parent = parent.parent
-    return parent
+    or the op above a blocked sum's ops around its block (`blocked_sums.BLOCKS_ATTR`);
+    and which branch of such an `scf.if` (one block or more) holds `loop`, if any."""
+    child, parent, branch = loop, loop.parent, None
+    while parent is not None and BLOCKS_ATTR in parent.attributes:
+        if parent.name == "scf.if":
+            branch = 0 if child.block == parent.regions[0].blocks[0] else 1
+        child, parent = parent, parent.parent
+    return parent, branch
 
 
 def _streams(loop: ir.Operation) -> list[tuple[ir.Value, list[ir.Value]]]:
@@ -81,7 +84,7 @@ def _streams(loop: ir.Operation) -> list[tuple[ir.Value, list[ir.Value]]]:
     last dim, indexed there by the loop's induction variable (plus a constant), the other
     indices invariant in `loop` and some moving with the enclosing loop. One entry per
     distinct (memref, leading indices)."""
-    parent = _enclosing(loop)
+    parent, _ = _enclosing(loop)
     if parent is None or parent.name != "scf.for":
         return []
     iv = loop.regions[0].blocks[0].arguments[0]
@@ -246,16 +249,18 @@ def _strip_mine(loop: ir.Operation, chunk: int) -> ir.Operation:
 
 def _prefetch_loop(loop: ir.Operation, done: set) -> bool:
     """Prefetch `loop`'s streams that no earlier loop in the same enclosing loop did (a
-    row kernel's later loops over the row find it in cache); `done` holds those."""
-    parent = _enclosing(loop)
+    row kernel's later loops over the row find it in cache), the two branches of a
+    blocked sum's choice being alternatives, not earlier; `done` holds those."""
+    parent, branch = _enclosing(loop)
     streams = [(b, lead) for b, lead in _streams(loop)
-               if (parent, b, tuple(lead)) not in done and 0 not in ir.MemRefType(b.type).shape]
+               if (parent, branch, b, tuple(lead)) not in done
+               and 0 not in ir.MemRefType(b.type).shape]
     step = _constant(loop.operands[2])
     if not streams or step is None or step < 1:
         return False
     elt = max(_element_bytes(ir.MemRefType(b.type)) for b, _ in streams)
     chunk = max(1, CHUNK_BYTES // elt // step) * step
-    done.update((parent, b, tuple(lead)) for b, lead in streams)
+    done.update((parent, key, b, tuple(lead)) for b, lead in streams for key in (branch, None))
     lo, hi = _constant(loop.operands[0]), _constant(loop.operands[1])
     short = lo is not None and hi is not None and hi - lo <= chunk
     if short and hi <= lo:
