@@ -1,7 +1,8 @@
 // dg-cpu-kernels: a float sum adds in blocks (blocked_sums.py), so its rounding error
 // stays near eager's cascade sum: a block of 128 f32 elements (one prefetch chunk,
-// which LLVM unrolls into vector partial sums) from -0.0, then the blocks' sums added
-// in f64 without `reassoc`, into the carried accumulator, rounded to f32 once. A row
+// which LLVM unrolls into vector partial sums; 1024 over a row in L1) from -0.0, then
+// the blocks' sums added in f64 without `reassoc`, into the carried accumulator,
+// rounded to f32 once. A row
 // of a run-time length within one block sums as a static one (the choice is made per
 // row, the same for every row). A max needs no blocks (exact in any order): it keeps
 // its 16 lanes. A sum whose accumulator stays in memory (a column sum, a mean over a
@@ -42,6 +43,33 @@ func.func @row_sums(%x: memref<64x4096xf32>, %y: memref<64xf32>) {
   ^bb0(%in: f32, %acc: f32):
     %0 = arith.addf %acc, %in : f32
     linalg.yield %0 : f32
+  }
+  return
+}
+
+// A second pass over the row (a variance's squared deviations after its mean) finds it
+// in L1, unprefetched: blocks of 4 KiB, fewer horizontal reductions.
+// CHECK-LABEL: func.func private @two_passes_k{{[0-9]+}}(
+// CHECK: scf.for {{.*}} to %c4096{{.*}} step %c128
+// CHECK: } {dg.sum_block = 128 : i64}
+// CHECK: } {dg.sum_blocks}
+// CHECK: scf.for {{.*}} to %c4096{{.*}} step %c1024
+// CHECK: } {dg.sum_block = 1024 : i64}
+// CHECK: } {dg.sum_blocks}
+func.func @two_passes(%x: memref<64x4096xf32>, %s: memref<64xf32>, %q: memref<64xf32>) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<64x4096xf32>) outs(%s : memref<64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %0 = arith.addf %acc, %in : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %s : memref<64x4096xf32>, memref<64xf32>) outs(%q : memref<64xf32>) {
+  ^bb0(%in: f32, %m: f32, %acc: f32):
+    %0 = arith.subf %in, %m : f32
+    %1 = arith.mulf %0, %0 : f32
+    %2 = arith.addf %acc, %1 : f32
+    linalg.yield %2 : f32
   }
   return
 }

@@ -99,19 +99,19 @@ func.func @transposed_read(%x: memref<256x256xf32>, %t: memref<256x256xf32>, %dw
 }
 
 // A reduction over everything (a loss summed over all elements) joins the row
-// kernel too: each row's sum (a blocked sum, blocked_sums.py) stays in registers and
-// is added to its block's partial once; the caller adds the 128 partials to the scalar.
+// kernel too: each row's sum (blocked_sums.py: here one block, the row in L1 after the
+// row loop read it) stays in registers and is added to its block's partial once; the
+// caller adds the 128 partials to the scalar.
 // CHECK-LABEL: func.func private @loss_k{{[0-9]+}}(
 // CHECK-SAME: %[[P:[a-z0-9_]+]]: memref<128xf32>
 // CHECK: scf.for %[[B:[a-z0-9_]+]] = %arg0 to %arg1
 // CHECK: memref.store %{{.*}}, %[[P]][%[[B]]]
 // CHECK: scf.for %[[R:[a-z0-9_]+]] =
 // CHECK: %[[ACC:.*]] = memref.load %[[P]][%[[B]]]
-// CHECK: %[[WIDE:.*]] = arith.extf %[[ACC]] : f32 to f64
-// CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[WIDE]]) -> (f64)
-// CHECK: } {dg.sum_blocks}
-// CHECK: %[[SUM32:.*]] = arith.truncf %[[SUM]] : f64 to f32
-// CHECK: memref.store %[[SUM32]], %[[P]][%[[B]]]
+// CHECK: %[[SUM:.*]] = scf.for {{.*}} -> (f32)
+// CHECK: } {dg.sum_block = 1024 : i64}
+// CHECK: %[[TOTAL:.*]] = arith.addf %[[ACC]], %[[SUM]] : f32
+// CHECK: memref.store %[[TOTAL]], %[[P]][%[[B]]]
 // CHECK-LABEL: func.func @loss(
 // CHECK: memref.alloc() : memref<128xf32>
 // CHECK: call @loss_k{{[0-9]+}}__parallel(%c128,

@@ -227,6 +227,8 @@ class Env:
         self.block = block
         # a kernel's run-time sizes, read once at its start: DynSize key -> index value
         self.sizes = sizes
+        # buffers whose current row an earlier nest of the row kernel touched (in L1)
+        self.in_cache: set = set()
 
     def value(self, v: ir.Value) -> ir.Value:
         return self.mapping.get(v, v)
@@ -295,6 +297,9 @@ class Nest:
         if self.start:
             self.ivs[0] = self.env.row
         self._nest(self.start)
+        if self.start:
+            self.env.in_cache.update(b for m in (self.lop, *self.companions)
+                                     for b, _, _ in m.buffers())
 
     def _wide_position(self) -> Optional[int]:
         """The position of the first reduction loop of a float sum whose accumulator
@@ -568,8 +573,14 @@ class Nest:
         size = self.lop.sizes[dim]
         innermost = position == len(self.order) - 1
         if innermost:
+            # rows an earlier nest of the row kernel read stay in L1 and get no prefetch
+            # chunks: longer blocks, fewer horizontal reductions
+            cached = bool(self.start) and all(
+                buf in self.env.in_cache for buf, acc in zip(self.lop.ins, self.lop.accesses)
+                if dim in acc)
             block = blocked_sums.block_elements(
-                [ir.MemRefType(v.type).element_type for v in (*self.lop.ins, *self.lop.outs)])
+                [ir.MemRefType(v.type).element_type for v in (*self.lop.ins, *self.lop.outs)],
+                cached)
         else:
             block = blocked_sums.OUTER_BLOCK
 
