@@ -32,6 +32,11 @@ def compile_plan(text: str, pre: str, cubin: bool) -> LaunchPlan:
         return compile_cuda(module, cubin=cubin)
 
 
+def launches(plan: LaunchPlan) -> list[dict]:
+    """The plan's kernel launch steps, over all its functions."""
+    return [s for f in plan.functions.values() for s in f.steps if s["op"] == "launch"]
+
+
 def check_images(plan: LaunchPlan) -> None:
     """Every module has PTX for sm_80 and sm_90 defining its kernels, and a cubin each."""
     assert plan.modules

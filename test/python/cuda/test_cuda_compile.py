@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cuda_fakes import FakeDriver
-from cuda_plans import PTXAS, check_images, compile_plan, needs_ptxas
+from cuda_plans import PTXAS, check_images, compile_plan, launches, needs_ptxas
 from fusegrad.codegen.cuda.launch_plan import format_plan
 from fusegrad.runtime.cuda import CudaProgram, LaunchPlan
 
@@ -77,8 +77,8 @@ def test_program_kernels_assemble(name):
     text, pre = PROGRAMS[name]
     plan = compile_plan(text, pre, cubin=True)
     check_images(plan)
-    launches = [s for f in plan.functions.values() for s in f.steps if s["op"] == "launch"]
-    assert launches and all(s["block"][0] <= 1024 for s in launches)
+    steps = launches(plan)
+    assert steps and all(s["block"][0] <= 1024 for s in steps)
 
 
 def test_softmax_is_one_row_kernel_without_spills():

@@ -7,27 +7,17 @@ kept per binding of the sizes. (Whole models' symbolic training graphs:
 e2e/test_cuda_model_graphs.py; against eager on a GPU: test_cuda_gpu.py.)"""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 from mlir import ir
-from mlir.dialects import func
 
 from cuda_fakes import FakeDriver, FakeGraph, fake_capture
-from cuda_plans import check_images, compile_emulated, compile_plan, needs_ptxas
+from cuda_plans import check_images, compile_emulated, compile_plan, launches, needs_ptxas
 from run_time_size_programs import EMULATED, PROGRAMS, inputs_at, reference
 from fusegrad.context import make_context
-from fusegrad.dialects import ShapeError
-from fusegrad.dialects.builder import Builder
-from fusegrad.dialects.interpreter import run_function
 from fusegrad.runtime.cuda import CudaProgram, LaunchPlan, PlanError
 from fusegrad.runtime.cuda_graphs import MAX_GRAPHS
-from unit.test_lowering import FAMILIES, _assert_same, _resized, _symbolic_types
-
-def _launches(plan: LaunchPlan) -> list[dict]:
-    return [s for f in plan.functions.values() for s in f.steps if s["op"] == "launch"]
-
+from unit.test_lowering import FAMILIES, assert_runs_match, symbolic_cases
 
 @needs_ptxas
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -36,10 +26,10 @@ def test_symbolic_program_kernels_assemble(name):
     plan = compile_plan(text, pre, cubin=True)
     check_images(plan)
     assert all(f.symbolic for f in plan.functions.values())
-    launches = _launches(plan)
+    steps = launches(plan)
     # sizes reach the kernels as arguments, or their grids
-    assert any(isinstance(g, str) for s in launches for g in s["grid"]) or \
-        any("size" in a for s in launches for a in s["args"])
+    assert any(isinstance(g, str) for s in steps for g in s["grid"]) or \
+        any("size" in a for s in steps for a in s["args"])
 
 
 def test_one_plan_launches_every_shape():
@@ -147,48 +137,19 @@ def test_op_family_with_run_time_sizes_matches_the_reference(family):
     """test_lowering's cases of `family` with their sizes symbolic (as its own symbolic
     test builds them) compile once for CUDA, and run in the emulator match the reference
     at their sizes, and float cases also at sizes one larger."""
-    built = []
     with make_context(), ir.Location.unknown():
-        module = ir.Module.create()
-        with ir.InsertionPoint(module.body):
-            for k, case in enumerate(FAMILIES[family]()):
-                types, symbols = _symbolic_types(case.args)
-                if not symbols or any(0 in t.shape for t in case.args) or \
-                        case.op.startswith("conv2d") or _not_emulated(case):
-                    continue
-
-                def body(*vals, case=case):
-                    out = case.build(Builder(), *vals)
-                    return out if isinstance(out, list) else [out]
-                try:
-                    f = func.FuncOp.from_py_func(*types, name=f"{case.op}_{k}")(body).func_op
-                except ShapeError:
-                    ops = module.body.operations
-                    ops[len(ops) - 1].operation.erase()
-                    continue
-                runs = [(case.args, run_function(f.operation, case.args))]
-                if all(t.is_floating_point() for t in case.args) and \
-                        case.op not in ("rng_uniform", "rng_bernoulli"):
-                    try:
-                        bigger = [_resized(t, symbols, 1) for t in case.args]
-                        runs.append((bigger, run_function(f.operation, bigger)))
-                    except Exception:  # the case's ops need its own sizes (a slice's bounds)
-                        pass
-                built.append((f"{case.op}_{k}", case, runs))
+        module, built = symbolic_cases(family, skip=_not_emulated)
         text = str(module)
-    assert built, f"no case of {family} builds with symbolic sizes"
     plan, drv = compile_emulated(text)
     prog = CudaProgram(plan, driver=drv, device="cpu", stream=lambda: 0, chip="sm_90")
     drv.know(prog._index_flag())
     for name, case, runs in built:
         assert plan.functions[name].symbolic
-        for inputs, want in runs:
+
+        def call(*inputs, name=name):
             with drv.tracking(*inputs):
-                got = prog.function(name)(*inputs)
-            what = f"{case.op} symbolic on CUDA at {[tuple(t.shape) for t in inputs]}"
-            tolerant = case if inputs is case.args else replace(case, rtol=max(case.rtol, 1e-4))
-            for g, w in zip(got, want):
-                _assert_same(g, w, tolerant, what)
+                return prog.function(name)(*inputs)
+        assert_runs_match(call, case, runs, " on CUDA")
 
 
 def test_cuda_graphs_are_kept_per_binding_of_the_sizes(monkeypatch):

@@ -437,59 +437,65 @@ def _resized(t: torch.Tensor, symbols: dict[int, str], grow: int) -> torch.Tenso
     return torch.randint(0, 2, shape, generator=g).to(t.dtype)
 
 
-@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "source_random"])
-def test_family_matches_reference_symbolic(family):
-    """Every case built with its sizes symbolic (those whose ops name sizes, a reshape's
-    target, a fill's shape, build for static sizes only and are left out), compiled once,
-    matches the reference at its sizes; float-only cases also at sizes one larger."""
-    cases = FAMILIES[family]()
+def symbolic_cases(family: str, skip=lambda case: False) -> tuple[ir.Module, list]:
+    """In the current context: a module of `family`'s cases built with their sizes symbolic
+    (those whose ops name sizes, a reshape's target, a fill's shape, build for static sizes
+    only and are left out; so are `skip(case)`), and per built case `(name, case, runs)`:
+    the reference's `(inputs, outputs)` at its sizes and, for float cases, at sizes one
+    larger."""
     built = []
-    with make_context(), ir.Location.unknown():
-        module = ir.Module.create()
-        with ir.InsertionPoint(module.body):
-            for k, case in enumerate(cases):
-                types, symbols = _symbolic_types(case.args)
-                if not symbols or any(0 in t.shape for t in case.args) or \
-                        case.op.startswith("conv2d"):
-                    # Dynamo makes no empty tensor's sizes symbolic; a convolution's
-                    # channels symbolic by value would be unrelated to its groups
-                    continue
+    module = ir.Module.create()
+    with ir.InsertionPoint(module.body):
+        for k, case in enumerate(FAMILIES[family]()):
+            types, symbols = _symbolic_types(case.args)
+            if not symbols or any(0 in t.shape for t in case.args) or \
+                    case.op.startswith("conv2d") or skip(case):
+                # Dynamo makes no empty tensor's sizes symbolic; a convolution's
+                # channels symbolic by value would be unrelated to its groups
+                continue
 
-                def body(*vals, case=case):
-                    out = case.build(Builder(), *vals)
-                    return out if isinstance(out, list) else [out]
-                try:
-                    f = func.FuncOp.from_py_func(*types, name=f"{case.op}_{k}")(body).func_op
-                except ShapeError:  # drop the function it began
-                    ops = module.body.operations
-                    ops[len(ops) - 1].operation.erase()
-                    continue
-                built.append((f"{case.op}_{k}", f, case, symbols))
-        runs = []
-        for _, f, case, symbols in built:
-            runs.append((case.args, run_function(f.operation, case.args)))
+            def body(*vals, case=case):
+                out = case.build(Builder(), *vals)
+                return out if isinstance(out, list) else [out]
+            try:
+                f = func.FuncOp.from_py_func(*types, name=f"{case.op}_{k}")(body).func_op
+            except ShapeError:  # drop the function it began
+                ops = module.body.operations
+                ops[len(ops) - 1].operation.erase()
+                continue
+            runs = [(case.args, run_function(f.operation, case.args))]
             if all(t.is_floating_point() for t in case.args) and case.op not in (
                     "rng_uniform", "rng_bernoulli"):
                 try:
                     bigger = [_resized(t, symbols, 1) for t in case.args]
                     runs.append((bigger, run_function(f.operation, bigger)))
                 except Exception:  # the case's ops need its own sizes (a slice's bounds)
-                    runs.append(None)
-            else:
-                runs.append(None)
-        cm = compile_cpu(module)
+                    pass
+            built.append((f"{case.op}_{k}", case, runs))
     assert built, f"no case of {family} builds with symbolic sizes"
-    for j, (name, _, case, _) in enumerate(built):
+    return module, built
+
+
+def assert_runs_match(call, case, runs, target: str = "") -> None:
+    """`call(*inputs)` against each reference run of a symbolic case (`symbolic_cases`)."""
+    for inputs, want in runs:
+        got = call(*inputs)
+        what = f"{case.op} symbolic{target} at {[tuple(t.shape) for t in inputs]}"
+        assert len(got) == len(want), what
+        # resized inputs are plain random numbers, not the case's tuned ones
+        tolerant = case if inputs is case.args else replace(case, rtol=max(case.rtol, 1e-4))
+        for g, w in zip(got, want):
+            _assert_same(g, w, tolerant, what)
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "source_random"])
+def test_family_matches_reference_symbolic(family):
+    """Every case built with its sizes symbolic, compiled once, matches the reference at
+    its sizes; float-only cases also at sizes one larger."""
+    with make_context(), ir.Location.unknown():
+        module, built = symbolic_cases(family)
+        cm = compile_cpu(module)
+    for name, case, runs in built:
         fn = cm.function(name)
         assert fn.symbolic
-        for run in runs[2 * j: 2 * j + 2]:
-            if run is None:
-                continue
-            inputs, want = run
-            got = fn(*inputs)
-            what = f"{case.op} symbolic at {[tuple(t.shape) for t in inputs]}"
-            assert len(got) == len(want), what
-            # resized inputs are plain random numbers, not the case's tuned ones
-            tolerant = case if inputs is case.args else replace(case, rtol=max(case.rtol, 1e-4))
-            for g, w in zip(got, want):
-                _assert_same(g, w, tolerant, what)
+        assert_runs_match(fn, case, runs)
