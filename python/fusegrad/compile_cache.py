@@ -239,28 +239,20 @@ class CompileCache:
     def _build(self, entry: str, key: str, inputs: dict[str, Any], build: Build,
                fmt: _Format) -> tuple[Any, dict[str, Any]]:
         """Compile, and put the result in place unless the directory cannot be written."""
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            tmp = tempfile.mkdtemp(prefix=".tmp-", dir=self.directory)
-        except OSError as e:
-            _warn_unwritable(self.directory, str(e))
+        tmp = self._staging()
+        if tmp is None:
             return build(None)
         try:
             code, metadata = build(tmp)
             try:
                 fmt.write(tmp, code, {"key": key, "inputs": inputs, "program": metadata})
-                os.rename(tmp, entry)
             except OSError as e:
-                if os.path.isdir(entry):  # another process put this entry in place first
-                    log.debug("compile cache: %s was written concurrently; keeping it", entry)
-                else:
-                    _warn_unwritable(self.directory, str(e))
+                _warn_unwritable(self.directory, str(e))
             except fmt.error as e:
                 warnings.warn(f"fusegrad: not caching compiled code: {e}", CompileCacheWarning)
             else:
-                STATS.writes += 1
-                log.debug("compile cache: wrote %s", entry)
-                self._evict(keep=entry)
+                if self._place(tmp, entry):
+                    STATS.writes += 1
             return code, metadata
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -277,27 +269,45 @@ class CompileCache:
         return data
 
     def write_blob(self, key: str, name: str, data: bytes) -> None:
-        """Put `data` in place as the file `name` of the entry `key`, as `_build` puts
-        code: written aside and renamed in, the first writer winning a race."""
-        entry = os.path.join(self.directory, key)
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            tmp = tempfile.mkdtemp(prefix=".tmp-", dir=self.directory)
-        except OSError as e:
-            _warn_unwritable(self.directory, str(e))
+        """Put `data` in place as the file `name` of the entry `key`, as code is put."""
+        tmp = self._staging()
+        if tmp is None:
             return
         try:
             with open(os.path.join(tmp, name), "wb") as f:
                 f.write(data)
-            os.rename(tmp, entry)
+            if self._place(tmp, os.path.join(self.directory, key)):
+                STATS.graph_writes += 1
         except OSError as e:
-            if not os.path.isdir(entry):
-                _warn_unwritable(self.directory, str(e))
-        else:
-            STATS.graph_writes += 1
-            self._evict(keep=entry)
+            _warn_unwritable(self.directory, str(e))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def _staging(self) -> str | None:
+        """A new temporary directory inside the cache to build an entry in; None (warned
+        once) where the cache cannot be written."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            return tempfile.mkdtemp(prefix=".tmp-", dir=self.directory)
+        except OSError as e:
+            _warn_unwritable(self.directory, str(e))
+            return None
+
+    def _place(self, tmp: str, entry: str) -> bool:
+        """Rename the built `tmp` into place as `entry`, so no reader sees a partial entry,
+        and evict to the size cap; False where another process put it in place first (its
+        entry is kept) or the directory cannot be written."""
+        try:
+            os.rename(tmp, entry)
+        except OSError as e:
+            if os.path.isdir(entry):
+                log.debug("compile cache: %s was written concurrently; keeping it", entry)
+            else:
+                _warn_unwritable(self.directory, str(e))
+            return False
+        log.debug("compile cache: wrote %s", entry)
+        self._evict(keep=entry)
+        return True
 
     def discard(self, key: str) -> None:
         """Remove the entry `key` (an unusable one)."""
