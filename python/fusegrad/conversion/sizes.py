@@ -152,9 +152,10 @@ def _shown(fn: ir.Operation) -> set:
 def size_arguments_pass(module: ir.Operation) -> None:
     """dg-size-arguments: a function whose types or attributes use a symbolic size that no
     argument has as a plain dim (a backward whose cotangent is a scalar, an offset given
-    as an integer) takes it as a trailing `index` argument; `dg.size_arguments` names them in order, on the function and, per entry, on
-    the module (which the runtime reads after lowering). The caller passes the values
-    it bound where the forward ran."""
+    as an integer) takes it as a trailing `index` argument; `dg.size_arguments` names
+    them in order, on the function and, per entry, on the module (which the runtime reads
+    after lowering). The caller passes the values: those it bound where the forward ran,
+    or the integers it was called with."""
     recorded = {}
     for op in module.regions[0].blocks[0].operations:
         fn = op.operation

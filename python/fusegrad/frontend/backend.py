@@ -166,7 +166,8 @@ class CompiledGraph:
             outputs = run_program(
                 self.program, inputs if self._tensors is None else
                 [inputs[k] for k in self._tensors], mutated=self._mutated, recorded=recorded,
-                sizes={name: int(inputs[k]) for name, k in self._scalars.items()} or None)
+                sizes={name: int(inputs[k]) for name, k in self._scalars.items()}
+                if self._scalars else None)
         except OutOfRangeIndex:  # bad input data, raised where eager raises: not a fallback
             raise
         except Exception as e:  # building a lazily compiled variant failed: eager is still right
@@ -569,8 +570,9 @@ class LazyGraph:
             return self.gm
         compile_history.record(
             compiled.program.label if isinstance(compiled, CompiledGraph) else "eager",
-            self.origin, "per shape" if self.dynamic else "static", compile_history.shapes(self.gm, args),
-            start, self.per_shape_reason if self.dynamic else "")
+            self.origin, "per shape" if self.dynamic else "static",
+            compile_history.shapes(self.gm, args), start,
+            self.per_shape_reason if self.dynamic else "")
         call = compiled if len(where) == len(args) else (
             lambda *a: compiled(*[a[i] for i in where]))
         return _returning_inputs(self.gm, call)
