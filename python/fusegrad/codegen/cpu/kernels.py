@@ -823,11 +823,25 @@ def _independent(a: LoopOp, b: LoopOp) -> bool:
     return True
 
 
-def _dominates_run(moved: list, before: int, ops: list) -> bool:
-    """Are the operands of `moved` defined above `ops[before]` or by `moved` itself?"""
-    above = set(ops[:before]) | set(moved)
-    return all(isinstance(v.owner, ir.Block) or v.owner.operation in above
-               for op in moved for v in op.operands)
+def _hoisted_above_run(moved: list, start: int, end: int, ops: list) -> Optional[list]:
+    """`moved` with the allocs, views and constants inside the run `ops[start:end + 1]`
+    that they use (an earlier move left them there: the buffer of a count computed from a
+    run-time size), in block order, when the operands of all of them are defined above
+    `ops[start]` or among them; else None."""
+    above = set(ops[:start])
+    pulled: list = []
+    pending = list(moved)
+    while pending:
+        op = pending.pop()
+        for v in op.operands:
+            owner = None if isinstance(v.owner, ir.Block) else v.owner.operation
+            if owner is None or owner in above or owner in moved or owner in pulled:
+                continue
+            if owner not in ops[start:end + 1] or not _pure(owner):
+                return None
+            pulled.append(owner)
+            pending.append(owner)
+    return sorted(pulled + list(moved), key=ops.index)
 
 
 def join_row_runs(block: ir.Block, sizes: Optional[SizeClasses] = None) -> None:
@@ -881,12 +895,15 @@ def join_row_runs(block: ir.Block, sizes: Optional[SizeClasses] = None) -> None:
             stay = [op for op in between if op not in moved]
             ops[run_end + 1:j + 1] = stay + [nxt.op] + [d.op for d in deferred]
             i = run_end + 1 + len(stay)
-        elif continues(nxt, last_rows) and _dominates_run(between, run_start, ops) and \
-                all(_independent(d, r) for d in deferred for r in run):
-            for op in between:
+        elif continues(nxt, last_rows) and \
+                (hoisted := _hoisted_above_run(between, run_start, run_end, ops)) is not None \
+                and all(_independent(d, r) for d in deferred for r in run):
+            for op in hoisted:
                 op.move_before(ops[run_start])
-            ops[run_start:j] = between + ops[run_start:run_end + 1]
-            run_start += len(between)
+            kept = [op for op in ops[run_start:run_end + 1] if op not in hoisted]
+            ops[run_start:j] = hoisted + kept
+            run_start += len(hoisted)
+            run_end = run_start + len(kept) - 1
             i = j
         else:
             last_rows = None
