@@ -1,137 +1,28 @@
 """Rounding error of compiled reductions against eager's (issue 47; cpu.md, "Reductions").
 
-Each case runs in float32 eagerly and compiled, and in float64 eagerly as the
-reference; the compiled result's relative error (the norm of its difference from the
-reference over the reference's norm), and its gradients', must be at most BOUND times
-eager's own, or below FLOOR (a single value whose eager result happened to round right:
-its error is a fraction of an ulp). Inputs are offset (values in [10, 11), a mean of
-1000 with unit deviation) so that a sum rounds at every step and a variance or a
-normalization cancels. Special values (NaN, infinities, denormals, overflow) give
-eager's special values, and a reduction over rows gives the same bits on one thread as
-on two.
+The cases and the bound (reduction_errors.py): each compiled reduction, and its
+gradients, errs at most twice eager's relative error against float64. Special values
+(NaN, infinities, denormals, overflow) give eager's special values, and a reduction over
+rows gives the same bits on one thread as on two. (On CUDA, in the kernel emulator:
+cuda/test_cuda_numerics.py.)
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 import torch
 
 from compile_options import compiled
+from reduction_errors import (BOUND, CASES, FLOOR, Case, assert_within_eager, relative_error,
+                              results, uniform)
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
-
-F = torch.nn.functional
-BOUND = 2.0
-FLOOR = 1e-7
-
-
-def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    """||got - want|| / ||want||, in float64."""
-    return ((got.double() - want).norm() / want.norm()).item()
-
-
-def uniform(*shape: int, low: float = 10.0):
-    return lambda g: torch.rand(*shape, generator=g) + low
-
-
-def normal(*shape: int, mean: float = 0.0):
-    return lambda g: torch.randn(*shape, generator=g) + mean
-
-
-@dataclass
-class Case:
-    name: str
-    fn: Callable
-    inputs: list  # per input, a function of a torch.Generator
-    grad: bool = False  # also the gradients of the floating inputs (a random cotangent)
-    dynamic: bool = False  # compiled for every size
-
-    def __str__(self) -> str:
-        return self.name
-
-
-def results(fn: Callable, inputs: list, grad: bool) -> list:
-    """fn's output, and with `grad` the gradients of its floating inputs for a fixed
-    random cotangent."""
-    inputs = [x.detach().requires_grad_(grad and x.is_floating_point()) for x in inputs]
-    out = fn(*inputs)
-    if not grad:
-        return [out.detach()]
-    cotangent = torch.randn(out.shape, generator=torch.Generator().manual_seed(1),
-                            dtype=torch.float64).to(out.dtype)
-    wrt = [x for x in inputs if x.requires_grad]
-    return [out.detach(), *torch.autograd.grad(out, wrt, cotangent)]
-
-
-def _labels(g: torch.Generator) -> torch.Tensor:
-    return torch.randint(0, 1000, (4096,), generator=g)
-
-
-def _conv_batch_norm(x, w, gamma, beta):
-    """A batch norm of a convolution's output: compiled channels-last (dg-channels-last),
-    its statistics are sums over N*H*W rows of 16 channels."""
-    y = F.conv2d(x, w, padding=1) + 300
-    return F.batch_norm(y, None, None, gamma, beta, training=True)
-
-
-CASES = [
-    # the table of issue 47
-    Case("sum of 4M values in [10, 11)", lambda x: x.sum(), [uniform(1 << 22)]),
-    Case("row sums, 64 rows of 4096", lambda x: x.sum(1), [uniform(64, 4096)]),
-    Case("var over rows of 4096, mean 1000", lambda x: x.var(1), [normal(256, 4096, mean=1000)]),
-    Case("layer_norm over rows of 4096, mean 1000",
-         lambda x: F.layer_norm(x, (4096,)), [normal(64, 4096, mean=1000)]),
-    Case("batch_norm (training) 64x16x32x32, mean 300",
-         lambda x: F.batch_norm(x, None, None, training=True), [normal(64, 16, 32, 32, mean=300)]),
-    # a count that is no power of two (a division by a constant)
-    Case("std over rows of 768, mean 1000", lambda x: x.std(1), [normal(256, 768, mean=1000)]),
-    # sums over rows: per-block partials; many rows; inline; a middle dim; everything
-    Case("column sums, 4096 rows of 1024", lambda x: x.sum(0), [uniform(4096, 1024)]),
-    Case("column sums, 65536 rows of 16", lambda x: x.sum(0), [uniform(65536, 16)]),
-    Case("column sums, 512 rows of 64", lambda x: x.sum(0), [uniform(512, 64)]),
-    Case("mean over the middle dim of 32x512x64", lambda x: x.mean(1), [uniform(32, 512, 64)]),
-    Case("sum of 4096x1024", lambda x: x.sum(), [uniform(4096, 1024)]),
-    Case("softmax over rows of 4096", lambda x: x.softmax(-1), [normal(256, 4096)]),
-    Case("norm over rows of 4096", lambda x: x.norm(dim=1), [normal(256, 4096)]),
-    Case("mse_loss 256x1024", F.mse_loss, [normal(256, 1024), normal(256, 1024)]),
-    Case("cross_entropy 4096x1000", F.cross_entropy, [normal(4096, 1000), _labels]),
-    # backwards
-    Case("layer_norm forward and backward, mean 100",
-         lambda x, w, b: F.layer_norm(x, (1024,), w, b),
-         [normal(1024, 1024, mean=100), normal(1024), normal(1024)], grad=True),
-    Case("batch_norm forward and backward, mean 300",
-         lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
-         [normal(64, 16, 32, 32, mean=300), normal(16), normal(16)], grad=True),
-    Case("batch_norm after a convolution (NHWC), forward and backward, mean 300",
-         _conv_batch_norm, [normal(64, 16, 32, 32), normal(16, 16, 3, 3), normal(16), normal(16)],
-         grad=True),
-    Case("softmax forward and backward", lambda x: x.softmax(-1), [normal(256, 1024)],
-         grad=True),
-    Case("linear's bias gradient over 4096 rows", F.linear,
-         [normal(4096, 256), normal(1024, 256), normal(1024)], grad=True),
-    # one program for every size
-    Case("row sums of run-time length", lambda x: x.sum(1), [uniform(64, 4096)], dynamic=True),
-    Case("column sums over a run-time number of rows", lambda x: x.sum(0),
-         [uniform(20000, 16)], dynamic=True),
-]
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_error_within_eager(case: Case):
     """The compiled result's error (and its gradients') is at most BOUND times eager's."""
-    g = torch.Generator().manual_seed(0)
-    inputs = [make(g) for make in case.inputs]
-    want = results(case.fn, [x.double() if x.is_floating_point() else x for x in inputs],
-                   case.grad)
-    eager = results(case.fn, inputs, case.grad)
-    got = results(compiled(case.fn, dynamic=case.dynamic), inputs, case.grad)
-    for k, (g, e, w) in enumerate(zip(got, eager, want)):
-        bound = max(BOUND * relative_error(e, w), FLOOR)
-        error = relative_error(g, w)
-        assert error <= bound, f"{case}: result {k} has relative error {error:.2e}, " \
-                               f"eager's {relative_error(e, w):.2e}"
+    assert_within_eager(case, lambda inputs: results(compiled(case.fn, dynamic=case.dynamic),
+                                                     inputs, case.grad))
 
 
 def _special_values() -> torch.Tensor:

@@ -62,6 +62,31 @@ def mark_reassoc(results: Sequence[ir.Value]) -> None:
                 "#arith.fastmath<reassoc>")
 
 
+def neutral(combiner: str, t: ir.Type) -> ir.Value:
+    """Where a partial result starts: the identity, but -0.0 for a sum (x + -0.0 is x for
+    every x, which LLVM folds; x + 0.0 is not, for x = -0.0)."""
+    if combiner == "arith.addf":
+        return arith.ConstantOp(t, -0.0).result
+    return identity(combiner, t)
+
+
+def wider(t: ir.Type) -> ir.Type:
+    """The type a float sum of `t` accumulates in to stay accurate: f64 for f32 (and f64),
+    f32 for 16-bit floats (codegen/cpu/blocked_sums.py, codegen/cuda/wide_sums.py)."""
+    if isinstance(t, (ir.F16Type, ir.BF16Type)):
+        return ir.F32Type.get()
+    return ir.F64Type.get() if isinstance(t, ir.FloatType) else t
+
+
+def convert(v: ir.Value, t: ir.Type) -> ir.Value:
+    """`v` as a float of type `t` (extended or rounded), or itself."""
+    if v.type == t:
+        return v
+    if ir.FloatType(v.type).width < ir.FloatType(t).width:
+        return arith.extf(t, v)
+    return arith.truncf(t, v)
+
+
 def _accesses(maps: Sequence[ir.AffineMap], n_ins: int,
                affine_ins: bool = False) -> Optional[list[Access]]:
     out = []

@@ -22,7 +22,7 @@ from typing import Callable, Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, scf
 
-from ..common.loops import combine, identity
+from ..common.loops import combine, convert, neutral, wider
 
 # elements of a block: one prefetch chunk (dg-prefetch-streams' CHUNK_BYTES)
 BLOCK_BYTES = 512
@@ -55,22 +55,6 @@ def block_elements(types: Sequence[ir.Type], cached: bool = False) -> int:
     width = max((t.width for t in types if isinstance(t, (ir.FloatType, ir.IntegerType))),
                 default=32)
     return max(1, (CACHED_BLOCK_BYTES if cached else BLOCK_BYTES) * 8 // width)
-
-
-def neutral(combiner: str, t: ir.Type) -> ir.Value:
-    """Where a partial result starts: the identity, but -0.0 for a sum (x + -0.0 is x for
-    every x, which LLVM folds; x + 0.0 is not, for x = -0.0)."""
-    if combiner == _SUM:
-        return arith.ConstantOp(t, -0.0).result
-    return identity(combiner, t)
-
-
-def wider(t: ir.Type) -> ir.Type:
-    """The type a sum of `t` adds its blocks' sums in: f64 for f32 (and f64), f32 for
-    16-bit floats."""
-    if isinstance(t, (ir.F16Type, ir.BF16Type)):
-        return ir.F32Type.get()
-    return ir.F64Type.get() if isinstance(t, ir.FloatType) else t
 
 
 def emit(size: ir.Value, static_size: Optional[int], block: int,
@@ -126,12 +110,3 @@ def emit(size: ir.Value, static_size: Optional[int], block: int,
     with ir.InsertionPoint(short.else_block):
         scf.YieldOp(in_blocks())
     return list(short.results)
-
-
-def convert(v: ir.Value, t: ir.Type) -> ir.Value:
-    """`v` as a float of type `t` (extended or rounded), or itself."""
-    if v.type == t:
-        return v
-    if ir.FloatType(v.type).width < ir.FloatType(t).width:
-        return arith.extf(t, v)
-    return arith.truncf(t, v)

@@ -30,6 +30,7 @@ emitted from a template, so the mapping to blocks and threads is explicit:
   reduction loops serial in registers (the threads of a warp read consecutive
   columns). One thread per output on a few outputs leaves the GPU idle: a
   batch norm's 64 channel sums over 32K elements each took milliseconds.
+  Both add float sums in f64 (`wide_sums`).
 - **Contractions** (`linalg.matmul`, `linalg.batch_matmul`, convolutions)
   stay on the host: the launch plan calls PyTorch (cuBLAS/cuDNN) for them. A
   zero fill directly feeding a matmul is dropped and the matmul marked
@@ -66,6 +67,7 @@ from ..common.memrefs import (VIEWS, Access, buffer_root, row_conflict,
 from ...passes import PassError, functions
 from .run_time_sizes import (Extent, ceil_div, extents, index, is_empty, minimum,
                              pass_sizes, product, reshapes_as_casts)
+from .wide_sums import WideSums
 
 log = logging.getLogger(__name__)
 
@@ -790,13 +792,15 @@ def _pointwise_body(k: Kop, ivs: list) -> None:
 
 
 def emit_thread_per_output(k: Kop, block_size: int) -> None:
-    """A reduction with one thread per output element, reduction loops serial."""
+    """A reduction with one thread per output element, reduction loops serial (a long
+    float sum in a wide accumulator: `wide_sums`)."""
     par = [d for d, it in enumerate(k.iterators) if it == "parallel"]
     red = k.red_dims()
     sizes = k.read_extents({})
     par_sizes = [sizes[d] for d in par]
     if any(is_empty(s) for s in par_sizes):
         return
+    sums = WideSums.of(k.combiners(), k.lop.outs, [k.sizes[d] for d in red])
 
     def body(par_ivs: list) -> None:
         ivs: list = [None] * len(k.sizes)
@@ -804,8 +808,9 @@ def emit_thread_per_output(k: Kop, block_size: int) -> None:
             ivs[d] = v
         em = Emitter(k, ivs, dict(k.inits))
         outs, oacc = k.lop.outs, em.out_accesses()
-        inits = [em.load(b, a) for b, a in zip(outs, oacc)]
-        results = _serial_reduce(em, red, 0, inits)
+        inits = sums.widen([em.load(b, a) for b, a in zip(outs, oacc)])
+        results = sums.narrow(_serial_reduce(em, red, 0, inits,
+                                             lambda accs: sums.step(accs, em.compute)))
         for b, v, a in zip(outs, results, oacc):
             em.store(v, b, a)
 
@@ -815,7 +820,8 @@ def emit_thread_per_output(k: Kop, block_size: int) -> None:
 def emit_block_per_output(k: Kop, row_block: int) -> None:
     """A reduction with one block per output element: its threads stride over the
     flattened reduced dims (row-major, so consecutive threads read consecutive
-    addresses when the innermost reduced dim is contiguous), then `gpu.all_reduce`."""
+    addresses when the innermost reduced dim is contiguous), then `gpu.all_reduce` (a
+    float sum's partials and tree in a wide type, rounded once: `wide_sums`)."""
     par = [d for d, it in enumerate(k.iterators) if it == "parallel"]
     red = k.red_dims()
     sizes = k.read_extents({})
@@ -825,7 +831,7 @@ def emit_block_per_output(k: Kop, row_block: int) -> None:
     if is_empty(outputs):
         return
     combiners = k.combiners()
-    ftypes = [ir.MemRefType(b.type).element_type for b in k.lop.outs]
+    sums = WideSums.of(combiners, k.lop.outs, [k.sizes[d] for d in red])
     bx = row_threads(total if isinstance(total, int) else None, row_block)
     launch, bid, tid = _launch((outputs, 1, 1), (bx, 1, 1))
     with ir.InsertionPoint(launch.regions[0].blocks[0]):
@@ -838,31 +844,37 @@ def emit_block_per_output(k: Kop, row_block: int) -> None:
             return ivs
 
         def step(i: ir.Value, accs: list) -> list:
-            results = Emitter(k, ivs_at(_delinearize(i, red_sizes))).compute(accs)
+            em = Emitter(k, ivs_at(_delinearize(i, red_sizes)))
+            results = sums.step(accs, em.compute)
             mark_reassoc(results)
             return results
 
-        parts = strided_loop(tid[0], total, bx,
-                             [identity(c, ft) for c, ft in zip(combiners, ftypes)], step,
-                             combiners, UNROLL)
-        sums = [_all_reduce(p, c) for p, c in zip(parts, combiners)]
+        parts = strided_loop(tid[0], total, bx, sums.identities(), step, combiners, UNROLL)
+        totals = [_all_reduce(p, c) for p, c in zip(parts, combiners)]
         first = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid[0], _idx(0)))
         with ir.InsertionPoint(first.then_block):
             em = Emitter(k, ivs_at([None] * len(red)), dict(k.inits))
-            for v, c, buf, acc in zip(sums, combiners, k.lop.outs, em.out_accesses()):
-                em.store(combine(c, em.load(buf, acc), v), buf, acc)
+            outs, accesses = k.lop.outs, em.out_accesses()
+            inits = sums.widen([em.load(buf, acc) for buf, acc in zip(outs, accesses)])
+            results = sums.narrow([combine(c, a, v)
+                                   for c, a, v in zip(combiners, inits, totals)])
+            for v, buf, acc in zip(results, outs, accesses):
+                em.store(v, buf, acc)
             scf.YieldOp([])
         gpu.TerminatorOp()
 
 
-def _serial_reduce(em: Emitter, red: list, pos: int, accs: list) -> list:
+def _serial_reduce(em: Emitter, red: list, pos: int, accs: list,
+                   step: Callable[[list], list]) -> list:
+    """The loops over the reduced dims `red[pos:]` carrying `accs`, updated by `step(accs)`
+    at each element (at `em`'s ivs)."""
     if pos == len(red):
-        return em.compute(accs)
+        return step(accs)
     d = red[pos]
     loop = scf.ForOp(_idx(0), index(em.k.extents[d]), _idx(1), list(accs))
     with ir.InsertionPoint(loop.body):
         em.ivs[d] = loop.induction_variable
-        scf.YieldOp(_serial_reduce(em, red, pos + 1, list(loop.inner_iter_args)))
+        scf.YieldOp(_serial_reduce(em, red, pos + 1, list(loop.inner_iter_args), step))
     return list(loop.results)
 
 
