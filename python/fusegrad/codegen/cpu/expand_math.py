@@ -8,7 +8,8 @@ after Cephes (exp, log, sin, cos) and Eigen (erf). Special values (NaN, +-inf,
 +-0, denormals, overflow) are selected explicitly, and accuracy is within a
 few ulp of PyTorch's (test_math_approx.py sweeps wide ranges against it).
 `powf` with a constant exponent becomes multiplications, `sqrt` or a
-reciprocal. f64 and general `powf` stay libm calls.
+reciprocal. f64 and general `powf` stay libm calls, except f64 log1p, which becomes
+Goldberg's formula around libm's log (`_libm_log1p`).
 
 With `ldexp=1` (what `compile_cpu` asks for on hosts with AVX-512F), exp and the
 large-argument path of expm1 scale by 2**n with `llvm.intr.ldexp`, one `vscalefps`
@@ -48,7 +49,8 @@ PIO2_HI, PIO2_LO = 1.57079632673412561417e+00, 6.07710050650619224932e-11
 
 
 class _F:
-    """Emits f32 arith on `t` (f32 or a vector of f32), with i32 for bit tricks."""
+    """Emits f32 arith on `t` (f32 or a vector of f32), with i32 for bit tricks; on f64
+    for `_libm_log1p`."""
 
     def __init__(self, t: ir.Type, ldexp: bool = False) -> None:
         self.t = t
@@ -159,11 +161,11 @@ def _log(f: _F, x):
     return f.keep_nan(x, r)
 
 
-def _log1p(f: _F, x):
+def _log1p(f: _F, x, log: Callable = _log):
     u = arith.addf(x, f.const(1.0))
     d = arith.subf(u, f.const(1.0))
     # log(u) * x / (u - 1) corrects the rounding of 1 + x (Goldberg)
-    r = arith.mulf(_log(f, u), arith.divf(x, d))
+    r = arith.mulf(log(f, u), arith.divf(x, d))
     r = arith.select(f.cmp("OEQ", d, f.const(0.0)), x, r)
     return arith.select(f.cmp("OEQ", x, f.const(pymath.inf)), x, r)
 
@@ -247,21 +249,30 @@ _UNARY: dict[str, Callable] = {
 }
 
 
-def _is_f32(t: ir.Type) -> bool:
-    if isinstance(t, ir.VectorType):
-        t = ir.VectorType(t).element_type
-    return isinstance(t, ir.F32Type)
+def _libm_log1p(f: _F, x):
+    """f64 log1p as Goldberg's correction around math.log (libm's log): LLVM's lowering
+    of math.log1p is log(1 + x), which loses every bit of an x below 1e-16 (a
+    log-add-exp of two values 40 apart)."""
+    return _log1p(f, x, lambda _, u: math.log(u))
+
+
+def _element(t: ir.Type) -> ir.Type:
+    return ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
 
 
 def expand(op: ir.Operation, ldexp: bool = False) -> bool:
     """Replace `op` by its inline expansion; False if it has none (kept as is)."""
     if op.name not in _UNARY and op.name != "math.powf":
         return False
-    if not _is_f32(op.results[0].type):
+    element = _element(op.results[0].type)
+    f64_log1p = op.name == "math.log1p" and isinstance(element, ir.F64Type)
+    if not (isinstance(element, ir.F32Type) or f64_log1p):
         return False
     with ir.InsertionPoint(op), op.location:
         f = _F(op.results[0].type, ldexp)
-        if op.name == "math.powf":
+        if f64_log1p:
+            new = _libm_log1p(f, op.operands[0])
+        elif op.name == "math.powf":
             new = _powf(f, op.operands[0], op.operands[1])
             if new is None:
                 return False
