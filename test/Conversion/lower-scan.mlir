@@ -44,19 +44,52 @@ func.func @max_reverse(%x: tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<4x2xi64>
   return %0#0, %0#1 : tensor<4x2xf32>, tensor<4x2xi64>
 }
 
-// eager's log-add-exp: log1p(exp(lo - hi)) + hi, the element itself where both are the
-// same infinity. The dim of 1 gets no loop.
+// eager's log-add-exp: the larger plus log1p(exp(-|x - y|)); where the running value is
+// infinite, the larger of it and the element (the element where both are the same
+// infinity, or it is NaN). The dim of 1 gets no loop.
 // CHECK-LABEL: func.func @logaddexp
 // CHECK: %[[INIT:.*]] = arith.constant 0xFFF0000000000000 : f64
-// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[INIT]])
-// CHECK: math.exp
-// CHECK: math.log1p
-// CHECK: arith.cmpf une
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %[[Y:.*]] = %[[INIT]])
+// CHECK: %[[X:.*]] = tensor.extract
+// CHECK: %[[D:.*]] = arith.subf %[[X]], %[[Y]] : f64
+// CHECK: %[[UP:.*]] = arith.cmpf ogt, %[[D]], %{{.*}} : f64
+// CHECK: %[[HI:.*]] = arith.select %[[UP]], %[[X]], %[[Y]] : f64
+// CHECK: %[[ABS:.*]] = math.absf %[[D]] : f64
+// CHECK: %[[GAP:.*]] = arith.negf %[[ABS]] : f64
+// CHECK: %[[E:.*]] = math.exp %[[GAP]] : f64
+// CHECK: %[[STEP:.*]] = math.log1p %[[E]] : f64
+// CHECK: %[[GENERAL:.*]] = arith.addf %[[STEP]], %[[HI]] : f64
+// CHECK: %[[ABOVE:.*]] = arith.cmpf ogt, %[[Y]], %[[X]] : f64
+// CHECK: %[[AT_INF:.*]] = arith.select %[[ABOVE]], %[[Y]], %[[X]] : f64
+// CHECK: %[[ABS_Y:.*]] = math.absf %[[Y]] : f64
+// CHECK: %[[INFINITE:.*]] = arith.cmpf oeq, %[[ABS_Y]], %{{.*}} : f64
+// CHECK: arith.select %[[INFINITE]], %[[AT_INF]], %[[GENERAL]] : f64
 // CHECK: {dg.scan = {combiner = "logaddexp", dim = 1 : i64, reverse = false}}
 // CHECK-NEXT: return
 func.func @logaddexp(%x: tensor<1x5xf64>) -> tensor<1x5xf64> {
   %0 = "dg.scan"(%x) {combiner = "logaddexp", dim = 1 : i64, reverse = 0 : i64} : (tensor<1x5xf64>) -> tensor<1x5xf64>
   return %0 : tensor<1x5xf64>
+}
+
+// f32 log-sum-exps run in f64 (eager's CPU kernel does), each result rounded; the step
+// log1p(exp(gap)) stays f32, its rounding relative to the step.
+// CHECK-LABEL: func.func @logaddexp_f32
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %[[Y:.*]] = %{{.*}}) -> (tensor<3x5xf32>, f64)
+// CHECK: %[[X:.*]] = arith.extf %{{.*}} : f32 to f64
+// CHECK: arith.subf %[[X]], %[[Y]] : f64
+// CHECK: %[[GAP:.*]] = arith.truncf %{{.*}} : f64 to f32
+// CHECK: %[[E:.*]] = math.exp %[[GAP]] : f32
+// CHECK: %[[STEP:.*]] = math.log1p %[[E]] : f32
+// CHECK: %[[WIDE:.*]] = arith.extf %[[STEP]] : f32 to f64
+// CHECK: arith.addf %[[WIDE]], %{{.*}} : f64
+// CHECK: %[[INFINITE:.*]] = arith.cmpf oeq
+// CHECK: %[[NEW:.*]] = arith.select %[[INFINITE]], %{{.*}}, %{{.*}} : f64
+// CHECK: %[[OUT:.*]] = arith.truncf %[[NEW]] : f64 to f32
+// CHECK: tensor.insert %[[OUT]]
+// CHECK: scf.yield %{{.*}}, %[[NEW]] : tensor<3x5xf32>, f64
+func.func @logaddexp_f32(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
+  %0 = "dg.scan"(%x) {combiner = "logaddexp", dim = 1 : i64, reverse = 0 : i64} : (tensor<3x5xf32>) -> tensor<3x5xf32>
+  return %0 : tensor<3x5xf32>
 }
 
 // CHECK-LABEL: func.func @one_element

@@ -7,8 +7,9 @@ compute one rule:
 
 - add, mul: sums and products, 16-bit floats accumulated in f32 and f32 in f64
   (`accumulator_dtype`: eager's CPU kernels accumulate so, rounding each result);
-- logaddexp: eager's `_log_add_exp_helper`, hi + log1p(exp(lo - hi)) with NaN
-  propagated and equal infinities kept, 16-bit floats in f32;
+- logaddexp: eager's `_log_add_exp_helper`, the larger plus log1p(exp(-|x - y|)) with
+  NaN propagated and equal infinities kept, 16-bit floats in f32 and f32 in f64 (eager's
+  CPU kernel accumulates so), the step log1p(exp(...)) in f32 (f64 for f64 data);
 - max, min: (value, index) pairs in eager's cummax/cummin order: the later element
   wins when it is NaN, or at least as large (small) as the running one (an ordered
   comparison: never where that is NaN); before the start the running value is the
@@ -36,14 +37,22 @@ ARG_COMBINERS = ("max", "min")  # also give the index of the running extreme
 
 
 def accumulator_dtype(combiner: str, dtype: str) -> str:
-    """The dtype a scan of `dtype` accumulates in: sums and products as eager's CPU
-    kernels (16-bit floats in f32, f32 in f64), logaddexp of 16-bit floats in f32
-    (f32 stays f32: an f64 exp and log1p would be libm calls, not vector code)."""
+    """The dtype a scan of `dtype` accumulates in: sums, products and log-sum-exps as
+    eager's CPU kernels, 16-bit floats in f32 and f32 in f64."""
     if dtype in ("f16", "bf16") and combiner in ("add", "mul", "logaddexp"):
         return "f32"
-    if dtype == "f32" and combiner in ("add", "mul"):
+    if dtype == "f32" and combiner in ("add", "mul", "logaddexp"):
         return "f64"
     return dtype
+
+
+def step_type(data: ir.Type) -> ir.Type:
+    """The type logaddexp's step log1p(exp(-|x - y|)) is computed in for data of element
+    type `data`: f32 (f64 for f64 data). The running value is held in the accumulator
+    type, so a step's rounding is relative to the step, not to the running value: f32
+    data keeps eager's f64 accuracy with exp and log1p as f32 vector polynomials
+    (dg-expand-math), where f64 ones would be a libm call per element."""
+    return data if isinstance(data, ir.F64Type) else ir.F32Type.get()
 
 
 def identity(combiner: str, element: ir.Type) -> float | int:
@@ -68,14 +77,19 @@ def constant_like(value: float | int, like: ir.Type) -> ir.Value:
     return arith.ConstantOp(like, ir.DenseElementsAttr.get_splat(like, attr)).result
 
 
+def _element_of(t: ir.Type) -> ir.Type:
+    return ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+
+
 def _is_float(v: ir.Value) -> bool:
-    t = v.type
-    return lb.is_float_type(ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t)
+    return lb.is_float_type(_element_of(v.type))
 
 
-def combine(combiner: str, earlier: Sequence[ir.Value], later: Sequence[ir.Value]) -> list[ir.Value]:
+def combine(combiner: str, earlier: Sequence[ir.Value], later: Sequence[ir.Value],
+            data: ir.Type) -> list[ir.Value]:
     """One scan step on scalars or vectors: the values (and for max/min the i64
-    indices) of `earlier` then `later`, in the accumulator dtype."""
+    indices) of `earlier` then `later`, in the accumulator dtype, for a scan of data of
+    element type `data`."""
     e, l = earlier[0], later[0]
     floating = _is_float(l)
     if combiner == "add":
@@ -83,7 +97,7 @@ def combine(combiner: str, earlier: Sequence[ir.Value], later: Sequence[ir.Value
     if combiner == "mul":
         return [arith.mulf(e, l) if floating else arith.muli(e, l)]
     if combiner == "logaddexp":
-        return [_log_add_exp(e, l)]
+        return [_log_add_exp(e, l, step_type(data))]
     larger = combiner == "max"
     if floating:
         take = arith.ori(arith.cmpf(arith.CmpFPredicate.UNO, l, l), arith.cmpf(
@@ -93,23 +107,26 @@ def combine(combiner: str, earlier: Sequence[ir.Value], later: Sequence[ir.Value
     return [arith.select(take, l, e), arith.select(take, later[1], earlier[1])]
 
 
-def _log_add_exp(y: ir.Value, x: ir.Value) -> ir.Value:
-    """eager's `_log_add_exp_helper(x, y)` (x the element, y the running value):
-    min/max as std::min/max pick them (a NaN y is both), log1p(exp(min - max)) + max,
-    except x itself where both are the same infinity (whose difference is NaN)."""
-    nan_y = arith.cmpf(arith.CmpFPredicate.UNO, y, y)
-    lo = arith.select(nan_y, y, arith.select(arith.cmpf(arith.CmpFPredicate.OLT, y, x), y, x))
-    hi = arith.select(nan_y, y, arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, y), y, x))
-    general = arith.addf(mmath.log1p(mmath.exp(arith.subf(lo, hi))), hi)
-    finite = arith.cmpf(arith.CmpFPredicate.OLT, mmath.absf(lo), constant_like(math.inf, lo.type))
-    differ = arith.cmpf(arith.CmpFPredicate.UNE, lo, hi)
-    return arith.select(arith.ori(differ, finite), general, x)
+def _log_add_exp(y: ir.Value, x: ir.Value, step: ir.Type) -> ir.Value:
+    """eager's `_log_add_exp_helper(x, y)` (x the element, y the running value): the
+    larger plus log1p(exp(-|x - y|)), NaN from either; where y is infinite, y if it is
+    above x, else x (x where both are the same infinity, whose difference is NaN). The
+    log1p(exp(...)) runs in `step` (`step_type`); a difference beyond its range is -inf
+    there, whose step is 0, as it would be."""
+    difference = arith.subf(x, y)
+    zero, inf = constant_like(0.0, y.type), constant_like(math.inf, y.type)
+    hi = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, difference, zero), x, y)
+    gap = convert(arith.negf(mmath.absf(difference)), step)
+    general = arith.addf(convert(mmath.log1p(mmath.exp(gap)), _element_of(hi.type)), hi)
+    at_infinity = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, y, x), y, x)
+    infinite = arith.cmpf(arith.CmpFPredicate.OEQ, mmath.absf(y), inf)
+    return arith.select(infinite, at_infinity, general)
 
 
 def convert(v: ir.Value, to: ir.Type) -> ir.Value:
     """Float `v` (scalar or vector) extended or truncated to the element type `to`."""
     t = v.type
-    src = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+    src = _element_of(t)
     if src == to:
         return v
     target = ir.VectorType.get(ir.VectorType(t).shape, to) if isinstance(t, ir.VectorType) else to
@@ -164,7 +181,8 @@ def scan_nest(x: ir.Value, out_dtypes: Sequence[str], dim: int, combiner: str,
             later = [convert(lb.extract(x, coords), acc)]
             if combiner in ARG_COMBINERS:
                 later.append(arith.index_cast(ir.IntegerType.get_signless(64), pos))
-            new = combine(combiner, inner[len(tensors):], later)
+            new = combine(combiner, inner[len(tensors):], later,
+                          ir.RankedTensorType(x.type).element_type)
             stored = [convert(new[0], ir.RankedTensorType(tensors[0].type).element_type),
                       *new[1:]]
             scf.YieldOp([lb.insert(v, t, coords) for v, t in zip(stored, inner)] + new)

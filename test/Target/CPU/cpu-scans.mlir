@@ -10,7 +10,8 @@
 //   the carry is lane 0. max/min carry (value, index) vectors; within a vector the
 //   indices are i32 lane numbers, offset after its scan.
 // - Along another dim, the scanned loop goes outside the contiguous dims after it,
-//   the running values of one slice in a buffer; threads split the columns.
+//   the running values of one slice in a buffer; threads split the columns. LLVM
+//   vectorizes that loop, except logaddexp's, which goes in vectors here.
 // RUN: fusegrad-opt %s -p 'dg-lower-to-linalg,dg-cpu-bufferize,dg-cpu-scans,canonicalize,cse' | filecheck %s
 
 // CHECK-LABEL: func.func private @rows_scan0(
@@ -90,6 +91,36 @@ func.func @rows_max_reverse(%x: tensor<8x100xf64>) -> (tensor<8x100xf64>, tensor
 func.func @columns(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
   %0 = "dg.scan"(%x) {combiner = "add", dim = 0 : i64, reverse = 0 : i64} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   return %0 : tensor<1024x1024xf32>
+}
+
+// f32 log-sum-exps along columns: 16 columns at a time, their running values f64
+// vectors, the step exp and log1p on f32 vectors; the columns past the last whole
+// vector one at a time.
+// CHECK-LABEL: func.func private @log_columns_scan0(
+// CHECK-SAME: %[[LO:.*]]: index, %[[HI:.*]]: index, %[[X:.*]]: memref<8x40xf32>, %[[Y:.*]]: memref<8x40xf32>)
+// CHECK: %[[RUNNING:.*]] = memref.alloc() : memref<40xf64>
+// CHECK: scf.for %[[I:.*]] = %c0 to %c8
+// CHECK: %[[SPAN:.*]] = arith.subi %[[HI]], %[[LO]]
+// CHECK: %[[REST:.*]] = arith.remui %[[SPAN]], %c16
+// CHECK: %[[WHOLE:.*]] = arith.subi %[[HI]], %[[REST]]
+// CHECK: scf.for %[[J:.*]] = %[[LO]] to %[[WHOLE]] step %c16
+// CHECK: %[[OLD:.*]] = vector.load %[[RUNNING]][%[[J]]] : memref<40xf64>, vector<16xf64>
+// CHECK: vector.load %[[X]][%[[I]], %[[J]]] : memref<8x40xf32>, vector<16xf32>
+// CHECK: %[[GAP:.*]] = arith.truncf %{{.*}} : vector<16xf64> to vector<16xf32>
+// CHECK: math.exp %[[GAP]] : vector<16xf32>
+// CHECK: math.log1p %{{.*}} : vector<16xf32>
+// CHECK: %[[INFINITE:.*]] = arith.cmpf oeq, %{{.*}} : vector<16xf64>
+// CHECK: %[[NEW:.*]] = arith.select %[[INFINITE]], %{{.*}} : vector<16xi1>, vector<16xf64>
+// CHECK: vector.store %[[NEW]], %[[RUNNING]][%[[J]]] : memref<40xf64>, vector<16xf64>
+// CHECK: %[[OUT:.*]] = arith.truncf %[[NEW]] : vector<16xf64> to vector<16xf32>
+// CHECK: vector.store %[[OUT]], %[[Y]][%[[I]], %[[J]]]
+// CHECK: scf.for %[[K:.*]] = %[[WHOLE]] to %[[HI]] step %c1
+// CHECK: memref.load %[[RUNNING]][%[[K]]] : memref<40xf64>
+// CHECK: memref.store %{{.*}}, %[[Y]][%[[I]], %[[K]]]
+// CHECK-LABEL: func.func @log_columns(
+func.func @log_columns(%x: tensor<8x40xf32>) -> tensor<8x40xf32> {
+  %0 = "dg.scan"(%x) {combiner = "logaddexp", dim = 0 : i64, reverse = 0 : i64} : (tensor<8x40xf32>) -> tensor<8x40xf32>
+  return %0 : tensor<8x40xf32>
 }
 
 // One result of a max scan read: canonicalize dropped the other one's stores, and the

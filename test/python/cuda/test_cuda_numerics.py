@@ -8,7 +8,8 @@ run in the emulator (cuda_emulator.py), which adds in the kernels' order and dty
 issue 47's table (row kernels, a full reduction, a block per output), a batch norm's
 backward (a block per output, whose f32 tree made the weight gradient err 3.1x
 eager's), one thread per output over a long reduction (serial: 3.8x eager's over 256
-elements in f32), and the same at run-time sizes. What the emulator cannot show is the
+elements in f32), a logcumsumexp and its backward (a thread per row), and the same at
+run-time sizes. What the emulator cannot show is the
 hardware's own rounding (FMA contraction by ptxas).
 """
 from __future__ import annotations
@@ -17,7 +18,8 @@ import pytest
 import torch
 
 from cuda_plans import compile_emulated
-from reduction_errors import CASES, ISSUE_TABLE, Case, assert_within_eager, cotangent, uniform
+from reduction_errors import (CASES, ISSUE_TABLE, Case, assert_within_eager, cotangent, normal,
+                              uniform)
 from fusegrad.codegen.cuda.kernels import THREAD_PER_OUTPUT_MIN
 from fusegrad.frontend.capture import Captured, capture
 from fusegrad.frontend.dynamic_shapes import parse_dynamic_shapes
@@ -33,6 +35,10 @@ CUDA_CASES = ISSUE_TABLE + [
     _SHARED["batch_norm forward and backward, mean 300"],
     Case(f"sum over the middle dim of {_OUTPUTS}x256x4096 (a thread per output)",
          lambda x: x.sum(1), [uniform(_OUTPUTS, 256, 4096)]),
+    # a scan, a thread per row, its running log-sum-exp f64 (in f32: 3.4e-6 against
+    # eager's 2.3e-8)
+    Case("logcumsumexp along rows of 4096, forward and backward",
+         lambda x: torch.logcumsumexp(x, 1), [normal(4, 4096, std=3)], grad=True),
     # one program for every size
     _SHARED["row sums of run-time length"],
     _SHARED["column sums over a run-time number of rows"],
