@@ -109,6 +109,28 @@ class _Workspace(threading.local):
             log.debug("workspace of this thread grown to %d bytes", nbytes)
         return self.buffer.data_ptr()
 
+    def growing(self, descriptor: ctypes.Structure, nbytes: int) -> int:
+        """Point the descriptor of a growing workspace (`memref<?xi8>`) at this thread's
+        buffer, of at least `nbytes`; its address."""
+        pointer = self.data_ptr(max(nbytes, GROWING_HEADER))
+        descriptor.allocated = descriptor.aligned = pointer
+        descriptor.sizes[0] = self.buffer.numel()
+        descriptor.strides[0] = 1
+        return pointer
+
+    def grow_to_need(self, pointer: int) -> None:
+        """After a call on a growing workspace at `pointer`: the bytes it needed are in its
+        header; a call that needed more than the buffer ran on a block of its own, and
+        the buffer grows for the calls that follow."""
+        needed = ctypes.c_int64.from_address(pointer).value
+        if needed > self.buffer.numel():
+            self.data_ptr(needed)
+
+
+# bytes at the start of a growing workspace that hold what the call needs
+# (`codegen/cpu/plan_workspace.py`)
+GROWING_HEADER = 64
+
 
 _WORKSPACE = _Workspace()
 
@@ -133,7 +155,9 @@ class CpuFunction:
     Results are fresh tensors, except a result that is one of the arguments (a
     forward saving its input for the backward): that argument itself is returned,
     never copied. Callers that hand results to users make them unaliased.
-    `workspace`: bytes of temporaries the entry takes as its last argument (0: none)."""
+    `workspace`: bytes of temporaries the entry takes as its last argument (0: none); a
+    negative value is a growing workspace, of at least that many bytes (temporaries of
+    run-time sizes: `memref<?xi8>`, the bytes a call needs in its header)."""
 
     def __init__(self, name: str, fn: Callable, inputs: Sequence[TensorSig],
                  outputs: Sequence[TensorSig], owner: object,
@@ -219,7 +243,8 @@ class CpuFunction:
         """This thread's descriptors (made at its first call)."""
         arguments = getattr(self._thread, "arguments", None)
         if arguments is None:
-            workspace = [TensorSig((self.workspace,), "i8")] if self.workspace else []
+            workspace = [TensorSig((self.workspace,), "i8")] if self.workspace > 0 else \
+                [TensorSig((abi.symbol("workspace"),), "i8")] if self.workspace else []
             arguments = self._thread.arguments = _Arguments(
                 [*self.inputs, *(s for _, s, _ in self._computed), *workspace],
                 len(self.inputs), len(self.size_arguments))
@@ -254,15 +279,19 @@ class CpuFunction:
                          else f"    o{k} = empty(O{k}, dtype=U{k})")
             outs.append(f"o{k}")
         pointers = [f"{a}.data_ptr()" for a in (*names, *outs)]
-        if self.workspace:
+        if self.workspace > 0:
             pointers.append(f"workspace({self.workspace})")
         lines.append("    arguments = arguments_of()")
         if pointers:
             descriptors = [f"d{j}" for j in range(len(pointers))]
-            lines.append(f"    [{', '.join(descriptors)}] = arguments.descriptors")
+            lines.append(f"    [{', '.join(descriptors)}] = arguments.descriptors"
+                         + ("[:-1]" if self.workspace < 0 else ""))
             lines += [f"    {d}.allocated = {d}.aligned = {p}"
                       for d, p in zip(descriptors, pointers)]
+        lines += self._growing_workspace(env)
         lines.append("    raw(arguments.packed)")
+        if self.workspace < 0:
+            lines.append("    grown(w)")
         if self._index_errors is not None:
             env["errors"] = self._index_errors
             lines.append(f"    errors.raise_if_set({self.name!r})")
@@ -273,6 +302,13 @@ class CpuFunction:
         exec(compile("\n".join(lines), f"<fusegrad call @{self.name}>", "exec"), env)
         return env["call"]
 
+
+    def _growing_workspace(self, env: dict[str, Any]) -> list[str]:
+        """A generated call's lines that pass a growing workspace (the last descriptor)."""
+        if self.workspace >= 0:
+            return []
+        env["growing"], env["grown"] = _WORKSPACE.growing, _WORKSPACE.grow_to_need
+        return [f"    w = growing(arguments.descriptors[-1], {-self.workspace})"]
 
     def _generate_symbolic_call(self) -> Callable[..., list[torch.Tensor]]:
         """The call of an entry with symbolic sizes, generated as `_generate_call`'s: it
@@ -309,18 +345,22 @@ class CpuFunction:
         lines.append("    arguments = arguments_of()")
         tensors = [*zip(names, self.inputs), *((o, shapes[o]) for o in outs)]
         pointers = [f"{a}.data_ptr()" for a, _ in tensors]
-        if self.workspace:
+        if self.workspace > 0:
             pointers.append(f"workspace({self.workspace})")
         if pointers:
             descriptors = [f"d{j}" for j in range(len(pointers))]
-            lines.append(f"    [{', '.join(descriptors)}] = arguments.descriptors")
+            lines.append(f"    [{', '.join(descriptors)}] = arguments.descriptors"
+                         + ("[:-1]" if self.workspace < 0 else ""))
             lines += [f"    {d}.allocated = {d}.aligned = {p}"
                       for d, p in zip(descriptors, pointers)]
             lines += [f"    geometry({d}, {a}.shape)" for d, (a, s) in zip(descriptors, tensors)
                       if not s.is_static]
         lines += [f"    arguments.sizes[{j}].value = {name}"
                   for j, name in enumerate(self.size_arguments)]
+        lines += self._growing_workspace(env)
         lines.append("    raw(arguments.packed)")
+        if self.workspace < 0:
+            lines.append("    grown(w)")
         if self._index_errors is not None:
             env["errors"] = self._index_errors
             lines.append(f"    errors.raise_if_set({self.name!r})")

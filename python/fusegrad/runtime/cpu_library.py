@@ -30,7 +30,8 @@ from .cpu import CpuModule, Entries, load_builtins
 log = logging.getLogger(__name__)
 
 FORMAT = "fusegrad-cpu-library"
-VERSION = 2  # 2: entries name their workspace bytes
+VERSION = 3  # 2: entries name their workspace bytes; 3: negative for a growing workspace
+READABLE = (2, 3)  # versions this runtime loads
 LIBRARY = "lib.so"
 METADATA = "meta.json"
 
@@ -78,9 +79,10 @@ def read(directory: str) -> tuple[CpuModule, dict[str, Any]]:
     try:
         with open(os.path.join(directory, METADATA)) as f:
             meta = json.load(f)
-        if not isinstance(meta, dict) or (meta.get("format"), meta.get("version")) != (FORMAT,
-                                                                                     VERSION):
-            raise LibraryError(f"not a {FORMAT} version {VERSION} library")
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT or \
+                meta.get("version") not in READABLE:
+            raise LibraryError(f"not a {FORMAT} library of version "
+                               f"{' or '.join(map(str, READABLE))}")
         library = os.path.join(directory, meta["library"])
         if sha256_file(library) != meta["sha256"]:
             raise LibraryError(f"{library} does not match its checksum")

@@ -1,7 +1,8 @@
 // dg-plan-workspace: the temporaries of a public function become views of one
 // trailing workspace argument; buffers live at the same time get disjoint bytes,
-// a buffer whose live range ended is reused. Private functions and dynamic shapes
-// keep their allocs.
+// a buffer whose live range ended is reused. Private functions keep their allocs, as
+// does an alloc nothing uses (temporaries of run-time sizes:
+// plan-workspace-run-time-sizes.mlir).
 // RUN: fusegrad-opt %s -p 'dg-plan-workspace' | filecheck %s
 
 // CHECK: module attributes {dg.workspaces = {chain = 8192 : i64, through_view = 128 : i64}}

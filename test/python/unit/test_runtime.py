@@ -270,6 +270,33 @@ def test_temporaries_live_in_the_threads_workspace():
     assert cpu._WORKSPACE.buffer.data_ptr() == kept  # kept between calls, not reallocated
 
 
+def test_temporaries_of_run_time_size_grow_the_workspace_once():
+    """Temporaries of run-time sizes live in the thread's workspace too: a call that
+    needs more than it holds runs on a block of its own, and the workspace grows to
+    what it needed; a call that fits reuses it (on a fresh thread: an empty workspace)."""
+    from fusegrad.runtime import abi, cpu
+
+    name, _, body = _matmul_chain()
+    fn = _compile((name, [TensorSpec((abi.symbol("s0"), 256), "f32"),
+                          TensorSpec((256, 256), "f32")], body)).function(name)
+    assert fn.workspace < 0  # a growing workspace
+    w = torch.randn(256, 256) / 16
+    seen: list = []
+
+    def calls(_: int) -> None:
+        for n in (8, 64, 32, 64):
+            x = torch.randn(n, 256)
+            before = cpu.workspace_bytes()
+            torch.testing.assert_close(fn(x, w)[0], x @ w @ w @ w @ w)
+            seen.append((n, before, cpu.workspace_bytes(), cpu._WORKSPACE.buffer.data_ptr()))
+    _in_threads(calls, 1)
+    assert [n for n, *_ in seen] == [8, 64, 32, 64]  # no call raised
+    grew = [after > before for _, before, after, _ in seen]
+    assert grew == [True, True, False, False]
+    assert seen[1][3] == seen[2][3] == seen[3][3]  # reused, not reallocated
+    assert seen[3][2] >= 64 * 256 * 4  # one [64, 256] f32 temporary at a time
+
+
 def test_shared_library_keeps_workspace_sizes(tmp_path):
     from fusegrad.runtime import cpu_library
 

@@ -17,6 +17,20 @@ the lowest offset that fits (TFLite's arena planner). The runtime passes one
 buffer per thread, kept between calls (`runtime.cpu`), so steady-state calls
 neither allocate nor fault. The module attribute `WORKSPACES_ATTR` maps each
 such entry to its workspace size in bytes.
+
+Temporaries of run-time sizes (a program compiled for every size) are planned too, or
+each call would `malloc` them, all live at once, and with glibc's defaults page-fault
+them in again (a transformer layer's training step at run-time sizes: 12K faults per
+step, 1.3x the static program's time). Their sizes are computed at the entry's start
+(the size ops feeding their allocs, cloned there), and each goes after every buffer
+live at the same time that was placed before it (largest at the size hints first), at
+an offset computed from those sizes, so no two live buffers overlap at any sizes. Such
+an entry's workspace is `memref<?xi8>`, whose size is the buffer the runtime passes
+(`GROWING_ATTR` names these entries): its first HEADER bytes hold the bytes the call
+needs, which the entry writes first; when they exceed what it was given, it runs on a
+`malloc`ed block of that size instead, and the runtime grows its buffer for the calls
+that follow. `WORKSPACES_ATTR` holds the bytes such an entry needs before those of
+run-time size.
 """
 from __future__ import annotations
 
@@ -25,17 +39,26 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mlir import ir
-from mlir.dialects import arith, memref
+from mlir.dialects import arith, memref, scf
 
 from ...dialects.types import TensorSpec, dtype_of
 from ...dialects.core import is_public
+from ..common.loops import DEFAULT_SIZE_HINT
 from ..common.memrefs import contiguous_memref, touching_ops
 
 
 log = logging.getLogger(__name__)
 
 WORKSPACES_ATTR = "dg.workspaces"
+GROWING_ATTR = "dg.growing_workspaces"  # entries whose workspace holds run-time sizes
 ALIGNMENT = 64  # bytes: what bufferization asks of allocs, a cache line, an AVX-512 vector
+HEADER = ALIGNMENT  # a growing workspace's first bytes: the i64 bytes its call needs
+# ops that compute sizes from the entry's arguments, cloned to its start
+_SIZE_OPS = ("arith.constant", "memref.dim", "affine.apply", "arith.index_cast",
+             "arith.index_castui", "arith.addi", "arith.subi", "arith.muli", "arith.divui",
+             "arith.divsi", "arith.ceildivui", "arith.ceildivsi", "arith.floordivsi",
+             "arith.remui", "arith.remsi", "arith.minui", "arith.minsi", "arith.maxui",
+             "arith.maxsi")
 
 
 @dataclass
@@ -44,27 +67,50 @@ class _Buffer:
     deallocs: list[ir.Operation]
     start: int  # first and last top-level op that touch it
     end: int
-    size: int  # bytes, rounded up to ALIGNMENT
+    size: int  # bytes, rounded up to ALIGNMENT (of a run-time size: at the size hints)
     offset: int = -1
+    dynamic: bool = False  # of run-time size: offset and size are computed by the entry
+
+
+def _element_bytes(t: ir.MemRefType) -> Optional[int]:
+    try:
+        return TensorSpec((), dtype_of(t.element_type)).nbytes
+    except TypeError:  # an element type dg has no dtype for
+        return None
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // ALIGNMENT) * ALIGNMENT
 
 
 def _buffer(alloc: ir.Operation, position: dict) -> Optional[_Buffer]:
-    """The live range of a top-level alloc; None when it cannot be planned (dynamic or
-    strided type, escapes through a return, freed elsewhere or more than once)."""
+    """The live range of a top-level alloc; None when it cannot be planned (strided
+    type, escapes through a return, freed elsewhere or more than once)."""
     t = ir.MemRefType(alloc.results[0].type)
-    if not contiguous_memref(t) or alloc.operands:
+    item = _element_bytes(t)
+    if item is None:
         return None
-    try:
-        size = TensorSpec(tuple(t.shape), dtype_of(t.element_type)).nbytes
-    except TypeError:  # an element type dg has no dtype for
+    if alloc.operands:  # run-time sizes: row-major, sized by its operands
+        layout = t.layout
+        if not isinstance(layout, ir.AffineMapAttr) or \
+                layout.value != ir.AffineMap.get_identity(t.rank) or \
+                len(alloc.operands) != sum(ir.ShapedType.is_dynamic_size(d) for d in t.shape):
+            return None
+        dims = [DEFAULT_SIZE_HINT if ir.ShapedType.is_dynamic_size(d) else d for d in t.shape]
+    elif contiguous_memref(t):
+        dims = list(t.shape)
+    else:
         return None
     touching = touching_ops(alloc.results[0], alloc.block)
     if touching is None or len(touching[1]) != 1 or not touching[0]:
         return None
     ops, deallocs = touching
     touched = [position[op] for op in ops]
-    size = -(-size // ALIGNMENT) * ALIGNMENT
-    return _Buffer(alloc, deallocs, min(touched), max(touched), size)
+    nbytes = item
+    for d in dims:
+        nbytes *= d
+    return _Buffer(alloc, deallocs, min(touched), max(touched), _aligned(nbytes),
+                   dynamic=bool(alloc.operands))
 
 
 def pack(buffers: list[_Buffer]) -> int:
@@ -83,53 +129,214 @@ def pack(buffers: list[_Buffer]) -> int:
     return max((b.offset + b.size for b in placed), default=0)
 
 
-def _plan(fn: ir.Operation) -> int:
-    """Move `fn`'s temporaries into a workspace argument; returns its size in bytes."""
-    block = fn.regions[0].blocks[0]
+class _StartValues:
+    """Index values of an entry computed again at its start (before `first`): the size
+    ops feeding them, down to the entry's arguments, cloned there."""
+
+    def __init__(self, block: ir.Block) -> None:
+        self.block = block
+        self.first = block.operations[0]
+        self.cloned: dict = {}
+
+    def value(self, v: ir.Value) -> Optional[ir.Value]:
+        """`v` at the start, or None when it depends on more than sizes (a loaded value)."""
+        if isinstance(v.owner, ir.Block):
+            return v if v.owner == self.block else None
+        if v in self.cloned:
+            return self.cloned[v]
+        op = v.owner.operation
+        if op.name not in _SIZE_OPS or op.regions or len(op.results) != 1:
+            return None
+        if op.name == "memref.dim" and not isinstance(op.operands[0].owner, ir.Block):
+            source = op.operands[0].owner.operation  # a dim of an alloc is its size operand
+            k = self._constant(op.operands[1])
+            if source.name != "memref.alloc" or k is None:
+                return None
+            shape = ir.MemRefType(source.results[0].type).shape
+            if not ir.ShapedType.is_dynamic_size(shape[k]):
+                return None
+            at = sum(ir.ShapedType.is_dynamic_size(d) for d in shape[:k])
+            found = self.value(source.operands[at])
+        else:
+            operands = [self.value(o) for o in op.operands]
+            if any(o is None for o in operands):
+                return None
+            clone = op.clone(ir.InsertionPoint(self.first))
+            for i, o in enumerate(operands):
+                clone.operands[i] = o
+            found = clone.results[0]
+        self.cloned[v] = found
+        return found
+
+    @staticmethod
+    def _constant(v: ir.Value) -> Optional[int]:
+        if isinstance(v.owner, ir.Block) or v.owner.operation.name != "arith.constant":
+            return None
+        return ir.IntegerAttr(v.owner.operation.attributes["value"]).value
+
+
+def _bytes_at_start(b: _Buffer, start: _StartValues) -> Optional[ir.Value]:
+    """The bytes of `b` (run-time sizes), rounded up to ALIGNMENT, computed at the start."""
+    t = ir.MemRefType(b.alloc.results[0].type)
+    sizes = [start.value(v) for v in b.alloc.operands]
+    if any(v is None for v in sizes):
+        return None
+    with ir.InsertionPoint(start.first), b.alloc.location:
+        dynamic = iter(sizes)
+        nbytes = _index(_element_bytes(t))
+        for d in t.shape:
+            dim = next(dynamic) if ir.ShapedType.is_dynamic_size(d) else _index(d)
+            nbytes = arith.muli(nbytes, dim)
+        rounded = arith.addi(nbytes, _index(ALIGNMENT - 1))
+        return arith.muli(arith.divui(rounded, _index(ALIGNMENT)), _index(ALIGNMENT))
+
+
+def _index(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), value).result
+
+
+def _replace(b: _Buffer, workspace: ir.Value, offset: ir.Value) -> None:
+    """`b`'s alloc -> a view of `workspace` at `offset` (its deallocs go)."""
+    with ir.InsertionPoint(b.alloc), b.alloc.location:
+        view = memref.ViewOp(b.alloc.results[0].type, workspace, offset,
+                             list(b.alloc.operands)).result
+    b.alloc.results[0].replace_all_uses_with(view)
+    for d in b.deallocs:
+        d.erase()
+    b.alloc.erase()
+
+
+def _add_workspace_argument(fn: ir.Operation, workspace_type: ir.Type) -> ir.Value:
+    workspace = fn.regions[0].blocks[0].add_argument(workspace_type, fn.location)
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    fn.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([*ftype.inputs, workspace_type], ftype.results))
+    return workspace
+
+
+def _plan(fn: ir.Operation) -> tuple[int, bool]:
+    """Move `fn`'s temporaries into a workspace argument; returns its size in bytes (for
+    a growing one, GROWING_ATTR, what it needs at least) and whether it grows."""
+    blocks = list(fn.regions[0].blocks)
+    block = blocks[0]
     ops = [op.operation for op in block.operations]
     position = {op: k for k, op in enumerate(ops)}
     buffers = [b for op in ops if op.name == "memref.alloc"
                for b in [_buffer(op, position)] if b is not None]
-    if not buffers:
-        return 0
-    total = pack(buffers)
-    i8 = ir.IntegerType.get_signless(8)
-    workspace_type = ir.MemRefType.get([total], i8)
-    workspace = block.add_argument(workspace_type, fn.location)
-    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
-    fn.attributes["function_type"] = ir.TypeAttr.get(
-        ir.FunctionType.get([*ftype.inputs, workspace_type], ftype.results))
+    if len(blocks) != 1:
+        buffers = [b for b in buffers if not b.dynamic]
+    start = _StartValues(block) if any(b.dynamic for b in buffers) else None
+    dynamic_bytes = {}
     for b in buffers:
-        with ir.InsertionPoint(b.alloc), b.alloc.location:
-            offset = arith.ConstantOp(ir.IndexType.get(), b.offset).result
-            view = memref.ViewOp(b.alloc.results[0].type, workspace, offset, []).result
-        b.alloc.results[0].replace_all_uses_with(view)
-        for d in b.deallocs:
-            d.erase()
-        b.alloc.erase()
-    log.debug("@%s: %d temporaries, %d bytes allocated, workspace %d bytes",
-              ir.StringAttr(fn.attributes["sym_name"]).value, len(buffers),
-              sum(b.size for b in buffers), total)
-    return total
+        if b.dynamic:
+            nbytes = _bytes_at_start(b, start)
+            if nbytes is not None:
+                dynamic_bytes[b.alloc] = nbytes
+    buffers = [b for b in buffers if not b.dynamic or b.alloc in dynamic_bytes]
+    if not buffers:
+        return 0, False
+    static = [b for b in buffers if not b.dynamic]
+    dynamic = [b for b in buffers if b.dynamic]
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    if not dynamic:
+        total = pack(static)
+        workspace = _add_workspace_argument(
+            fn, ir.MemRefType.get([total], ir.IntegerType.get_signless(8)))
+        for b in static:
+            with ir.InsertionPoint(b.alloc), b.alloc.location:
+                offset = _index(b.offset)
+            _replace(b, workspace, offset)
+        log.debug("@%s: %d temporaries, %d bytes allocated, workspace %d bytes", name,
+                  len(buffers), sum(b.size for b in buffers), total)
+        return total, False
+    return _plan_growing(fn, static, dynamic, dynamic_bytes, start), True
+
+
+def _plan_growing(fn: ir.Operation, static: list[_Buffer], dynamic: list[_Buffer],
+                  dynamic_bytes: dict, start: _StartValues) -> int:
+    """The workspace of an entry with temporaries of run-time sizes (module docstring):
+    HEADER, the static ones packed, then each run-time one after the buffers live with
+    it that were placed before it (largest at the size hints first). Returns the bytes
+    before the run-time ones: what a call needs at least."""
+    i8 = ir.IntegerType.get_signless(8)
+    workspace = _add_workspace_argument(
+        fn, ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], i8))
+    static_end = HEADER + pack(static)
+    placed: list[_Buffer] = []
+    offsets: dict = {}  # dynamic alloc -> (offset value, end value)
+    with ir.InsertionPoint(start.first), fn.location:
+        base_offset = _index(static_end)
+        total = base_offset
+        for b in sorted(dynamic, key=lambda b: (-b.size, b.start)):
+            offset = base_offset
+            for p in placed:
+                if p.start <= b.end and b.start <= p.end:
+                    offset = arith.maxui(offset, offsets[p.alloc][1])
+            end = arith.addi(offset, dynamic_bytes[b.alloc])
+            offsets[b.alloc] = (offset, end)
+            total = arith.maxui(total, end)
+            placed.append(b)
+        # the bytes this call needs, in the header of the buffer passed; a larger call
+        # runs on a block of its own
+        header = memref.ViewOp(ir.MemRefType.get([1], ir.IntegerType.get_signless(64)),
+                               workspace, _index(0), []).result
+        memref.StoreOp(arith.index_cast(ir.IntegerType.get_signless(64), total), header,
+                       [_index(0)])
+        capacity = memref.DimOp(workspace, _index(0)).result
+        fits = arith.cmpi(arith.CmpIPredicate.ule, total, capacity)
+        choice = scf.IfOp(fits, [workspace.type], has_else=True)
+        with ir.InsertionPoint(choice.then_block):
+            scf.YieldOp([workspace])
+        with ir.InsertionPoint(choice.else_block):
+            own = memref.AllocOp(workspace.type, [total], [])
+            own.attributes["alignment"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                             ALIGNMENT)
+            scf.YieldOp([own.result])
+        memory = choice.results[0]
+        static_offsets = {b.alloc: _index(HEADER + b.offset) for b in static}
+    for b in static:
+        _replace(b, memory, static_offsets[b.alloc])
+    for b in dynamic:
+        _replace(b, memory, offsets[b.alloc][0])
+    block = fn.regions[0].blocks[0]
+    with ir.InsertionPoint(block.operations[len(block.operations) - 1]), fn.location:
+        own = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, total, capacity))
+        with ir.InsertionPoint(own.then_block):
+            memref.DeallocOp(memory)
+            scf.YieldOp([])
+    log.debug("@%s: %d temporaries (%d of run-time sizes), workspace of %d bytes and those of "
+              "run-time size", ir.StringAttr(fn.attributes["sym_name"]).value,
+              len(static) + len(dynamic), len(dynamic), static_end)
+    return static_end
 
 
 def plan_workspace(module: ir.Operation) -> None:
-    sizes = {}
+    sizes, growing = {}, []
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
         if op.name == "func.func" and op.regions[0].blocks and is_public(op):
-            size = _plan(op)
+            size, grows = _plan(op)
+            name = ir.StringAttr(op.attributes["sym_name"]).value
             if size:
-                sizes[ir.StringAttr(op.attributes["sym_name"]).value] = size
+                sizes[name] = size
+            if grows:
+                growing.append(name)
     if sizes:
         i64 = ir.IntegerType.get_signless(64)
         module.attributes[WORKSPACES_ATTR] = ir.DictAttr.get(
             {name: ir.IntegerAttr.get(i64, size) for name, size in sizes.items()})
+    if growing:
+        module.attributes[GROWING_ATTR] = ir.ArrayAttr.get(
+            [ir.StringAttr.get(name) for name in growing])
 
 
 def workspaces(module: ir.Operation) -> dict[str, int]:
-    """Entry -> workspace bytes, as recorded by dg-plan-workspace."""
+    """Entry -> workspace bytes, as recorded by dg-plan-workspace (negated for a growing
+    workspace: `runtime.cpu.CpuFunction`'s convention)."""
     if WORKSPACES_ATTR not in module.attributes:
         return {}
     attrs = ir.DictAttr(module.attributes[WORKSPACES_ATTR])
-    return {attrs[k].name: ir.IntegerAttr(attrs[k].attr).value for k in range(len(attrs))}
+    growing = {ir.StringAttr(a).value for a in ir.ArrayAttr(module.attributes[GROWING_ATTR])} \
+        if GROWING_ATTR in module.attributes else set()
+    return {attrs[k].name: ir.IntegerAttr(attrs[k].attr).value *
+            (-1 if attrs[k].name in growing else 1) for k in range(len(attrs))}
