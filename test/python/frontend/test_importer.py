@@ -330,3 +330,18 @@ def test_a_matrix_broadcast_over_a_batch_is_one_product_of_the_stacked_rows():
     matmuls = [line for line in text.splitlines() if '"dg.matmul"' in line]
     assert len(matmuls) == 1 and "(tensor<40x6xf32>, tensor<6x7xf32>)" in matmuls[0]
     torch.testing.assert_close(got, x @ w)
+
+
+@pytest.mark.parametrize("name, fn, wide", [
+    ("layer_norm", lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],)), False),
+    ("group_norm", lambda x: torch.nn.functional.group_norm(x, 2), False),
+    ("var", lambda x: x.var(-1), True),
+    ("std_mean", lambda x: torch.std_mean(x, -1)[0], True),
+])
+def test_variances_square_in_f64_but_normalization_layers_in_f32(name, fn, wide):
+    """var and std square their deviations in f64 (eager's accumulate in double); the
+    statistics of a normalization layer stay f32, as eager's layer and group norm
+    kernels and hot in training (the traced node names its layer by another overload
+    object than `aten`'s: the check compares names)."""
+    module = str(import_graph(dynamo_trace(fn, torch.randn(4, 6, 8))))
+    assert ("xf64>" in module or "tensor<f64>" in module) == wide, name

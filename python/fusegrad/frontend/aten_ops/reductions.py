@@ -73,11 +73,13 @@ def _prod(em: Emit, x: ir.Value, dim: int | None = None, keepdim: bool = False, 
 
 # the normalization layers, whose decompositions take their statistics through var_mean:
 # hot in training, they keep f32 squares (eager's layer and group norm kernels accumulate
-# in f32 too; its CPU batch norm, in double, does not overflow near 1e19)
-_NORMALIZATION_LAYERS = {aten.native_layer_norm.default, aten.native_group_norm.default,
-                         aten.native_batch_norm.default, aten._native_batch_norm_legit.default,
-                         aten._native_batch_norm_legit.no_stats,
-                         aten._native_batch_norm_legit_functional.default}
+# in f32 too; its CPU batch norm, in double, does not overflow near 1e19). By name: the
+# overload a traced node records can be another object than `aten`'s for the same op
+# (OpOverload compares by identity), and the check then never matched
+_NORMALIZATION_LAYERS = frozenset(str(op) for op in (
+    aten.native_layer_norm.default, aten.native_group_norm.default,
+    aten.native_batch_norm.default, aten._native_batch_norm_legit.default,
+    aten._native_batch_norm_legit.no_stats, aten._native_batch_norm_legit_functional.default))
 
 
 def _squares_dtype(em: Emit, dtype: str) -> str:
@@ -86,7 +88,7 @@ def _squares_dtype(em: Emit, dtype: str) -> str:
     1e19, overflowed, and those below 2^-75 underflowed: a std of values near 1e-25 was
     0), except for a normalization layer's statistics (`_NORMALIZATION_LAYERS`). f64 costs
     a row var_mean of 256 x 768 on one CPU thread 27 -> 38 us (eager's: 2.3 ms)."""
-    if em.node.meta.get("original_aten") in _NORMALIZATION_LAYERS:
+    if str(em.node.meta.get("original_aten")) in _NORMALIZATION_LAYERS:
         return dtype
     return "f64"
 
