@@ -132,26 +132,34 @@ def child(workload: str, backend: str, steps: int, threads: int) -> dict[str, An
     return result
 
 
-def spawn(workload: str, backend: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Runs `child` in a fresh process; its result, or {"error": ...}."""
+def run_fresh(script: str, args: list[str], backend: str, marker: str) -> dict[str, Any]:
+    """Runs `script args` in a fresh process with fresh caches (`FUSEGRAD_CACHE=0`; for
+    Inductor an empty `TORCHINDUCTOR_CACHE_DIR`, FX graph and AOTAutograd caches off), so
+    every backend compiles cold; the JSON its stdout prints after `marker`, or
+    {"error": ...}."""
     env = dict(os.environ, FUSEGRAD_CACHE="0")
-    cache_dir = tempfile.mkdtemp(prefix="dynamic_shapes_inductor_") \
-        if backend == "inductor" else None
+    cache_dir = tempfile.mkdtemp(prefix="fresh_inductor_") if backend == "inductor" else None
     if cache_dir:
         env.update(TORCHINDUCTOR_CACHE_DIR=cache_dir, TORCHINDUCTOR_FX_GRAPH_CACHE="0",
                    TORCHINDUCTOR_AUTOGRAD_CACHE="0")
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", f"{workload}:{backend}",
-           "--steps", str(args.steps), "--threads", str(args.threads)]
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, script, *args], env=env, capture_output=True,
+                              text=True)
     finally:
         if cache_dir:
             shutil.rmtree(cache_dir, ignore_errors=True)
-    results = [line[len(MARKER):] for line in proc.stdout.splitlines() if line.startswith(MARKER)]
+    results = [line[len(marker):] for line in proc.stdout.splitlines() if line.startswith(marker)]
     if proc.returncode != 0 or len(results) != 1:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
         return {"error": f"exit code {proc.returncode}: " + "\n".join(tail)}
     return json.loads(results[0])
+
+
+def spawn(workload: str, backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Runs `child` in a fresh process; its result, or {"error": ...}."""
+    return run_fresh(os.path.abspath(__file__), [
+        "--child", f"{workload}:{backend}", "--steps", str(args.steps),
+        "--threads", str(args.threads)], backend, MARKER)
 
 
 def check(result: dict[str, Any], eager: dict[str, Any] | None) -> tuple[str, bool]:

@@ -38,7 +38,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 
@@ -109,12 +109,20 @@ def advise_huge_pages(address: int, nbytes: int) -> None:
         _MADVISE(start, end - start, _MADV_HUGEPAGE)  # advice only: a failure changes nothing
 
 
+class PoolUsage(NamedTuple):
+    """What a pool holds: blocks kept for reuse, and blocks under live outputs."""
+
+    free_bytes: int
+    lent_bytes: int
+
+
 class OutputPool:
     """Blocks of dead large outputs, by byte size, for the next output of that size."""
 
     def __init__(self, max_free_bytes: int) -> None:
         self.max_free_bytes = max_free_bytes
         self.free_bytes = 0
+        self.lent_bytes = 0  # under outputs still alive (returned by their finalizers)
         self._free: collections.OrderedDict[int, torch.Tensor] = collections.OrderedDict()
         self._lock = threading.Lock()
 
@@ -124,6 +132,8 @@ class OutputPool:
         if block is None:
             block = torch.empty(nbytes, dtype=torch.uint8)
             advise_huge_pages(block.data_ptr(), nbytes)
+        with self._lock:
+            self.lent_bytes += nbytes
         buffer = (ctypes.c_char * nbytes).from_address(block.data_ptr())
         # the storage holds `buffer`; when the last view of it dies, the block comes back
         weakref.finalize(buffer, self._give, block).atexit = False
@@ -140,6 +150,7 @@ class OutputPool:
 
     def _give(self, block: torch.Tensor) -> None:
         with self._lock:
+            self.lent_bytes -= block.numel()
             if block.numel() > self.max_free_bytes:
                 return
             self._free[id(block)] = block
@@ -153,6 +164,11 @@ class OutputPool:
         with self._lock:
             self._free.clear()
             self.free_bytes = 0
+
+    def usage(self) -> PoolUsage:
+        """Bytes held now (for memory accounting: benchmarks/real_size.py)."""
+        with self._lock:
+            return PoolUsage(self.free_bytes, self.lent_bytes)
 
 
 def _pool_bytes() -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -102,3 +103,20 @@ def test_func_transforms_reports_matching_results():
     row = next(l for l in proc.stdout.splitlines() if l.startswith("| hessian | fusegrad |"))
     assert float(row.strip("|").split("|")[-1]) < 1e-5  # max abs diff from eager
     assert "Fallback" not in proc.stderr
+
+
+def test_real_size_tiny_accounts_for_memory(tmp_path):
+    script = os.path.join(ROOT, "benchmarks", "real_size.py")
+    raw = tmp_path / "real_size.json"
+    proc = subprocess.run([sys.executable, script, "--tiny", "--backends", "eager,fusegrad",
+                           "--steps", "2", "--threads", "1", "--json", str(raw)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [l for l in proc.stdout.splitlines() if l.startswith("| gpt2 | fusegrad |")]
+    assert len(rows) == 2  # time and memory
+    fg = json.loads(raw.read_text())["results"]["gpt2"]["fusegrad"]
+    assert fg["max_loss_diff"] < 1e-3 and fg["fusegrad_programs"] >= 1
+    assert sum(fg["compile_stages_s"].values()) < fg["first_s"]
+    memory = fg["memory_mib"]
+    assert memory["before"] <= memory["after"] <= memory["process_peak"]
+    assert fg["held_mib"]["workspace"] > 0 and fg["tensors_mib"]["optimizer_state"] > 0

@@ -79,6 +79,23 @@ def test_pool_reuses_the_block_of_a_dead_output_only():
     assert pool.free_bytes == 0
 
 
+def test_usage_counts_lent_and_free_blocks():
+    pool = host_memory.OutputPool(64 * MIB)
+    a = pool.empty((1024, 1024), torch.float32, 4 * MIB)
+    b = pool.empty((1024, 2048), torch.float32, 8 * MIB)
+    assert pool.usage() == host_memory.PoolUsage(free_bytes=0, lent_bytes=12 * MIB)
+    view = b[1:]
+    del a, b
+    gc.collect()
+    assert pool.usage() == (4 * MIB, 8 * MIB)  # a view keeps b's block lent
+    del view
+    c = pool.empty((2048, 512), torch.float32, 4 * MIB)  # reuses a's block
+    assert pool.usage() == (8 * MIB, 4 * MIB)
+    del c
+    pool.clear()
+    assert pool.usage() == (0, 0)
+
+
 def test_pool_keeps_at_most_its_cap_oldest_dropped():
     pool = host_memory.OutputPool(8 * MIB)
     first = pool.empty((MIB,), torch.float32, 4 * MIB)
