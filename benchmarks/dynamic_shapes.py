@@ -1,7 +1,8 @@
 """Dynamic shapes: wall time including the compiles when the shapes change between calls.
 
     .venv/bin/python benchmarks/dynamic_shapes.py [--only train,generate]
-        [--backends eager,dynamo,inductor,fusegrad] [--threads 1] [--steps 16] [--json FILE]
+        [--backends eager,dynamo,inductor,fusegrad] [--threads 1] [--steps 16] [--dynamic]
+        [--json FILE]
 
 The model is a small randomly initialised HuggingFace GPT-2 (2 layers, width 128, 4
 heads, vocabulary 512, 256 positions; dropout off so that every backend computes the
@@ -28,7 +29,9 @@ log records); "fallbacks" counts fusegrad's warnings (a graph or op run eagerly)
 
 The `dynamo` backend is Dynamo with a backend that runs each graph as traced
 (`gm.forward`): what every backend's total holds of Dynamo's traces (and recompiles on
-new shapes) before it compiles anything itself.
+new shapes) before it compiles anything itself. `--dynamic` passes `dynamic=True` to
+every `torch.compile`: the sizes are symbolic from the first call, so Dynamo traces and
+each backend compiles once per graph (what a user who knows the shapes vary can ask for).
 """
 from __future__ import annotations
 
@@ -100,8 +103,9 @@ def _generate(model: Any, wrap: Callable[[Any], Any]) -> dict[str, Any]:
     return {"total_s": time.perf_counter() - start, "generate_s": times, "tokens": tokens}
 
 
-def child(workload: str, backend: str, steps: int, threads: int) -> dict[str, Any]:
-    """One workload on one backend, in this (fresh) process."""
+def child(workload: str, backend: str, steps: int, threads: int,
+          dynamic: bool | None = None) -> dict[str, Any]:
+    """One workload on one backend, in this (fresh) process; `dynamic`: torch.compile's."""
     import torch
     import transformers as tf
     from torch._dynamo.utils import counters
@@ -110,15 +114,16 @@ def child(workload: str, backend: str, steps: int, threads: int) -> dict[str, An
     log = FusegradLog()
     wrap: Callable[[Any], Any] = lambda f: f
     if backend == "dynamo":  # Dynamo's traces alone: a backend running the graph as traced
-        wrap = lambda f: torch.compile(f, backend=lambda gm, example_inputs: gm.forward)
+        wrap = lambda f: torch.compile(f, backend=lambda gm, example_inputs: gm.forward,
+                                       dynamic=dynamic)
     elif backend == "inductor":
-        wrap = torch.compile
+        wrap = lambda f: torch.compile(f, dynamic=dynamic)
     elif backend == "fusegrad":
         import fusegrad  # noqa: F401  (registers the backend)
         logging.getLogger("fusegrad").addHandler(log)
         # "compiled in" is a DEBUG record below 2 s: let this module's records through
         logging.getLogger("fusegrad.frontend.backend").setLevel(logging.DEBUG)
-        wrap = lambda f: torch.compile(f, backend="fusegrad")
+        wrap = lambda f: torch.compile(f, backend="fusegrad", dynamic=dynamic)
     torch.manual_seed(0)
     model = tf.GPT2LMHeadModel(tf.GPT2Config(
         n_layer=2, n_embd=128, n_head=4, vocab_size=VOCAB, n_positions=256,
@@ -159,7 +164,8 @@ def spawn(workload: str, backend: str, args: argparse.Namespace) -> dict[str, An
     """Runs `child` in a fresh process; its result, or {"error": ...}."""
     return run_fresh(os.path.abspath(__file__), [
         "--child", f"{workload}:{backend}", "--steps", str(args.steps),
-        "--threads", str(args.threads)], backend, MARKER)
+        "--threads", str(args.threads), *(["--dynamic"] if args.dynamic else [])],
+        backend, MARKER)
 
 
 def check(result: dict[str, Any], eager: dict[str, Any] | None) -> tuple[str, bool]:
@@ -214,12 +220,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="eager,dynamo,inductor,fusegrad")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     parser.add_argument("--steps", type=int, default=16, help="training steps (default 16)")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="torch.compile(..., dynamic=True): sizes symbolic from the first call")
     parser.add_argument("--json", help="also write the raw results to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         workload, backend = args.child.split(":")
-        print(MARKER + json.dumps(child(workload, backend, args.steps, args.threads)),
+        print(MARKER + json.dumps(child(workload, backend, args.steps, args.threads,
+                                        True if args.dynamic else None)),
               flush=True)
         return 0
     workloads, backends = args.only.split(","), args.backends.split(",")
