@@ -25,20 +25,25 @@ memory a step needs above what is live before it, pool emptied and heap trimmed 
 A row fails when a step's loss differs from eager's by more than
 `dynamic_shapes.LOSS_TOLERANCE`.
 
-Memory, from /proc/self/status, the high-water mark (VmHWM) reset before the first step
-and again before the steady steps, so each phase has its own peak:
+Memory, from /proc/self/status, the high-water mark (VmHWM) reset before each step's
+forward and backward (when fusegrad and Inductor compile), and again before its
+optimizer update (where eager's and Inductor's peaks are: gradients, AdamW's state and
+its temporaries live at once), so each phase has its own peak:
 - before: VmRSS right before the first call (interpreter, libraries, model, batch);
-- first peak / steady peak: VmHWM during the first step / during the steady steps;
+- fwd+bwd peak, first and steady: VmHWM during the first step's forward and backward,
+  and the largest during a steady step's; update peak: the largest during an update;
 - peak RSS: the largest VmHWM of the process (model building included);
+- compile extra: the first fwd+bwd peak minus the steady one less AdamW's state (which
+  a steady step has and the first forward and backward do not): the memory the
+  compiling forward and backward needed above compiled ones, at their peaks (about 0
+  for eager). Compilers that run as subprocesses (fusegrad's LLVM opt and llc,
+  Inductor's C++ compiler and compile workers) are in no figure here;
 - after: VmRSS after the steady steps, split into `before`, the optimizer state (AdamW's
   moments, created by the first step), fusegrad's output pool (blocks kept for reuse,
   and blocks under outputs still alive: `host_memory.POOL.usage()`), fusegrad's thread
   workspace (`runtime.cpu.workspace_bytes()`), the free memory glibc's heaps keep
   (mallinfo2's fordblks), and the rest (compiled code, what compiling left behind,
-  libraries loaded at the first call);
-- compile extra: first peak minus steady peak, the memory the compiling step needed
-  above a compiled step. Compilers run as subprocesses (fusegrad's LLVM opt and llc,
-  Inductor's C++ compiler and compile workers) are in no figure here.
+  libraries loaded at the first call).
 fusegrad's compile time is the sum of its stages over all the programs it compiled,
 the backward of outputs without gradient compiled at the first backward included (its
 "took" and "compiled in" debug records).
@@ -158,24 +163,36 @@ def child(workload: str, backend: str, steps: int, threads: int | None,
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     compiled = compile_model(model)
 
-    def step() -> list:
+    def forward_backward() -> Any:
         loss = compiled(input_ids=ids, labels=ids).loss
         loss.backward()
+        return loss.detach()
+
+    def update() -> None:
         opt.step()
         opt.zero_grad()
-        return [loss.detach()]
+
+    def step() -> list:
+        loss = forward_backward()
+        update()
+        return [loss]
 
     kib = {"before": _kib("VmRSS"), "setup_peak": _kib("VmHWM")}
     peaks_reset = suite._reset_peak_rss()
     times, losses = [], []
     for i in range(steps):
-        if i == 1:
-            kib.update(first_peak=_kib("VmHWM"), after_first=_kib("VmRSS"))
-            suite._reset_peak_rss()
         start = time.perf_counter()
-        losses.append(step()[0].item())
+        phase = "first" if i == 0 else "steady"
+        suite._reset_peak_rss()
+        losses.append(forward_backward().item())
+        fwd_bwd = _kib("VmHWM")
+        suite._reset_peak_rss()
+        update()
         times.append(time.perf_counter() - start)
-    kib.update(steady_peak=_kib("VmHWM"), after=_kib("VmRSS"))
+        for name, peak in ((f"{phase}_fwd_bwd_peak", fwd_bwd), (f"{phase}_update_peak",
+                                                                 _kib("VmHWM"))):
+            kib[name] = max(kib.get(name, 0), peak)
+    kib["after"] = _kib("VmRSS")
     tensors = {"parameters": sum(p.numel() * p.element_size() for p in model.parameters()),
                "optimizer_state": sum(v.numel() * v.element_size() for s in opt.state.values()
                                       for v in s.values() if isinstance(v, torch.Tensor))}
@@ -185,8 +202,7 @@ def child(workload: str, backend: str, steps: int, threads: int | None,
         held.update(zip(("pool_free", "pool_lent"), host_memory.POOL.usage()))
         held["workspace"] = cpu.workspace_bytes()
     step_peak = suite.step_peak_mib(suite.Step(step, release=opt.zero_grad))
-    kib["process_peak"] = max(kib["setup_peak"], kib["first_peak"], kib["steady_peak"],
-                              _kib("VmHWM"))
+    kib["process_peak"] = max(max(kib.values()), _kib("VmHWM"))
     return {"first_s": times[0], "steady_s": statistics.median(times[1:]),
             "step_s": times, "losses": losses, "step_peak_mib": step_peak,
             "memory_mib": {k: v / 1024 for k, v in kib.items()}, "peaks_reset": peaks_reset,
@@ -214,9 +230,9 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> tuple[str, bool]:
     times = ["| workload | backend | first step (s) | fusegrad compile (s) | steady step (ms) "
              "| vs eager | vs Inductor | max loss diff | step peak (MiB) | peak RSS (MiB) |",
              "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
-    memory = ["| workload | backend | before | first peak | steady peak | compile extra "
-              "| after | = optimizer state | + pool free | + pool lent | + workspace "
-              "| + malloc free | + rest |", "|---|---|" + "---:|" * 11]
+    memory = ["| workload | backend | before | fwd+bwd peak: first | steady | compile extra "
+              "| update peak | after | = optimizer state | + pool free | + pool lent | + workspace "
+              "| + malloc free | + rest |", "|---|---|" + "---:|" * 12]
     passed = True
     for workload, by_backend in results.items():
         steady = {b: r.get("steady_s") for b, r in by_backend.items()}
@@ -235,8 +251,10 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> tuple[str, bool]:
                 f"{'-' if compile_s is None else f'{compile_s:.1f}'} | "
                 f"{1e3 * r['steady_s']:.0f} | {ratio[0]} | {ratio[1]} | {cell} | "
                 f"{_mib(r['step_peak_mib'])} | {m['process_peak']:.0f} |")
-            extra = m["first_peak"] - m["steady_peak"] if r["peaks_reset"] else None
-            cells = [m["before"], m["first_peak"], m["steady_peak"], extra, m["after"],
+            extra = m["first_fwd_bwd_peak"] - m["steady_fwd_bwd_peak"] \
+                + t["optimizer_state"] if r["peaks_reset"] else None
+            cells = [m["before"], m["first_fwd_bwd_peak"], m["steady_fwd_bwd_peak"], extra,
+                     max(m["first_update_peak"], m["steady_update_peak"]), m["after"],
                      t["optimizer_state"], h["pool_free"], h["pool_lent"], h["workspace"],
                      h["malloc_free"], rest_mib(r)]
             memory.append(f"| {workload} | {backend} | " + " | ".join(map(_mib, cells)) + " |")
