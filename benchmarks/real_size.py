@@ -30,14 +30,16 @@ forward and backward (when fusegrad and Inductor compile), and again before its
 optimizer update (where eager's and Inductor's peaks are: gradients, AdamW's state and
 its temporaries live at once), so each phase has its own peak:
 - before: VmRSS right before the first call (interpreter, libraries, model, batch);
-- fwd+bwd peak, first and steady: VmHWM during the first step's forward and backward,
-  and the largest during a steady step's; update peak: the largest during an update;
+- fwd+bwd growth, first: the first forward and backward's peak above `before` (heap
+  trimmed before it); compiled: the same for a compiled forward and backward after the
+  steady steps, on a trimmed heap with fusegrad's pool emptied (`suite.step_peak_mib`);
+- compile extra: first growth minus compiled growth minus fusegrad's workspace (which
+  the first call allocates and the compiled one finds resident): the memory compiling
+  held at the first forward and backward's peak (about 0 for eager). Compilers that run
+  as subprocesses (fusegrad's LLVM opt and llc, Inductor's C++ compiler and compile
+  workers) are in no figure here;
+- update peak: the largest VmHWM during an optimizer update;
 - peak RSS: the largest VmHWM of the process (model building included);
-- compile extra: the first fwd+bwd peak minus the steady one less AdamW's state (which
-  a steady step has and the first forward and backward do not): the memory the
-  compiling forward and backward needed above compiled ones, at their peaks (about 0
-  for eager). Compilers that run as subprocesses (fusegrad's LLVM opt and llc,
-  Inductor's C++ compiler and compile workers) are in no figure here;
 - after: VmRSS after the steady steps, split into `before`, the optimizer state (AdamW's
   moments, created by the first step), fusegrad's output pool (blocks kept for reuse,
   and blocks under outputs still alive: `host_memory.POOL.usage()`), fusegrad's thread
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import json
 import logging
 import os
@@ -177,7 +180,10 @@ def child(workload: str, backend: str, steps: int, threads: int | None,
         update()
         return [loss]
 
-    kib = {"before": _kib("VmRSS"), "setup_peak": _kib("VmHWM")}
+    setup_peak = _kib("VmHWM")
+    gc.collect()
+    suite._malloc_trim()  # what building the model freed, as before the clean step below
+    kib = {"before": _kib("VmRSS"), "setup_peak": setup_peak}
     peaks_reset = suite._reset_peak_rss()
     times, losses = [], []
     for i in range(steps):
@@ -201,10 +207,13 @@ def child(workload: str, backend: str, steps: int, threads: int | None,
         from fusegrad.runtime import cpu, host_memory
         held.update(zip(("pool_free", "pool_lent"), host_memory.POOL.usage()))
         held["workspace"] = cpu.workspace_bytes()
+    fwd_bwd_growth = suite.step_peak_mib(suite.Step(lambda: [forward_backward()],
+                                                    release=opt.zero_grad))
     step_peak = suite.step_peak_mib(suite.Step(step, release=opt.zero_grad))
     kib["process_peak"] = max(max(kib.values()), _kib("VmHWM"))
     return {"first_s": times[0], "steady_s": statistics.median(times[1:]),
             "step_s": times, "losses": losses, "step_peak_mib": step_peak,
+            "fwd_bwd_growth_mib": fwd_bwd_growth,
             "memory_mib": {k: v / 1024 for k, v in kib.items()}, "peaks_reset": peaks_reset,
             "tensors_mib": {k: v / MIB for k, v in tensors.items()},
             "held_mib": {k: None if v is None else v / MIB for k, v in held.items()},
@@ -230,7 +239,7 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> tuple[str, bool]:
     times = ["| workload | backend | first step (s) | fusegrad compile (s) | steady step (ms) "
              "| vs eager | vs Inductor | max loss diff | step peak (MiB) | peak RSS (MiB) |",
              "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
-    memory = ["| workload | backend | before | fwd+bwd peak: first | steady | compile extra "
+    memory = ["| workload | backend | before | fwd+bwd growth: first | compiled | compile extra "
               "| update peak | after | = optimizer state | + pool free | + pool lent | + workspace "
               "| + malloc free | + rest |", "|---|---|" + "---:|" * 12]
     passed = True
@@ -251,9 +260,10 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> tuple[str, bool]:
                 f"{'-' if compile_s is None else f'{compile_s:.1f}'} | "
                 f"{1e3 * r['steady_s']:.0f} | {ratio[0]} | {ratio[1]} | {cell} | "
                 f"{_mib(r['step_peak_mib'])} | {m['process_peak']:.0f} |")
-            extra = m["first_fwd_bwd_peak"] - m["steady_fwd_bwd_peak"] \
-                + t["optimizer_state"] if r["peaks_reset"] else None
-            cells = [m["before"], m["first_fwd_bwd_peak"], m["steady_fwd_bwd_peak"], extra,
+            first_growth = m["first_fwd_bwd_peak"] - m["before"]
+            extra = first_growth - h["workspace"] - r["fwd_bwd_growth_mib"] \
+                if r["peaks_reset"] and r["fwd_bwd_growth_mib"] is not None else None
+            cells = [m["before"], first_growth, r["fwd_bwd_growth_mib"], extra,
                      max(m["first_update_peak"], m["steady_update_peak"]), m["after"],
                      t["optimizer_state"], h["pool_free"], h["pool_lent"], h["workspace"],
                      h["malloc_free"], rest_mib(r)]
