@@ -530,3 +530,39 @@ def test_which_backward_outputs_without_gradient_take_is_decided_once():
     assert t.backward_for((1,), lambda outputs: 1024) == ((), ("backward", ()))
     assert t.backward_for((1,), lambda outputs: 1 << 30) == ((), ("backward", ()))
     assert compiled == [()]
+
+
+def test_a_language_model_training_loop_compiles_one_backward_per_graph(monkeypatch):
+    """A loss's backward gives the logits no gradient: each graph has one backward (one
+    compiled with its forward, or compiled at the first backward for the outputs that got
+    a gradient), and the steps after the first compile none (no second compile of the
+    same backward for the outputs without gradient)."""
+    import transformers as tf
+    from fusegrad.runtime import autograd
+
+    trainings: dict = {}
+    original = autograd.Training.backward_for
+
+    def recording(self, missing, *args, **kwargs):
+        trainings[id(self)] = self
+        return original(self, missing, *args, **kwargs)
+    monkeypatch.setattr(autograd.Training, "backward_for", recording)
+    torch.manual_seed(0)
+    model = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64,
+                                             n_positions=32, resid_pdrop=0.0, embd_pdrop=0.0,
+                                             attn_pdrop=0.0))
+    reference = copy.deepcopy(model)
+    step = fusegrad.compile(model, **OPTIONS)
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(0))
+    counts = []
+    for _ in range(3):
+        for m, run in ((model, step), (reference, reference)):
+            m.zero_grad()
+            run(input_ids=ids, labels=ids).loss.backward()
+        for got, want in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(got.grad, want.grad, rtol=1e-4, atol=1e-5)
+        counts.append(sum(len(t.backwards) for t in trainings.values()))
+    assert trainings
+    assert all(len(t.backwards) == 1 for t in trainings.values()), \
+        [list(t.backwards) for t in trainings.values()]
+    assert counts[0] == counts[-1] == len(trainings)
