@@ -114,8 +114,7 @@ class _Workspace(threading.local):
         buffer, of at least `nbytes`; its address."""
         pointer = self.data_ptr(max(nbytes, GROWING_HEADER))
         descriptor.allocated = descriptor.aligned = pointer
-        descriptor.sizes[0] = self.buffer.numel()
-        descriptor.strides[0] = 1
+        _set_geometry(descriptor, (self.buffer.numel(),))
         return pointer
 
     def grow_to_need(self, pointer: int) -> None:

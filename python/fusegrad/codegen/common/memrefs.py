@@ -15,6 +15,15 @@ from mlir.dialects import memref
 VIEWS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
          "memref.reinterpret_cast", "memref.reshape")
 
+# integer ops on sizes (all >= 0, so signed and unsigned agree), with `memref.dim` and
+# `affine.apply` the ops computing sizes from a function's arguments: the CUDA launch plan
+# evaluates them on the host (cuda/host_sizes.py), dg-plan-workspace clones them
+SIZE_ARITH = ("arith.addi", "arith.subi", "arith.muli", "arith.divui", "arith.divsi",
+              "arith.floordivsi", "arith.ceildivui", "arith.ceildivsi", "arith.remui",
+              "arith.remsi", "arith.minui", "arith.minsi", "arith.maxui", "arith.maxsi")
+SIZE_OPS = ("memref.dim", "affine.apply", *SIZE_ARITH, "arith.index_cast",
+            "arith.index_castui")
+
 # per buffer dim: the loop dim indexing it, None for the constant index 0, or (GPU kernels'
 # inputs only, `cpu_kernels.parse(affine_ins=True)`) another affine expression of the dims
 Access = tuple

@@ -44,7 +44,7 @@ from mlir.dialects import arith, memref, scf
 from ...dialects.types import TensorSpec, dtype_of
 from ...dialects.core import is_public
 from ..common.loops import DEFAULT_SIZE_HINT
-from ..common.memrefs import contiguous_memref, touching_ops
+from ..common.memrefs import SIZE_OPS, contiguous_memref, touching_ops
 
 
 log = logging.getLogger(__name__)
@@ -53,12 +53,6 @@ WORKSPACES_ATTR = "dg.workspaces"
 GROWING_ATTR = "dg.growing_workspaces"  # entries whose workspace holds run-time sizes
 ALIGNMENT = 64  # bytes: what bufferization asks of allocs, a cache line, an AVX-512 vector
 HEADER = ALIGNMENT  # a growing workspace's first bytes: the i64 bytes its call needs
-# ops that compute sizes from the entry's arguments, cloned to its start
-_SIZE_OPS = ("arith.constant", "memref.dim", "affine.apply", "arith.index_cast",
-             "arith.index_castui", "arith.addi", "arith.subi", "arith.muli", "arith.divui",
-             "arith.divsi", "arith.ceildivui", "arith.ceildivsi", "arith.floordivsi",
-             "arith.remui", "arith.remsi", "arith.minui", "arith.minsi", "arith.maxui",
-             "arith.maxsi")
 
 
 @dataclass
@@ -145,7 +139,7 @@ class _StartValues:
         if v in self.cloned:
             return self.cloned[v]
         op = v.owner.operation
-        if op.name not in _SIZE_OPS or op.regions or len(op.results) != 1:
+        if op.name not in ("arith.constant", *SIZE_OPS) or op.regions or len(op.results) != 1:
             return None
         if op.name == "memref.dim" and not isinstance(op.operands[0].owner, ir.Block):
             source = op.operands[0].owner.operation  # a dim of an alloc is its size operand

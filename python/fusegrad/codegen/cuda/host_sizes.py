@@ -16,6 +16,7 @@ from typing import Callable, Iterator, Sequence
 
 from mlir import ir
 
+from ..common.memrefs import SIZE_ARITH
 from ...runtime import abi
 from ...runtime.cuda import PlanError
 
@@ -42,7 +43,7 @@ def _sympy(name: str) -> Callable[[abi.Dim, abi.Dim], abi.Dim]:
     return apply
 
 
-# arith ops on sizes (all >= 0, so signed and unsigned agree) -> their value
+# `SIZE_ARITH`'s ops -> their value
 _ARITH: dict[str, Callable[[abi.Dim, abi.Dim], abi.Dim]] = {
     "arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
     "arith.muli": lambda a, b: a * b, "arith.divui": _floor_div, "arith.divsi": _floor_div,
@@ -51,9 +52,8 @@ _ARITH: dict[str, Callable[[abi.Dim, abi.Dim], abi.Dim]] = {
     "arith.minui": _sympy("Min"), "arith.minsi": _sympy("Min"),
     "arith.maxui": _sympy("Max"), "arith.maxsi": _sympy("Max"),
 }
+assert set(_ARITH) == set(SIZE_ARITH)
 _CASTS = ("arith.index_cast", "arith.index_castui")
-# host ops that compute sizes (no step of their own)
-SIZE_OPS = ("memref.dim", "affine.apply", *_ARITH, *_CASTS)
 
 
 def _affine(e: ir.AffineExpr, dims: list, symbols: list) -> abi.Dim:

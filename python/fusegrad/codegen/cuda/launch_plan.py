@@ -31,7 +31,8 @@ from ...dialects.types import TensorSpec
 from ...runtime import abi
 from ...runtime.abi import TensorSig
 from ...runtime.cuda import Constant, Image, KernelModule, LaunchPlan, PlanError, PlanFunction
-from .host_sizes import SIZE_OPS, HostSizes
+from ..common.memrefs import SIZE_OPS
+from .host_sizes import HostSizes
 from .kernels import OVERWRITE_ATTR
 from ..common.outline import CONV_GRAD_CALL as CONV_GRAD
 from ...conversion.index_check import ERROR_GLOBAL, SITES_ATTR
