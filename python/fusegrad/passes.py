@@ -97,7 +97,8 @@ PASSES: dict[str, Pass] = _table(
          "computing channels-last (saved values stay so between @f_fwd and @f_bwd)"),
     Pass("dg-decompose-attention", ".transforms.decompose_attention:decompose_attention",
          "dg.attention / dg.attention_grad -> their decomposition in dg ops (matmuls and a "
-         "softmax), before dg-fuse, for targets without a library kernel (CUDA)"),
+         "softmax), before dg-fuse; keep-library=1 (CUDA) keeps the ops PyTorch's fused "
+         "kernels run (f16/bf16/f32 of static sizes)"),
     # transforms/fusion: the rewrites that prepare fusion, then fusion
     Pass("dg-narrow-matmuls", ".transforms.fusion.narrow_matmuls:narrow_matmuls_pass",
          "an f32 matmul of widened bf16/f16 operands whose readers round it back runs on the "
@@ -157,9 +158,11 @@ PASSES: dict[str, Pass] = _table(
     Pass("dg-outline-conv-nhwc", ".codegen.cpu.library.conv_to_torch:outline_conv_nhwc",
          "f32/f64 channels-last convolutions (dg.conv2d_nhwc and its gradients) -> calls of "
          "private functions tagged for dg-conv-to-torch"),
-    Pass("dg-outline-attention", ".codegen.cpu.library.attention_to_torch:outline_attention",
-         "f32/f64 dg.attention / dg.attention_grad -> calls of private functions tagged for "
-         "dg-attention-to-torch (PyTorch's flash attention on the CPU)"),
+    Pass("dg-outline-attention", ".codegen.common.outline:outline_attention",
+         "dg.attention / dg.attention_grad of the dtypes the target's kernels take "
+         "(target=cpu: f32/f64, cuda: f16/bf16/f32) -> calls of private functions tagged "
+         "for dg-attention-to-torch (PyTorch's flash attention on the CPU) or the CUDA "
+         "launch plan's attention steps (PyTorch's fused SDPA kernels)"),
     Pass("dg-matmul-to-blas", ".codegen.cpu.library.matmul_to_blas:matmul_to_blas",
          "f32/f64 linalg.matmul/batch_matmul on contiguous memrefs -> BLAS gemm calls, "
          "bf16/f16 ones -> PyTorch's baddbmm (transposed operands and results through the "
@@ -224,6 +227,9 @@ PASSES: dict[str, Pass] = _table(
          "add `_mlir__mlir_ciface_f(void **args)` for each defined `_mlir_ciface_f` (the "
          "ExecutionEngine's packed calling convention)"),
     # codegen/cuda
+    Pass("dg-gpu-library-stubs", ".codegen.cuda.library_stubs:library_stubs",
+         "bodies of functions outlined by dg-outline-attention -> a bare return (the launch "
+         "plan runs their calls as attention steps; no kernel is made of them)"),
     Pass("dg-gpu-kernels", ".codegen.cuda.kernels:gpu_kernels",
          "linalg on static memrefs -> gpu.launch kernels: pointwise (thread per element), row "
          "kernels (block per row, gpu.all_reduce), other reductions (thread per output); "

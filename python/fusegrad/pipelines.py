@@ -4,7 +4,8 @@ A compile is three steps (docs/ARCHITECTURE.md has the picture):
 
 1. differentiation (`dg-autodiff`, `dg-jvp`; `Program` picks the options),
 2. `dg-optimize` (target independent, but for two knobs: the CUDA target decomposes
-   attention and keeps no row of a temporary on a stack),
+   the attention its library kernels do not take and keeps no row of a temporary on a
+   stack),
 3. the target's lowering: `dg-lower-to-llvm` (CPU) or `dg-lower-to-cuda` (CUDA).
 
 Each stage below is a named pipeline that `fusegrad-opt -p NAME` runs on a dump of the
@@ -43,8 +44,8 @@ def optimize_stages(target: str = "cpu", *, remat: bool = True, channels_last: b
         raise ValueError(f"unknown target {target!r} (expected one of {TARGETS})")
     cuda = target == "cuda"
     stages = []
-    if cuda:  # no fused attention kernel there: the softmax fuses with its neighbours
-        stages.append(("attention-decomposed", "dg-decompose-attention"))
+    if cuda:  # what PyTorch's fused kernels do not run: the softmax fuses with its neighbours
+        stages.append(("attention-decomposed", "dg-decompose-attention{keep-library=1}"))
     if remat:
         stages.append(("remat", "dg-remat"))
     if channels_last and not cuda:
@@ -162,10 +163,12 @@ CPU_LLVM = cpu_llvm_pipeline()
 DEFAULT_CHIPS = ("sm_80", "sm_90")
 CUDA_ENTRIES = "dg-forward-arguments"
 
-# convolution gradients: calls of outlined functions, run by cuDNN through PyTorch
-# (`conv2d_grad` plan steps), as on the CPU
+# convolution gradients and attention: calls of outlined functions, run by cuDNN and
+# PyTorch's fused SDPA kernels through PyTorch (`conv2d_grad`, `attention` and
+# `attention_grad` plan steps), as on the CPU
 CUDA_LINALG = ",".join([
     "dg-outline-conv-grads",
+    "dg-outline-attention{target=cuda}",
     "dg-size-arguments",
     "dg-lower-to-linalg",
     "dg-drop-size-encodings",
@@ -229,7 +232,8 @@ def cuda_kernels_pipeline(kernel_options: str = "") -> str:
     kernels = f"dg-gpu-kernels{{{kernel_options}}}" if kernel_options else "dg-gpu-kernels"
     # booleans stored as bytes after dg-gpu-kernels (torch.bool's layout; MLIR 22's
     # memref-to-LLVM lowering aborts on i1 loads/stores)
-    return ",".join([CUDA_LINALG, BUFFERIZE, kernels, "dg-widen-bool-memrefs", CUDA_OUTLINE])
+    return ",".join([CUDA_LINALG, BUFFERIZE, "dg-gpu-library-stubs", kernels,
+                     "dg-widen-bool-memrefs", CUDA_OUTLINE])
 
 
 # ---------------------------------------------------------------- the names
@@ -256,8 +260,9 @@ PIPELINES: dict[str, tuple[str, str]] = {  # name -> (pipeline, description)
                        "(constants sunk first)"),
     "dg-gpu-nvvm": (nvvm_pipeline(), "NVVM targets sm_80 and sm_90, kernels -> NVVM "
                     "(bare-pointer ABI) -> PTX gpu.binary per kernel"),
-    "dg-lower-to-cuda": ("dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-kernels,dg-widen-bool-memrefs,"
-                         "dg-gpu-outline,dg-gpu-nvvm", "the whole CUDA lowering: dg-gpu-linalg, "
-                         "dg-gpu-bufferize, dg-gpu-kernels, dg-gpu-outline, dg-gpu-nvvm "
+    "dg-lower-to-cuda": ("dg-gpu-linalg,dg-gpu-bufferize,dg-gpu-library-stubs,dg-gpu-kernels,"
+                         "dg-widen-bool-memrefs,dg-gpu-outline,dg-gpu-nvvm",
+                         "the whole CUDA lowering: dg-gpu-linalg, dg-gpu-bufferize, "
+                         "dg-gpu-library-stubs, dg-gpu-kernels, dg-gpu-outline, dg-gpu-nvvm "
                          "(host memref code + one PTX gpu.binary per kernel)"),
 }

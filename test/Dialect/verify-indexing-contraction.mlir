@@ -218,7 +218,7 @@ func.func @attention_key_width(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x4xf32>,
 // -----
 
 func.func @attention_dtype(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>, %m: tensor<1x1x1x1xf64>) {
-  // expected-error @+1 {{'dg.attention' op query, key, value and mask must share an f32/f64 dtype, got f32, f32, f32, f64}}
+  // expected-error @+1 {{'dg.attention' op query, key, value and mask must share a float dtype (f16/bf16/f32/f64), got f32, f32, f32, f64}}
   %0:2 = "dg.attention"(%q, %k, %k, %m) {causal = 0 : i64, scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x1x1x1xf64>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
   return
 }

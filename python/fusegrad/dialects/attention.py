@@ -11,10 +11,12 @@ decomposition into matmuls and a softmax (`attention_math`), which every target
 compiles.
 
 Semantics, as PyTorch's `_scaled_dot_product_flash_attention_for_cpu` (what
-eager runs on the CPU): q [B, H, L, E], k and v [B, H, S, E], an additive mask
-broadcastable to [B, H, L, S] (each dim 1 or full), `causal` masks key j > query
-i. Results: out [B, H, L, E] and the log-sum-exp of each row's scores [B, H, L].
-A row with every score -inf gives out 0 and log-sum-exp 0.
+eager runs on the CPU) and its fused CUDA kernels (flash, memory-efficient, cuDNN):
+q [B, H, L, E], k and v [B, H, S, E], an additive mask broadcastable to [B, H, L, S]
+(each dim 1 or full), `causal` masks key j > query i. Results: out [B, H, L, E] and
+the log-sum-exp of each row's scores [B, H, L], in f32 for 16-bit floats (the
+kernels' accumulator: what their backward reads). A row with every score -inf gives
+out 0 and log-sum-exp 0. f16/bf16 ops come from CUDA captures (the CPU keeps f32/f64).
 
 `dg.attention_grad` is the derivative of out (PyTorch's flash backward). Second
 derivatives and forward mode go through the decomposition (dialects/composite.py).
@@ -30,6 +32,12 @@ from .lazy_torch import torch
 # PyTorch's flash kernels took 5.1 / 7.8 / 8.0 / 14.8 / 26.1 ms at 128 / 256 / 384 /
 # 512 / 1024 keys, the fused decomposition 4.4 / 8.0 / 9.1 / 16.2 / 41.0 ms.
 MIN_KEYS = 256
+OPS = ("dg.attention", "dg.attention_grad")
+# the dtypes each target's attention kernels take: the CPU's flash kernel computes f32
+# and f64 exactly (16-bit attention decomposes at capture there); PyTorch's fused CUDA
+# kernels take 16-bit floats and f32, and eager runs f64 in the math form, as fusegrad
+# does (dg-decompose-attention{keep-library=1})
+KERNEL_DTYPES = {"cpu": ("f32", "f64"), "cuda": ("f16", "bf16", "f32")}
 _ATTRS = {"scale": Attr.F64, "causal": Attr.I64}
 define("attention", ("query", "key", "value", "mask"), ("out", "logsumexp"), attrs=dict(_ATTRS),
        kind=Kind.CONTRACTION,
@@ -41,10 +49,24 @@ define("attention_grad", ("grad", "query", "key", "value", "out", "logsumexp", "
                "cotangent of its out (given the forward's out and logsumexp)")
 
 
+DTYPES = ("f16", "bf16", "f32", "f64")
+
+
+def logsumexp_dtype(dtype: str) -> str:
+    """The dtype of dg.attention's log-sum-exp for a query of `dtype`: 16-bit floats
+    accumulate in f32, and PyTorch's kernels return (and their backward read) it so."""
+    return "f32" if dtype in ("f16", "bf16") else dtype
+
+
+def _logsumexp_spec(q):
+    return q.with_shape(q.shape[:3]).with_dtype(logsumexp_dtype(q.dtype))
+
+
 def _check(op, q, k, v, mask):
-    if not q.dtype == k.dtype == v.dtype == mask.dtype or q.dtype not in ("f32", "f64"):
-        raise ShapeError(f"dg.{op}: query, key, value and mask must share an f32/f64 dtype, "
-                         f"got {q.dtype}, {k.dtype}, {v.dtype}, {mask.dtype}")
+    if not q.dtype == k.dtype == v.dtype == mask.dtype or q.dtype not in DTYPES:
+        raise ShapeError(f"dg.{op}: query, key, value and mask must share a float dtype "
+                         f"({'/'.join(DTYPES)}), got {q.dtype}, {k.dtype}, {v.dtype}, "
+                         f"{mask.dtype}")
     if not q.rank == k.rank == v.rank == mask.rank == 4:
         raise ShapeError(f"dg.{op}: query, key, value and mask must be rank 4")
     b, h, l, e = q.shape
@@ -61,16 +83,16 @@ def _check(op, q, k, v, mask):
 def _attention_shape(ins, attrs, hint, *, op):
     q, k, v, mask = ins
     _check(op, q, k, v, mask)
-    return [q, q.with_shape(q.shape[:3])]
+    return [q, _logsumexp_spec(q)]
 
 
 @shape_rule("attention_grad")
 def _attention_grad_shape(ins, attrs, hint, *, op):
     g, q, k, v, out, lse, mask = ins
     _check(op, q, k, v, mask)
-    if g != q or out != q or lse != q.with_shape(q.shape[:3]):
+    if g != q or out != q or lse != _logsumexp_spec(q):
         raise ShapeError(f"dg.{op}: grad and out must match query {q}, logsumexp its first "
-                         "three dims")
+                         f"three dims in {logsumexp_dtype(q.dtype)}")
     return [q, k, v]
 
 
@@ -84,8 +106,20 @@ def _torch_scores(q, k, mask, attrs):
     return s
 
 
-@reference_rule("attention")
-def _attention_ref(q, k, v, mask, *, op, attrs, out):
+def _widened_reference(fn):
+    """`fn` on 16-bit floats computed in f32, its results rounded once to the query's
+    dtype, the log-sum-exp kept in f32: PyTorch's kernels accumulate so."""
+    def reference(*xs, op, attrs, out):
+        narrow = xs[0].dtype
+        if narrow not in (torch.float16, torch.bfloat16):
+            return fn(*xs, attrs=attrs)
+        results = fn(*(x.float() for x in xs), attrs=attrs)
+        return [r if (op, i) == ("attention", 1) else r.to(narrow)
+                for i, r in enumerate(results)]
+    return reference
+
+
+def _attention_ref(q, k, v, mask, *, attrs):
     s = _torch_scores(q, k, mask, attrs)
     m = s.amax(-1, keepdim=True).detach()
     m = torch.where(m == float("-inf"), torch.zeros_like(m), m)
@@ -97,11 +131,14 @@ def _attention_ref(q, k, v, mask, *, op, attrs, out):
     return [p @ v, lse.squeeze(-1)]
 
 
-@reference_rule("attention_grad")
-def _attention_grad_ref(g, q, k, v, o, lse, mask, *, op, attrs, out):
+def _attention_grad_ref(g, q, k, v, o, lse, mask, *, attrs):
     p = torch.exp(_torch_scores(q, k, mask, attrs) - lse.unsqueeze(-1))
     ds = p * (g @ v.transpose(-1, -2) - (g * o).sum(-1, keepdim=True)) * attrs["scale"]
     return [ds @ k, ds.transpose(-1, -2) @ q, p.transpose(-1, -2) @ g]
+
+
+reference_rule("attention")(_widened_reference(_attention_ref))
+reference_rule("attention_grad")(_widened_reference(_attention_grad_ref))
 
 
 # ---------------------------------------------------------------- the decomposition
@@ -174,12 +211,29 @@ def attention_grad_math(b, g, q, k, v, out, lse, mask, scale: float, causal: boo
     return (*grads, grad_scores)
 
 
+def in_f32(b, fn, operands, keep=()):
+    """`fn(*operands)` with 16-bit float operands widened to f32 and the results rounded
+    once back to the first operand's dtype, but those at the indices `keep` (a
+    log-sum-exp): PyTorch's attention kernels accumulate in f32, and so must the
+    decomposition that stands in for them."""
+    from .builder import spec
+    narrow = spec(operands[0]).dtype
+    if narrow not in ("f16", "bf16"):
+        return fn(*operands)
+    wide = [x if x is None or spec(x).dtype == "f32" else b.convert(x, dtype="f32")
+            for x in operands]
+    return tuple(r if i in keep else b.convert(r, dtype=narrow)
+                 for i, r in enumerate(fn(*wide)))
+
+
 def decomposition(op: str, attrs: dict):
     """`fn(b, *operands) -> results` of dg.<op> (attention or attention_grad) as dg ops."""
     scale, causal = attrs["scale"], bool(attrs["causal"])
     if op == "attention":
-        return lambda b, *xs: attention_math(b, *xs, scale, causal)
-    return lambda b, *xs: attention_grad_math(b, *xs, scale, causal, with_mask=False)
+        return lambda b, *xs: in_f32(b, lambda *ys: attention_math(b, *ys, scale, causal),
+                                     xs, keep=(1,))
+    return lambda b, *xs: in_f32(
+        b, lambda *ys: attention_grad_math(b, *ys, scale, causal, with_mask=False), xs)
 
 
 @lowering("attention", "attention_grad")
@@ -209,8 +263,10 @@ def _attention_vjp(b, ins, outs, cts, *, op, attrs):
     q, k, v, mask = ins
     out, lse = outs
     g = g if g is not None else b.full_like(out, 0.0)
-    *grads, grad_mask = attention_grad_math(b, g, q, k, v, out, lse, mask, attrs["scale"],
-                                            bool(attrs["causal"]), grad_lse)
+    *grads, grad_mask = in_f32(
+        b, lambda *xs: attention_grad_math(b, *xs[:7], attrs["scale"], bool(attrs["causal"]),
+                                           xs[7]),
+        [g, q, k, v, out, lse, mask, grad_lse])
     if grad_lse is None:  # PyTorch's flash backward takes no logsumexp cotangent
         grads = b.attention_grad(g, q, k, v, out, lse, mask, **attrs)
     return [*grads, grad_mask]

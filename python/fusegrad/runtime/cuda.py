@@ -23,6 +23,8 @@ cubin) images per chip. Steps, as JSON objects:
 | `matmul` | a, b, c, overwrite | `torch.mm`/`torch.bmm` into c (cuBLAS), or `addmm_`/`baddbmm_` |
 | `conv2d` | x, w, y, stride, dilation, groups, overwrite | `torch.nn.functional.conv2d` (cuDNN) into y |
 | `conv2d_grad` | grad, input or weight (the other null), out, stride, padding, dilation, groups | `aten.convolution_backward` (cuDNN) for that one gradient, copied into out (the out buffer stands in for the operand only its shape is read of) |
+| `attention` | q, k, v, mask (null: none), out, lse, scale, causal | PyTorch's fused SDPA kernel eager picks (`runtime/sdpa.py`), copied into out and lse |
+| `attention_grad` | grad, q, k, v, out, lse, mask, grad_q, grad_k, grad_v, scale, causal | that kernel's backward, copied into the three gradients |
 | `index_flag` | buf | the program's index-error flag (one `int32` on the device) |
 | `constant` | buf, name | the plan's constant `name`, uploaded once per program |
 
@@ -60,15 +62,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from .abi import DTYPES, TensorSig, torch_dtype
+from . import sdpa
 from .plan_sizes import PlanSizes, SizeError, is_symbolic_step, step_sizes
 
 log = logging.getLogger(__name__)
 
 PLAN_FORMAT = "fusegrad-cuda-plan"
 # 2: index_flag steps, index_sites; 3: constants; 4: conv2d_grad; 5: forwarded results;
-# 6: symbolic sizes (a version 5 plan is a static version 6 one)
-PLAN_VERSION = 6
-READ_VERSIONS = (5, 6)
+# 6: symbolic sizes (a version 5 plan is a static version 6 one); 7: attention steps
+PLAN_VERSION = 7
+READ_VERSIONS = (5, 6, 7)
 STEP_FIELDS = {
     "alloc": ("buf", "shape", "dtype"),
     "free": ("buf",),
@@ -81,6 +84,7 @@ STEP_FIELDS = {
                     "groups"),
     "index_flag": ("buf",),
     "constant": ("buf", "name"),
+    **sdpa.STEP_FIELDS,
 }
 # graphs="auto": functions holding at most this many bytes (`PlanFunction.footprint`)
 # replay from CUDA graphs. At such sizes issuing kernels from Python takes longer than
@@ -287,7 +291,9 @@ class LaunchPlan:
                         "conv2d": [s.get("x"), s.get("w"), s.get("y")],
                         "conv2d_grad": [b for b in (s.get("grad"), s.get("input"),
                                                     s.get("weight"), s.get("out")) if b],
-                        "launch": [a["buf"] for a in s.get("args", []) if "buf" in a]}.get(op, [])
+                        "launch": [a["buf"] for a in s.get("args", []) if "buf" in a],
+                        **{k: [s.get(b) for b in bs if s.get(b)]
+                           for k, bs in sdpa.STEP_BUFFERS.items()}}.get(op, [])
                 for b in used:
                     if b not in live:
                         raise PlanError(f"{where}: buffer {b!r} used before it is defined")
@@ -816,6 +822,8 @@ class CudaProgram:
             _conv2d(env[s["x"]], env[s["w"]], env[s["y"]], s)
         elif op == "conv2d_grad":
             _conv2d_grad(env, s)
+        elif op in sdpa.STEP_BUFFERS:
+            sdpa.run_step(env, s)
         elif op == "index_flag":
             env[s["buf"]] = self._index_flag()
         elif op == "constant":

@@ -1,25 +1,34 @@
 """dg-decompose-attention: dg.attention and dg.attention_grad become their decomposition.
 
-A target without a fused attention kernel (CUDA) runs this before dg-remat and dg-fuse,
-so the decomposition's softmax fuses with its neighbours and remat sees its parts. The
-CPU keeps the ops and calls PyTorch's flash kernels (codegen/cpu/library/attention_to_torch.py).
+Run before dg-remat and dg-fuse, so the decomposition's softmax fuses with its
+neighbours and remat sees its parts, for the ops a target's library kernels do not
+take. The CPU keeps every op and calls PyTorch's flash kernels
+(codegen/cpu/library/attention_to_torch.py). CUDA (`keep-library=1`) keeps the ops that
+PyTorch's fused SDPA kernels run (f16/bf16/f32, `attention.KERNEL_DTYPES`)
+and decomposes the rest: f64, which eager runs in the math form too, and ops of run-time
+sizes, whose results bufferization cannot turn into a call's out-params
+(`outline.outline_ops`).
 """
 from __future__ import annotations
 
 from mlir import ir
 
-from ..dialects.attention import decomposition
+from ..dialects.attention import KERNEL_DTYPES, OPS, decomposition
 from ..dialects.builder import Builder
 from ..dialects.core import attrs_of
 
-OPS = ("dg.attention", "dg.attention_grad")
+
+def _library(op: ir.Operation) -> bool:
+    """Does the CUDA launch plan run `op` as a library step?"""
+    return str(op.operands[1].type.element_type) in KERNEL_DTYPES["cuda"] and \
+        all(v.type.has_static_shape for v in (*op.operands, *op.results))
 
 
-def decompose_attention(module: ir.Operation) -> None:
+def decompose_attention(module: ir.Operation, keep_library: bool = False) -> None:
     ops: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name in OPS:
+        if op.name in OPS and not (keep_library and _library(op)):
             ops.append(op)
         return ir.WalkResult.ADVANCE
     module.walk(visit)

@@ -6,7 +6,7 @@
 // RUN: fusegrad-opt %s -p 'dg-outline-attention' | filecheck %s --check-prefix=OUTLINE
 // RUN: fusegrad-opt %s -p 'dg-cpu-linalg,dg-cpu-bufferize,dg-attention-to-torch' | filecheck %s
 
-// OUTLINE-LABEL: func.func private @__dg_attention_0(%arg0: tensor<1x2x4x8xf32>, %arg1: tensor<1x2x6x8xf32>, %arg2: tensor<1x2x6x8xf32>, %arg3: tensor<1x1x4x6xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) attributes {dg.attention_call = {causal = 1 : i64, op = "attention", scale = 2.500000e-01 : f64}}
+// OUTLINE-LABEL: func.func private @__dg_attention_0(%arg0: tensor<1x2x4x8xf32>, %arg1: tensor<1x2x6x8xf32>, %arg2: tensor<1x2x6x8xf32>, %arg3: tensor<1x1x4x6xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) attributes {dg.attention_call = {causal = 1 : i64, op = "attention", scale = 2.500000e-01 : f64, unmasked = 0 : i64}}
 // OUTLINE-NEXT: "dg.attention"(%arg0, %arg1, %arg2, %arg3)
 // OUTLINE-LABEL: func.func @forward(
 // OUTLINE-NEXT: call @__dg_attention_0(%arg0, %arg1, %arg2, %arg3)

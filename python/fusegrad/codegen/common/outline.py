@@ -8,10 +8,12 @@ The body lowers like any other (the op's decomposition), so the IR stays correct
 whether or not the library pass runs; bufferization gives the function
 identity-layout (contiguous) memref arguments, the results last, as out-params.
 
-`dg-outline-conv-grads` is the outlining both targets run: the CPU calls PyTorch's
-convolution backward kernel for it (dg-conv-to-torch), the CUDA launch plan calls cuDNN
-through PyTorch (`conv2d_grad` steps). Outlining for library calls only one target makes
-lives with that target's pass (dg-outline-conv-nhwc, dg-outline-attention).
+`dg-outline-conv-grads` and `dg-outline-attention` are the outlinings both targets run:
+the CPU calls PyTorch's convolution backward and flash attention kernels for them
+(dg-conv-to-torch, dg-attention-to-torch), the CUDA launch plan calls cuDNN and
+PyTorch's fused attention kernels (`conv2d_grad`, `attention` and `attention_grad`
+steps). Outlining for library calls only one target makes lives with that target's pass
+(dg-outline-conv-nhwc).
 """
 from __future__ import annotations
 
@@ -20,10 +22,13 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import func
 
+from ...dialects.attention import KERNEL_DTYPES, OPS as ATTENTION_OPS
+
 # the dtypes PyTorch's kernels take through its C shim (codegen/cpu/library/torch_calls.py)
 LIBRARY_DTYPES = ("f16", "bf16", "f32", "f64")
 CONV_GRAD_CALL = "dg.conv2d_backward"  # attribute of the outlined convolution gradients
 CONV_GRAD_OPS = ("dg.conv2d_input_grad", "dg.conv2d_weight_grad")
+ATTENTION_CALL = "dg.attention_call"  # attribute of the outlined attention functions
 
 
 def symbols(body: ir.Block) -> set[str]:
@@ -37,9 +42,11 @@ def _top_level(op: ir.Operation, module: ir.Operation) -> ir.Operation:
     return op
 
 
-def outline_ops(module: ir.Operation, selected: Callable[[ir.Operation], bool], tag: str) -> None:
+def outline_ops(module: ir.Operation, selected: Callable[[ir.Operation], bool], tag: str,
+                facts: Callable[[ir.Operation], dict[str, ir.Attribute]] | None = None) -> None:
     """Replace each op for which `selected(op)` holds by a call of a private function
-    holding it, tagged `tag = {op = <name without dg.>, <the op's attributes>}`. An op
+    holding it, tagged `tag = {op = <name without dg.>, <the op's attributes>, <facts(op)>}`
+    (`facts`: what the library call needs to know of the operands). An op
     with symbolic sizes stays where it is (lowered by its decomposition): bufferization
     makes no out-params for a call's dynamically shaped results."""
     ops: list[ir.Operation] = []
@@ -56,9 +63,10 @@ def outline_ops(module: ir.Operation, selected: Callable[[ir.Operation], bool], 
     outlined: dict[tuple, str] = {}
     for op in ops:
         attrs = {name: op.attributes[name] for name in op.attributes}
+        tagged = {**attrs, **(facts(op) if facts else {})}
         types = [v.type for v in op.operands]
         result_types = [r.type for r in op.results]
-        key = (op.name, tuple(sorted((k, str(v)) for k, v in attrs.items())),
+        key = (op.name, tuple(sorted((k, str(v)) for k, v in tagged.items())),
                tuple(map(str, types)))
         name = outlined.get(key)
         if name is None:
@@ -71,7 +79,7 @@ def outline_ops(module: ir.Operation, selected: Callable[[ir.Operation], bool], 
                 fn = func.FuncOp(name, ir.FunctionType.get(types, result_types),
                                  visibility="private")
                 fn.attributes[tag] = ir.DictAttr.get({"op": ir.StringAttr.get(op.name[3:]),
-                                                      **attrs})
+                                                      **tagged})
                 block = fn.add_entry_block()
                 with ir.InsertionPoint(block):
                     inner = ir.Operation.create(op.name, results=result_types,
@@ -87,3 +95,29 @@ def outline_ops(module: ir.Operation, selected: Callable[[ir.Operation], bool], 
 def outline_conv_grads(module: ir.Operation) -> None:
     outline_ops(module, lambda op: op.name in CONV_GRAD_OPS and
                 str(op.results[0].type.element_type) in LIBRARY_DTYPES, CONV_GRAD_CALL)
+
+
+def _zero_mask(mask: ir.Value) -> bool:
+    """Is an attention's mask a constant 0 (no mask: the importer fills one)?"""
+    owner = mask.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "dg.full":
+        return False
+    return ir.FloatAttr(owner.operation.attributes["value"]).value == 0.0
+
+
+def outline_attention(module: ir.Operation, target: str = "cpu") -> None:
+    """dg.attention and dg.attention_grad of the dtypes `target`'s kernels take become
+    calls tagged ATTENTION_CALL, with `unmasked = 1` where the mask is a constant 0: a
+    fused CUDA kernel is then called without one, as eager calls it (flash attention
+    takes no mask)."""
+    if target not in KERNEL_DTYPES:
+        raise ValueError(f"dg-outline-attention: target={target!r} is not one of "
+                         f"{sorted(KERNEL_DTYPES)}")
+    dtypes = KERNEL_DTYPES[target]
+
+    def facts(op: ir.Operation) -> dict[str, ir.Attribute]:
+        mask = op.operands[3 if op.name == "dg.attention" else 6]
+        return {"unmasked": ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                               int(_zero_mask(mask)))}
+    outline_ops(module, lambda op: op.name in ATTENTION_OPS and
+                str(op.operands[1].type.element_type) in dtypes, ATTENTION_CALL, facts)

@@ -31,10 +31,11 @@ from ...dialects.types import TensorSpec
 from ...runtime import abi
 from ...runtime.abi import TensorSig
 from ...runtime.cuda import Constant, Image, KernelModule, LaunchPlan, PlanError, PlanFunction
+from ...runtime.sdpa import STEP_BUFFERS as ATTENTION_STEP_BUFFERS
 from ..common.memrefs import SIZE_OPS
 from .host_sizes import HostSizes
 from .kernels import OVERWRITE_ATTR
-from ..common.outline import CONV_GRAD_CALL as CONV_GRAD
+from ..common.outline import ATTENTION_CALL, CONV_GRAD_CALL as CONV_GRAD
 from ...conversion.index_check import ERROR_GLOBAL, SITES_ATTR
 from ..common.memrefs import VIEWS
 from ..common.entries import entry_signatures as common_entry_signatures
@@ -187,7 +188,7 @@ class _HostWalker:
         elif name == "gpu.launch_func":
             self.launch(op)
         elif name == "func.call":
-            self.conv_grad(op)
+            self.library_call(op)
         elif name in ("linalg.matmul", "linalg.batch_matmul"):
             a, b = list(op.opview.inputs)
             (c,) = list(op.opview.outputs)
@@ -208,15 +209,38 @@ class _HostWalker:
             raise PlanError(f"'{name}' at {op.location} cannot run on the CUDA host side "
                             "(the CUDA pipeline should have made it a kernel)")
 
-    def conv_grad(self, op: ir.Operation) -> None:
-        """A call of an outlined convolution gradient (dg-outline-conv-grads): one library
-        call, PyTorch's convolution_backward asked for that one gradient."""
+    def library_call(self, op: ir.Operation) -> None:
+        """A call of a function outlined for a library kernel: a convolution gradient or
+        an attention."""
         callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
         fn = self.functions.get(callee)
-        if fn is None or CONV_GRAD not in fn.attributes or len(op.operands) != 3:
+        if fn is not None and CONV_GRAD in fn.attributes and len(op.operands) == 3:
+            self.conv_grad(op, ir.DictAttr(fn.attributes[CONV_GRAD]))
+        elif fn is not None and ATTENTION_CALL in fn.attributes:
+            self.attention(op, ir.DictAttr(fn.attributes[ATTENTION_CALL]))
+        else:
             raise PlanError(f"func.call @{callee} at {op.location}: only convolution "
-                            "gradients are called from the CUDA host side")
-        tag = ir.DictAttr(fn.attributes[CONV_GRAD])
+                            "gradients and attention are called from the CUDA host side")
+
+    def attention(self, op: ir.Operation, tag: ir.DictAttr) -> None:
+        """A call of an outlined dg.attention or dg.attention_grad (dg-outline-attention):
+        one `attention` or `attention_grad` step, PyTorch's fused SDPA kernel (and its
+        backward) on the buffers; the mask is null where it is a constant 0."""
+        which = ir.StringAttr(tag["op"]).value
+        fields = ATTENTION_STEP_BUFFERS[which]
+        if len(op.operands) != len(fields):
+            raise PlanError(f"func.call of dg.{which} at {op.location}: {len(op.operands)} "
+                            f"buffers, expected {len(fields)} ({', '.join(fields)})")
+        step = {"op": which, **{k: self.name(v, op) for k, v in zip(fields, op.operands)}}
+        if ir.IntegerAttr(tag["unmasked"]).value:
+            step["mask"] = None
+        step["scale"] = ir.FloatAttr(tag["scale"]).value
+        step["causal"] = bool(ir.IntegerAttr(tag["causal"]).value)
+        self.steps.append(step)
+
+    def conv_grad(self, op: ir.Operation, tag: ir.DictAttr) -> None:
+        """A call of an outlined convolution gradient (dg-outline-conv-grads): one library
+        call, PyTorch's convolution_backward asked for that one gradient."""
         which = ir.StringAttr(tag["op"]).value  # conv2d_input_grad | conv2d_weight_grad
         a, b, out = (self.name(v, op) for v in op.operands)
         step = {"op": "conv2d_grad", "grad": a if which == "conv2d_input_grad" else b,

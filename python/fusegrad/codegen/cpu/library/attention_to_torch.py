@@ -8,7 +8,8 @@ that (targets without such a kernel decompose the ops before fusion instead:
 dg-decompose-attention):
 
 - dg-outline-attention (on dg, before dg-lower-to-linalg): each f32/f64 op
-  becomes a call of a private function tagged `dg.attention_call` (codegen/common/outline.py).
+  becomes a call of a private function tagged `dg.attention_call` (codegen/common/outline.py,
+  which the CUDA target runs too).
 - dg-attention-to-torch (on memrefs) replaces the body of each tagged function whose
   arguments are contiguous memrefs by a call of the kernel through PyTorch's C shim
   (`aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu[_backward]`); the
@@ -21,12 +22,10 @@ from mlir.dialects import arith, func
 
 from .matmul_to_blas import _pointer
 from ...common.memrefs import contiguous_memref
-from ...common.outline import outline_ops
+from ...common.outline import ATTENTION_CALL as OUTLINED
 
 from .torch_calls import DTYPE, add_helpers
 
-OPS = ("dg.attention", "dg.attention_grad")
-OUTLINED = "dg.attention_call"  # attribute of the outlined functions
 HELPER = "__fusegrad_attention"
 BACKWARD_HELPER = "__fusegrad_attention_backward"
 
@@ -212,14 +211,6 @@ func.func private @__fusegrad_attention_backward(%g: !llvm.ptr, %q: !llvm.ptr, %
   return
 }
 """
-
-
-def _dtype(op: ir.Operation) -> str:
-    return str(ir.ShapedType(op.operands[1].type).element_type)
-
-
-def outline_attention(module: ir.Operation) -> None:
-    outline_ops(module, lambda op: op.name in OPS and _dtype(op) in DTYPE, OUTLINED)
 
 
 def _library_call(fn: ir.Operation) -> tuple[bool, list[ir.Value], dict] | None:
