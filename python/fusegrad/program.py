@@ -144,10 +144,10 @@ class Program:
         self._forward: Executable | None = None
         # by (wrt, constant outputs)
         self._training: dict[tuple[tuple[int, ...], tuple[int, ...]], Training] = {}
-        # each training variant's optimized module (text, and its dump lineage), until its
-        # full backward is compiled
-        self._optimized_training: dict[tuple[tuple[int, ...], tuple[int, ...]],
-                                       tuple[str, tuple | None]] = {}
+        # each training variant's module before fusion (text, and its dump lineage), whose
+        # backward compiles at its first use
+        self._before_fusion: dict[tuple[tuple[int, ...], tuple[int, ...]],
+                                  tuple[str, tuple | None]] = {}
         self._joint: dict[tuple[tuple[int, ...], tuple[int, ...] | None], Program] = {}
         self._jvp: dict[tuple[int, ...], Program] = {}
         self.seconds: dict[str, float] = {}  # compile time per stage, summed over variants
@@ -218,21 +218,24 @@ class Program:
         self.dump(stage, module, pipeline)
 
     def _optimize(self, module: ir.Module, suffix: str = "",
-                  drop_cotangents: Sequence[int] = ()) -> None:
+                  drop_cotangents: Sequence[int] = (), *, part: str = "all") -> None:
         """`dg-optimize` for the target, stage by stage as the options enable them (each
         dumped as its stage name + suffix; `pipelines.optimize_stages`). With
         `drop_cotangents`, the backward is specialized to zero cotangents for those
-        outputs before fusion (dg-drop-cotangents)."""
+        outputs before fusion (dg-drop-cotangents). `part`: "all", or the stages
+        "before-fusion" (they decide the saved values, so a forward and its backward go
+        through them together) or from "fusion" on (it works on each function alone)."""
         from .pipelines import optimize_stages
 
         stages = optimize_stages(self.options.target or "cpu", remat=self.options.remat,
                                  channels_last=self.options.channels_last,
                                  fusion=self.options.fusion)
+        at = next((k for k, (stage, _) in enumerate(stages) if stage == "fused"), len(stages))
         if drop_cotangents:
-            at = next((k for k, (stage, _) in enumerate(stages) if stage == "fused"),
-                      len(stages))
             stages.insert(at, ("cotangents-dropped",
                                f"dg-drop-cotangents{{outputs={_csv(drop_cotangents)}}}"))
+        if part != "all":
+            stages = stages[:at] if part == "before-fusion" else stages[at:]
         for stage, pipeline in stages:
             self._run(module, pipeline, stage + suffix)
 
@@ -340,9 +343,9 @@ class Program:
                                           self.training_names, f"lowered-{key}")
         else:
             def derive() -> tuple[ir.Module, dict]:
-                module, meta = self.training_module(wrt, constant=constant)
-                self._optimized_training[variant] = (_asm(module), _LINEAGE.get(module))
-                self._keep_only(module, self.training_names[:1])
+                module, meta = self._differentiated(wrt, constant)
+                self._before_fusion[variant] = (_asm(module), _LINEAGE.get(module))
+                self._fused(module, key, self.training_names[:1])
                 return module, meta
 
             (fwd,), meta = self._load(f"{derivation} forward", derive,
@@ -366,14 +369,14 @@ class Program:
         without = "-" + _key(missing, "without") if missing else ""
 
         def derive() -> tuple[ir.Module, dict]:
-            saved = None if missing else self._optimized_training.pop(variant, None)
-            if saved is None:
-                module, meta = self.training_module(wrt, missing, constant)
+            saved = self._before_fusion.get(variant)
+            if saved is None:  # the forward came from the compile cache
+                module, meta = self._differentiated(wrt, constant)
             else:
                 module, meta = ir.Module.parse(saved[0], self.module.context), {}
                 if saved[1] is not None:
                     _LINEAGE.set(module, *saved[1])
-            self._keep_only(module, self.training_names[1:])
+            self._fused(module, key, self.training_names[1:], missing)
             return module, meta
 
         (bwd,), _ = self._load(f"{derivation} backward" + (f" without {list(missing)}"
@@ -397,11 +400,19 @@ class Program:
         outputs `constant` take no cotangent at all. With `without` (outputs), only
         `@name_bwd`, for zero cotangents of those outputs (dropped after dg-remat, so
         the forward and its saved values stay the same)."""
+        module, meta = self._differentiated(wrt, constant)
+        names = self.training_names[1:] if without else self.training_names
+        self._fused(module, _training_names(wrt, constant)[1], names, without)
+        return module, meta
+
+    def _differentiated(self, wrt: Sequence[int],
+                        constant: Sequence[int] = ()) -> tuple[ir.Module, dict]:
+        """A copy of the module holding `@name_fwd`/`@name_bwd` for the inputs `wrt`
+        (outputs `constant` take no cotangent) through the stages before fusion, and
+        their metadata (`training_module`)."""
         from .transforms.autodiff.common import get_reached_by
 
-        wrt = tuple(wrt)
         _, key = _training_names(wrt, constant)
-        key += "-" + _key(without, "without") if without else ""
         options = f"wrt={_csv(wrt)}"
         if constant:
             options += f" ct_outputs={_csv(i for i in self.float_outputs if i not in constant)}"
@@ -409,15 +420,25 @@ class Program:
         self._run(module, f"dg-autodiff{{{options}}}", f"autodiff-{key}")
         # the plain function would be optimized for nothing (GoogLeNet: 0.7 s of dg-fuse)
         self._keep_only(module, self.training_names)
-        names = self.training_names[1:] if without else self.training_names
-        self._optimize(module, f"-{key}", drop_cotangents=without)
+        self._optimize(module, f"-{key}", part="before-fusion")
         fns = _public_functions(module)
         fwd_op, bwd_op = fns[f"{self.name}_fwd"], fns[f"{self.name}_bwd"]
-        num_outputs = ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value
-        self._keep_only(module, names)
-        return module, {"num_outputs": num_outputs, "wrt": list(_i64s(bwd_op, "dg.wrt")),
+        return module, {"num_outputs": ir.IntegerAttr(fwd_op.attributes["dg.num_outputs"]).value,
+                        "wrt": list(_i64s(bwd_op, "dg.wrt")),
                         "ct_outputs": list(_i64s(bwd_op, "dg.ct_outputs")),
                         "reached_by": get_reached_by(bwd_op)}
+
+    def _fused(self, module: ir.Module, key: str, names: Sequence[str],
+               without: Sequence[int] = ()) -> None:
+        """`_differentiated`'s `module` in place: only the functions `names`, the backward
+        for zero cotangents of the outputs `without`, through fusion. Each function fuses
+        alone, so a forward compiled now and a backward compiled at its first use (for
+        the cotangents it gets then) fuse once each."""
+        self._keep_only(module, names)
+        if len(names) == 1:
+            key += "-fwd" if names[0] == self.training_names[0] else "-bwd"
+        self._optimize(module, f"-{key}" + (f"-{_key(without, 'without')}" if without else ""),
+                       drop_cotangents=without, part="fusion")
 
     def _derived(self, cache: dict, key: Hashable, pipeline: str, suffix: str,
                  variant: str) -> "Program":

@@ -18,9 +18,9 @@ from cuda_plans import check_images, compile_emulated, compile_plan, needs_ptxas
 def _assemble_training_graphs(model, step, tmp_path) -> tuple[set, list]:
     """Compile `model` as fusegrad.compile would (run by the reference interpreter), run
     `step(compiled)` (forward and backward), and lower every fused training graph to
-    cubins for sm_80 and sm_90. Returns the plan steps' ops and the index sites. A graph
-    whose backward was compiled for outputs without gradient is lowered in that form
-    only: its forward is the same as in the full one."""
+    cubins for sm_80 and sm_90. Returns the plan steps' ops and the index sites. A large
+    graph's forward and backward fuse (and are dumped) apart, the backward only in the
+    form its first use asks for (outputs without gradient dropped)."""
     import glob
 
     import fusegrad
@@ -28,9 +28,7 @@ def _assemble_training_graphs(model, step, tmp_path) -> tuple[set, list]:
     # back with dynamic sizes, whose programs the CUDA target does not compile yet
     torch._dynamo.reset()
     step(fusegrad.compile(model, executor="reference", dump_dir=str(tmp_path)))
-    dumps = sorted(glob.glob(str(tmp_path / "*.fused-wrt*.mlir")))
-    paths = [p for p in dumps if not any(q != p and q.startswith(p[:-len(".mlir")] + "-without")
-                                         for q in dumps)]
+    paths = sorted(glob.glob(str(tmp_path / "*.fused-wrt*.mlir")))
     assert paths
     ops, sites = set(), []
     for path in paths:
