@@ -306,14 +306,18 @@ class _FlatOutputs(torch.nn.Module):
 def _decomposable_forms(example_inputs: Sequence[torch.Tensor]) -> Any:
     """On CUDA, some composite ops dispatch to library kernels that have no decomposition:
     scaled_dot_product_attention to fused attention (efficient, flash, cuDNN), grid_sample
-    to `cudnn_grid_sampler` while cuDNN is enabled. Tracing under the math attention
-    backend and with cuDNN disabled records their decomposable forms (matmuls and a
-    softmax, `grid_sampler_2d`), which every target compiles and fuses. Convolutions
-    trace as `aten.convolution` either way and still run on cuDNN. (On the CPU these
-    ops decompose as they are.)"""
+    to `cudnn_grid_sampler` while cuDNN is enabled. Attention that a fused kernel computes
+    as dg.attention does is kept whole (`cuda_attention.FusedAttention`: the compiled
+    program runs that kernel); otherwise tracing under the math attention backend and
+    with cuDNN disabled records their decomposable forms (matmuls and a softmax,
+    `grid_sampler_2d`), which every target compiles and fuses. Convolutions trace as
+    `aten.convolution` either way and still run on cuDNN. (On the CPU these ops
+    decompose as they are.)"""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    from .cuda_attention import FusedAttention
     stack = contextlib.ExitStack()
     if any(x.device.type == "cuda" for x in example_inputs):
+        stack.enter_context(FusedAttention())
         stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
         stack.enter_context(torch.backends.cudnn.flags(enabled=False))
     return stack

@@ -67,6 +67,15 @@ def _flash_attention(em: Emit, q: ir.Value, k: ir.Value, v: ir.Value, dropout_p:
     return tuple(em.b.attention(q, k, v, mask, scale=scale, causal=int(bool(is_causal))))
 
 
+@handles(torch.ops.fusegrad.attention.default)
+def _fused_attention(em: Emit, q: ir.Value, k: ir.Value, v: ir.Value,
+                     attn_mask: ir.Value | None, is_causal: bool, scale: float | None,
+                     enable_gqa: bool) -> ir.Value:
+    """dg.attention's out (PyTorch's fused kernel on CUDA); a CUDA capture records this op
+    only where that is exact (frontend/cuda_attention.py)."""
+    return _flash_attention(em, q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
+
+
 def _repeat_heads(em: Emit, x: ir.Value, heads: int) -> ir.Value:
     """Grouped-query attention's keys or values [B, Hk, S, E], each head repeated for the
     heads / Hk query heads that share it."""
