@@ -125,8 +125,8 @@ def cpu_llvm_pipeline(ldexp: bool = False) -> str:
         "dg-cpu-kernels",
         "func.func(convert-linalg-to-loops)",
         "dg-outline-entry-loops",
+        "dg-dedup-functions",  # first: the copies of a layer's kernels need no prefetches
         "dg-prefetch-streams",
-        "dg-dedup-functions",
         "dg-widen-bool-memrefs",
         "dg-plan-workspace",
         "lower-affine",
