@@ -95,6 +95,7 @@ BUFFERIZE = ",".join([
     "function-boundary-type-conversion=identity-layout-map}",
     "canonicalize", "cse", "canonicalize",
     "dg-distinct-result-buffers",
+    "drop-equivalent-buffer-results",  # an outlined op's results written in destinations
     "buffer-results-to-out-params{hoist-static-allocs=1 modify-public-functions=1}",
     "canonicalize", "cse",
     "buffer-deallocation-pipeline",

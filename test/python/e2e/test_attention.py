@@ -162,6 +162,49 @@ def test_grouped_query_attention():
         torch.testing.assert_close(a, b)
 
 
+class _SelfAttention(torch.nn.Module):
+    """q, k and v projected from one input: one sequence-length symbol for all three."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x):
+        b, length, _ = x.shape
+        q, k, v = self.qkv(x).view(b, length, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_run_time_sizes_call_the_flash_kernels(tmp_path):
+    """A sequence length that changes: the program for every size keeps dg.attention and
+    calls the flash kernels with the sizes of each call (nothing materializes the
+    [B, H, L, L] scores), compiled once, values and gradients as eager's."""
+    from fusegrad.frontend import compile_history
+
+    torch.manual_seed(0)
+    model = _SelfAttention()
+    compile_history.clear()
+    torch._dynamo.reset()
+    cf = torch.compile(model, backend="fusegrad", options={"dump_dir": str(tmp_path)})
+    for length in (MIN_KEYS, MIN_KEYS + 24, MIN_KEYS + 7, MIN_KEYS + 24):
+        x = torch.randn(2, length, 32, requires_grad=True)
+        got = cf(x)
+        got_grads = torch.autograd.grad(got.square().sum(), [x, *model.parameters()])
+        want = model(x)
+        want_grads = torch.autograd.grad(want.square().sum(), [x, *model.parameters()])
+        torch.testing.assert_close(got, want)
+        for a, b in zip(got_grads, want_grads):
+            torch.testing.assert_close(a, b)
+    history = fusegrad.compile_history()
+    assert [r.kind for r in history] == ["static", "for every size"]
+    label = history[1].program
+    imported = open(f"{tmp_path}/{label}.imported.mlir").read()
+    assert re.search(r'"dg.attention".*tensor<2x4x\?x8xf32, "s0">', imported)
+    lowered = "".join(open(p).read() for p in glob.glob(f"{tmp_path}/{label}.cpu-llvm*.mlir"))
+    assert "@aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu(" in lowered
+    assert "@aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu_backward(" in lowered
+
+
 def test_cuda_export_keeps_attention_as_a_library_step(tmp_path):
     """Exported for CUDA from CPU inputs (no GPU needed): attention kept whole by the capture
     stays whole on that target (PyTorch's fused kernel runs it: an `attention` plan step),

@@ -2,7 +2,8 @@
 
 - dg-readonly-arguments (before bufferization): function arguments are the
   caller's tensors, but one-shot-bufferize treats them as writable and would
-  update them in place (scatter_add, insert_slice into an argument).
+  update them in place (scatter_add, insert_slice into an argument). An outlined
+  op's destinations are the exception (codegen/common/outline.py).
 - dg-distinct-result-buffers (after bufferization): `buffer-results-to-out-params`
   crashes (MLIR 22) when a function returns one memref twice, which happens
   after CSE merges equal results or when a forward returns a value it also
@@ -14,16 +15,23 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from ...passes import functions
+from .outline import DESTINATION
 
 
 def readonly_arguments(module: ir.Operation) -> None:
+    """Every tensor argument read-only, but an outlined function's destinations (which
+    it writes its results into: `outline.DESTINATION`)."""
     read_only = ir.DictAttr.get({"bufferization.writable": ir.BoolAttr.get(False)})
     for fn in functions(module):
         args = fn.regions[0].blocks[0].arguments
-        if any(isinstance(a.type, ir.RankedTensorType) for a in args):
-            fn.attributes["arg_attrs"] = ir.ArrayAttr.get(
-                [read_only if isinstance(a.type, ir.RankedTensorType) else ir.DictAttr.get()
-                 for a in args])
+        if not any(isinstance(a.type, ir.RankedTensorType) for a in args):
+            continue
+        given = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) \
+            if "arg_attrs" in fn.attributes else [ir.DictAttr.get()] * len(args)
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get(
+            [attrs if DESTINATION in ir.DictAttr(attrs) else
+             read_only if isinstance(a.type, ir.RankedTensorType) else ir.DictAttr.get()
+             for a, attrs in zip(args, given)])
 
 
 def _distinct_returns(fn: ir.Operation) -> None:

@@ -127,6 +127,17 @@ def contiguous_memref(t: ir.Type) -> bool:
     return row_major_offset(t) == 0
 
 
+def dense_memref(t: ir.Type) -> bool:
+    """A memref whose elements lie row-major from offset 0, of any sizes: contiguous, or
+    of the identity layout (what bufferization gives function arguments)."""
+    if not isinstance(t, ir.MemRefType):
+        return False
+    layout = ir.MemRefType(t).layout
+    return contiguous_memref(t) or (
+        isinstance(layout, ir.AffineMapAttr)
+        and ir.AffineMapAttr(layout).value == ir.AffineMap.get_identity(ir.MemRefType(t).rank))
+
+
 def row_major_offset(t: ir.Type) -> Optional[int]:
     """The static offset of a statically shaped memref with row-major strides (a
     contiguous block somewhere in its buffer: one part of a split), else None."""

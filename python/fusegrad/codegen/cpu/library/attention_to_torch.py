@@ -9,19 +9,21 @@ dg-decompose-attention):
 
 - dg-outline-attention (on dg, before dg-lower-to-linalg): each f32/f64 op
   becomes a call of a private function tagged `dg.attention_call` (codegen/common/outline.py,
-  which the CUDA target runs too).
+  which the CUDA target runs too); one of symbolic sizes writes its results into
+  destinations its caller passes.
 - dg-attention-to-torch (on memrefs) replaces the body of each tagged function whose
-  arguments are contiguous memrefs by a call of the kernel through PyTorch's C shim
+  arguments are dense memrefs (of any sizes: those of run-time size are read from the
+  buffers) by a call of the kernel through PyTorch's C shim
   (`aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu[_backward]`); the
   results are copied into the out-params.
 """
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, func
+from mlir.dialects import arith, func, memref
 
 from .matmul_to_blas import _pointer
-from ...common.memrefs import contiguous_memref
+from ...common.memrefs import dense_memref
 from ...common.outline import ATTENTION_CALL as OUTLINED
 
 from .torch_calls import DTYPE, add_helpers
@@ -226,7 +228,7 @@ def _library_call(fn: ir.Operation) -> tuple[bool, list[ir.Value], dict] | None:
     ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
     args = list(blocks[0].arguments)
     if ftype.results or len(args) != (10 if backward else 6) or \
-            not all(contiguous_memref(a.type) for a in args):
+            not all(dense_memref(a.type) for a in args):
         return None
     if len({str(a.type.element_type) for a in args}) != 1:
         return None
@@ -238,16 +240,24 @@ def _call_library(fn: ir.Operation, backward: bool, args: list[ir.Value], tag: d
     # forward: q, k, v, mask, out, lse; backward: g, q, k, v, out, lse, mask, dq, dk, dv
     q, k = (args[1], args[2]) if backward else (args[0], args[1])
     mask = args[6] if backward else args[3]
-    b, h, l, e = q.type.shape
-    dims = [b, h, l, k.type.shape[2], e, *mask.type.shape]
+    dims = [(q, 0), (q, 1), (q, 2), (k, 2), (q, 3), *((mask, d) for d in range(4))]
     block = fn.regions[0].blocks[0]
     for op in reversed(list(block.operations)):
         op.erase()
     i64, i32 = ir.IntegerType.get_signless(64), ir.IntegerType.get_signless(32)
+
+    def size(buffer: ir.Value, dim: int) -> ir.Value:
+        """A dim of `buffer` as i64: a constant, or read from it at run time."""
+        t = ir.MemRefType(buffer.type)
+        if not t.is_dynamic_dim(dim):
+            return arith.ConstantOp(i64, t.shape[dim]).result
+        read = memref.DimOp(buffer, arith.ConstantOp(ir.IndexType.get(), dim).result).result
+        return arith.IndexCastOp(i64, read).result
+
     with ir.InsertionPoint(block), fn.location:
         element = str(q.type.element_type)
         func.CallOp([], ir.FlatSymbolRefAttr.get(BACKWARD_HELPER if backward else HELPER),
-                    [*(_pointer(a) for a in args), *(arith.ConstantOp(i64, d).result for d in dims),
+                    [*(_pointer(a) for a in args), *(size(*d) for d in dims),
                      arith.ConstantOp(ir.F64Type.get(), tag["scale"]).result,
                      arith.ConstantOp(i32, int(tag["causal"])).result,
                      arith.ConstantOp(i32, DTYPE[element]).result])
