@@ -120,3 +120,73 @@ def test_real_size_tiny_accounts_for_memory(tmp_path):
     memory = fg["memory_mib"]
     assert memory["before"] <= memory["after"] <= memory["process_peak"]
     assert fg["held_mib"]["workspace"] > 0 and fg["tensors_mib"]["optimizer_state"] > 0
+
+
+def _benchmark_module(name: str):
+    """A module of benchmarks/ (which import each other as top-level modules)."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
+def test_gpu_real_size_tiny_runs_the_whole_flow_on_the_cpu(tmp_path):
+    """benchmarks/gpu_real_size.py's GPU flow on tiny models on the CPU: a process per
+    model, a row per backend written as it comes, CUDA graphs said to need a GPU; a
+    budget already spent runs nothing and says so."""
+    script = os.path.join(ROOT, "benchmarks", "gpu_real_size.py")
+    common = dict(capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run([sys.executable, script, "run", str(tmp_path), "--tiny", "--models",
+                           "gpt2", "--backends", "eager,fusegrad,fusegrad-graphs", "--steps",
+                           "2"], **common)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    table = (tmp_path / "real_size.md").read_text()
+    assert table in proc.stdout
+    rows = {r["backend"]: r for r in json.loads((tmp_path / "real_size.json").read_text())["rows"]}
+    assert list(rows) == ["eager", "fusegrad", "fusegrad-graphs"]
+    assert rows["fusegrad"]["loss_ok"] and rows["fusegrad"]["step_ms"] > 0
+    assert rows["fusegrad"]["first_s"] > rows["eager"]["first_s"]  # it compiled
+    assert rows["fusegrad-graphs"]["skipped"] == "CUDA graphs need a GPU"
+    assert "| gpt2 | fusegrad-graphs | not run: CUDA graphs need a GPU |" in table
+    spent = subprocess.run([sys.executable, script, "run", str(tmp_path / "spent"), "--tiny",
+                            "--budget", "0"], **common)
+    assert spent.returncode == 0, spent.stdout[-3000:] + spent.stderr[-3000:]
+    assert spent.stdout.count("not run: out of time") == 6  # 3 models x eager, fusegrad
+
+
+def test_gpu_real_size_table_and_goals():
+    """Ratios against eager and Inductor, and issue 48's goals, from rows as the GPU run
+    writes them (made-up numbers)."""
+    bench = _benchmark_module("gpu_real_size")
+    report = bench.Report(".", "header")
+    common = dict(model="gpt2", first_loss=10.0)
+    report.rows = [
+        dict(common, backend="eager", first_s=1.0, step_ms=300.0, peak_gib=20.0),
+        dict(common, backend="inductor", first_s=60.0, step_ms=220.0, peak_gib=16.0),
+        dict(common, backend="fusegrad", first_s=10.0, step_ms=200.0, peak_gib=16.0,
+             loss_ok=True, bandwidth={"copy_GBps": 4000.0, "all": {"kernels": 900,
+                                                                  "of_copy": 0.6},
+                                      "large": {"kernels": 300, "of_copy": 0.9}}),
+        dict(model="gpt2", backend="fusegrad-graphs", error="RuntimeError: boom")]
+    text = report.markdown()
+    fg = next(line for line in text.splitlines() if line.startswith("| gpt2 | fusegrad |"))
+    cells = [c.strip() for c in fg.strip("|").split("|")]
+    assert cells[2:9] == ["10.0", "200.0", "1.50x", "1.10x", "6.00x", "16.00", "1.00x"]
+    assert cells[10].startswith("90% of 300 moving >= 16 MB; all 900: 60%")
+    assert "| gpt2 | fusegrad-graphs | RuntimeError: boom |" in text
+    assert ("- gpt2: step 1.10 (>= 1.1: met), first 6.00 (>= 5.0: met), memory 1.00 "
+            "(<= 0.9: not met), bandwidth 0.90 (>= 0.85: met)") in text
+    assert report.failed() == ["gpt2 fusegrad-graphs"]
+
+
+def test_fused_bandwidth_counts_each_launch_s_buffers():
+    """A softmax compiled for CUDA: one launch reading its input and writing its output."""
+    import types
+
+    from cuda_plans import compile_plan
+    bandwidth = _benchmark_module("fused_bandwidth")
+    kernels = _benchmark_module("cuda_kernels")
+    plan = compile_plan(kernels.softmax_text(64, 1000), "dg-fuse", cubin=False)
+    ((step, nbytes),) = bandwidth._launch_bytes(types.SimpleNamespace(plan=plan), "softmax")
+    assert step["op"] == "launch" and nbytes == 2 * 64 * 1000 * 4
