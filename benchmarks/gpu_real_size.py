@@ -15,8 +15,8 @@ each function replayed from a CUDA graph from its third call; its compiles find 
 `fusegrad` filled, so its first call is warm). `inductor-max-autotune`
 (mode "max-autotune-no-cudagraphs") runs after every model's other backends, in a second
 process per model, and only where the time left is three times Inductor's default first
-step. A step is the loss under `torch.autocast(bfloat16)`, `backward()`, `AdamW.step()`
-(fused on CUDA), `zero_grad()`. Per backend: the first step (compile included, the device
+step (its compile autotunes every matmul and fused kernel). A step is the loss under
+`torch.autocast(bfloat16)`, `backward()`, `AdamW.step()` (fused on CUDA), `zero_grad()`. Per backend: the first step (compile included, the device
 synchronized after it); 3 warm-up steps; the median of `--steps` steps, each synchronized;
 `torch.cuda.max_memory_allocated` over those steps (weights, gradients and AdamW's state
 included, the same for every backend); the first step's loss against eager's; for
@@ -188,8 +188,7 @@ def measure(name: str, backend: str, device: Any, tiny: bool, steps: int,
     return result
 
 
-def child(name: str, backends: list[str], tiny: bool, steps: int, deadline: float,
-          inductor_first_s: float | None) -> None:
+def child(name: str, backends: list[str], tiny: bool, steps: int, deadline: float) -> None:
     """Each backend on model `name` in this process, one MARKER line per result."""
     device = torch.device("cuda" if torch.cuda.is_available() and not tiny else "cpu")
     copy_gbps: list[float] = []
@@ -204,10 +203,6 @@ def child(name: str, backends: list[str], tiny: bool, steps: int, deadline: floa
         left = deadline - time.time()
         if backend == "fusegrad-graphs" and device.type != "cuda":
             result = {"skipped": "CUDA graphs need a GPU"}
-        elif backend == "inductor-max-autotune" and inductor_first_s is not None and \
-                left < MAX_AUTOTUNE_FACTOR * inductor_first_s:
-            result = {"skipped": f"out of time: {left:.0f} s left, its compile would take "
-                                 f"about {MAX_AUTOTUNE_FACTOR * inductor_first_s:.0f} s"}
         elif left < (0 if tiny else MIN_BACKEND_S):
             result = {"skipped": f"out of time ({left:.0f} s left)"}
         else:
@@ -351,11 +346,9 @@ def spawn(report: Report, name: str, backends: list[str], args: argparse.Namespa
           deadline: float) -> None:
     """Run `child` for model `name` until it ends or `deadline` passes, adding each row
     as it comes; backends it did not report become rows saying why."""
-    inductor = report.find(name, "inductor")
     command = [sys.executable, os.path.abspath(__file__), "child", name,
                "--backends", ",".join(backends), "--steps", str(args.steps),
-               "--deadline", str(deadline), *(["--tiny"] * args.tiny),
-               *(["--inductor-first", str(inductor["first_s"])] if inductor else [])]
+               "--deadline", str(deadline), *(["--tiny"] * args.tiny)]
     root = tempfile.mkdtemp(prefix="gpu_real_size_")
     log = open(os.path.join(args.out, f"{name}.log"), "a")
     current, reported = None, set()
@@ -413,7 +406,8 @@ def _check_loss(row: dict[str, Any], eager: dict[str, Any] | None) -> None:
 def _summary(row: dict[str, Any]) -> str:
     if "step_ms" not in row:
         return row.get("error") or f"not run: {row.get('skipped')}"
-    return f"first {row['first_s']:.1f} s, step {row['step_ms']:.1f} ms, loss {row['first_loss']:.4f}"
+    return (f"first {row['first_s']:.1f} s, step {row['step_ms']:.1f} ms, "
+            f"loss {row['first_loss']:.4f}")
 
 
 def run(args: argparse.Namespace, names: list[str], backends: list[str]) -> int:
@@ -427,17 +421,24 @@ def run(args: argparse.Namespace, names: list[str], backends: list[str]) -> int:
     report = Report(args.out, _header(args.tiny, note))
     first = [b for b in backends if b not in LATE]
     late = [b for b in backends if b in LATE]
-    for names_backends in ([(n, first) for n in names] + [(n, late) for n in names if late]):
-        name, wanted = names_backends
+    for name, wanted in [(n, first) for n in names] + [(n, late) for n in names if late]:
         runnable = [b for b in wanted if has_mlir or b not in FUSEGRAD_BACKENDS]
         for b in wanted:
             if b not in runnable:
                 report.add({"model": name, "backend": b, "skipped": "MLIR not importable"})
         if not runnable:
             continue
-        if time.time() >= deadline - (0 if args.tiny else MIN_BACKEND_S):
+        left = deadline - time.time()
+        if left < (0 if args.tiny else MIN_BACKEND_S):
             for b in runnable:
                 report.add({"model": name, "backend": b, "skipped": "out of time"})
+            continue
+        inductor = report.find(name, "inductor")
+        if wanted is late and inductor and left < MAX_AUTOTUNE_FACTOR * inductor["first_s"]:
+            for b in runnable:
+                report.add({"model": name, "backend": b, "skipped": (
+                    f"out of time: {left:.0f} s left, its compile would take about "
+                    f"{MAX_AUTOTUNE_FACTOR * inductor['first_s']:.0f} s")})
             continue
         spawn(report, name, runnable, args, deadline)
     print(report.markdown())
@@ -466,21 +467,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default=",".join(models.MODELS),
                    help="comma-separated, in the order to run (default: all, by importance)")
     p.add_argument("--backends", help=f"comma-separated, from {', '.join(BACKENDS)} (default: "
-                   "all but inductor-max-autotune on a GPU, eager,fusegrad with --tiny)")
+                   "all; eager,fusegrad with --tiny)")
     p.add_argument("--tiny", action="store_true",
                    help="tiny models on the CPU: the whole flow without a GPU (smoke tests)")
     p.add_argument("--budget", type=float, default=270.0,
                    help="run: seconds for everything; what does not fit is not run (270)")
     p.add_argument("--steps", type=int, default=10, help="timed steps per backend (10)")
     p.add_argument("--deadline", type=float, help=argparse.SUPPRESS)
-    p.add_argument("--inductor-first", type=float, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error("--steps: at least 1")
-    default = "eager,fusegrad" if args.tiny else "eager,fusegrad,inductor,fusegrad-graphs"
+    default = "eager,fusegrad" if args.tiny else ",".join(BACKENDS)
     backends = _names(args.backends or default, BACKENDS, p)
     if args.mode == "child":
-        child(args.out, backends, args.tiny, args.steps, args.deadline, args.inductor_first)
+        child(args.out, backends, args.tiny, args.steps, args.deadline)
         return 0
     names = _names(args.models, models.MODELS, p)
     if args.mode == "prepare":
