@@ -144,8 +144,8 @@ class Program:
         self._forward: Executable | None = None
         # by (wrt, constant outputs)
         self._training: dict[tuple[tuple[int, ...], tuple[int, ...]], Training] = {}
-        # each training variant's module before fusion (text, and its dump lineage), whose
-        # backward compiles at its first use
+        # each training variant's module before fusion (text, and its dump lineage), until
+        # its first backward compiles
         self._before_fusion: dict[tuple[tuple[int, ...], tuple[int, ...]],
                                   tuple[str, tuple | None]] = {}
         self._joint: dict[tuple[tuple[int, ...], tuple[int, ...] | None], Program] = {}
@@ -369,8 +369,9 @@ class Program:
         without = "-" + _key(missing, "without") if missing else ""
 
         def derive() -> tuple[ir.Module, dict]:
-            saved = self._before_fusion.get(variant)
-            if saved is None:  # the forward came from the compile cache
+            # kept for the first backward only (a later one, for other cotangents, is rare)
+            saved = self._before_fusion.pop(variant, None)
+            if saved is None:  # the forward came from the compile cache, or a later backward
                 module, meta = self._differentiated(wrt, constant)
             else:
                 module, meta = ir.Module.parse(saved[0], self.module.context), {}
