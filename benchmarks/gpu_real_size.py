@@ -16,8 +16,9 @@ each function replayed from a CUDA graph from its third call; its compiles find 
 (mode "max-autotune-no-cudagraphs") runs after every model's other backends, in a second
 process per model, and only where the time left is three times Inductor's default first
 step (its compile autotunes every matmul and fused kernel). A step is the loss under
-`torch.autocast(bfloat16)`, `backward()`, `AdamW.step()` (fused on CUDA), `zero_grad()`. Per backend: the first step (compile included, the device
-synchronized after it); 3 warm-up steps; the median of `--steps` steps, each synchronized;
+`torch.autocast(bfloat16)`, `backward()`, `AdamW.step()` (fused on CUDA), `zero_grad()`.
+Per backend: the first step (compile included, the device synchronized after it); 3
+warm-up steps; the median of `--steps` steps, each synchronized;
 `torch.cuda.max_memory_allocated` over those steps (weights, gradients and AdamW's state
 included, the same for every backend); the first step's loss against eager's; for
 `fusegrad`, one profiled step's kernels against a measured copy (`fused_bandwidth.py`).
