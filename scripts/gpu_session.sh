@@ -7,13 +7,18 @@
 #     bash scripts/gpu_session.sh pack     # .gpu/: MLIR for cp312 (stripped, xz) + expecttest
 # then, through the device tool, carrying .gpu:
 #     bash scripts/gpu_session.sh run [PHASES]
-# PHASES, comma-separated, run in the order given (default kernels,train,tests,profile):
+# PHASES, comma-separated, run in the order given (default
+# real_size,tests,kernels,train,profile): real_size (issue 48's real-size training
+# steps against eager and Inductor, benchmarks/gpu_real_size.py, REAL_SIZE_S seconds,
+# default 270), tests (pytest on test_cuda_gpu.py and test_cuda_attention_gpu.py),
 # kernels (bandwidth and correctness, benchmarks/cuda_kernels.py), train (training
 # steps against eager, benchmarks/cuda_train.py), inductor (the same with Inductor too:
-# its compiles take minutes), tests (pytest on test_cuda_gpu.py), profile (where a step's
-# time goes, cuda_train.py profile). Logs and results land in $OUT. BUDGET_S (default
-# 540) bounds the run: tests, inductor and profile get the time left (tests keep
-# TESTS_RESERVE_S, default 45, for what follows).
+# its compiles take minutes), profile (where a step's time goes, cuda_train.py profile).
+# Logs and results land in $OUT. BUDGET_S (default 480, so that a device call with
+# timeout_s=540 ends with time left in a 15-minute session to rerun a part) bounds the
+# run: each phase gets at most the time left (tests keep TESTS_RESERVE_S, default 45, for
+# what follows). The training programs export in the background from the first phase
+# after real_size on, so that nothing else runs while real_size times first calls.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/fusegrad-gpu-out}"
@@ -69,7 +74,14 @@ phase() {
     local train_dir=/tmp/fusegrad-train kern_dir=/tmp/fusegrad-kernels
     echo "== $1 ($(left) s left)"
     case "$1" in
+        real_size)
+            local t=$(( $(left) - 30 < ${REAL_SIZE_S:-270} ? $(left) - 30 : ${REAL_SIZE_S:-270} ))
+            (( t > 60 )) || { echo "no time left"; return; }
+            # the script stops at its budget; the timeout is a backstop
+            timeout $(( t + 30 )) python3 benchmarks/gpu_real_size.py run "$OUT" --budget "$t" \
+                2>&1 | grep -v '^\[transformers\]' | tee "$OUT/real_size.log" ;;
         kernels)
+            (( $(left) > 90 )) || { echo "no time left"; return; }
             timeout 120 python3 benchmarks/cuda_kernels.py build "$kern_dir" \
                 > /tmp/kernels_build.log 2>&1 || tail -20 /tmp/kernels_build.log
             timeout 150 python3 benchmarks/cuda_kernels.py run "$kern_dir" \
@@ -86,7 +98,8 @@ phase() {
             local t=$(( $(left) - ${TESTS_RESERVE_S:-45} ))
             (( t > 30 )) || { echo "no time left"; return; }
             timeout "$t" python3 -m pytest -q -n 14 -p no:cacheprovider --timeout 300 \
-                -rfE test/python/cuda/test_cuda_gpu.py > "$OUT/tests.log" 2>&1
+                -rfE test/python/cuda/test_cuda_gpu.py test/python/cuda/test_cuda_attention_gpu.py \
+                > "$OUT/tests.log" 2>&1
             echo "pytest rc=$? (124: out of time)"
             grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.log" | tail -60 ;;
         profile)
@@ -99,18 +112,25 @@ phase() {
     esac
 }
 
-run_phases() {
-    local phases="${1:-kernels,train,tests,profile}"
-    START=$(date +%s)
-    BUDGET_S="${BUDGET_S:-540}"
-    setup > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; echo "setup failed"; return 1; }
-    cat "$OUT/setup.log"
-    # the training programs export on all cores while the first phases run
+start_train_build() {
+    # the training programs export on all cores while the next phases run
     (timeout 200 python3 benchmarks/cuda_train.py build /tmp/fusegrad-train \
         > "$OUT/train_build.log" 2>&1; echo "train build rc=$?" >> "$OUT/train_build.log") &
     TRAIN_BUILD=$!
+}
+
+run_phases() {
+    local phases="${1:-real_size,tests,kernels,train,profile}"
+    START=$(date +%s)
+    BUDGET_S="${BUDGET_S:-480}"
+    TRAIN_BUILD=""
+    setup > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; echo "setup failed"; return 1; }
+    cat "$OUT/setup.log"
     local p
-    for p in ${phases//,/ }; do phase "$p"; done
+    for p in ${phases//,/ }; do
+        if [[ $p != real_size && -z $TRAIN_BUILD ]]; then start_train_build; fi
+        phase "$p"
+    done
     echo "== done in $(( $(date +%s) - START )) s"
 }
 
