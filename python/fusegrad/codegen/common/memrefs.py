@@ -68,8 +68,18 @@ def touching_ops(buf: ir.Value, block: ir.Block
             ops.append(top)
             if user not in seen:
                 seen.add(user)
-                work.extend(user.results)
+                work.extend(_derived(user))
     return ops, deallocs
+
+
+def _derived(op: ir.Operation) -> list[ir.Value]:
+    """The results of `op` (which uses a buffer) that carry the buffer on: all but its
+    sizes, which are numbers (a buffer sized by another's dim does not touch it)."""
+    if op.name == "memref.dim":
+        return []
+    if op.name == "memref.extract_strided_metadata":
+        return [op.results[0]]
+    return list(op.results)
 
 
 def first_in_block(ops: list[ir.Operation], last: bool = False) -> ir.Operation:
