@@ -1,9 +1,10 @@
 // dg-plan-workspace, temporaries of run-time sizes: the entry computes their sizes at
-// its start, places each after the buffers live with it that were placed before it
-// (the static ones first, after a 64-byte header), writes the bytes the call needs
-// into the header of the workspace it was given (`memref<?xi8>`), and runs on a block
-// of its own when they do not fit (freed at the end); the runtime grows its buffer
-// for the next call. %a and %b are live together, %c only with %b.
+// its start and lays them out (after the static ones, after a 64-byte header) in the
+// order of their layout at the size hints, each above the buffers live with it that lie
+// below it there; it writes the bytes the call needs into the header of the workspace
+// it was given (`memref<?xi8>`), and runs on a block of its own when they do not fit
+// (freed at the end); the runtime grows its buffer for the next call. %a and %b are
+// live together, %c only with %b: %c shares %a's bytes, %b lies above both.
 // RUN: fusegrad-opt %s -p 'dg-plan-workspace' | filecheck %s
 
 // CHECK: module attributes {dg.growing_workspaces = ["grows"], dg.workspaces = {grows = 128 : i64}}
@@ -15,10 +16,12 @@
 // CHECK: %[[ABYTES:.*]] = arith.muli %[[A4]], %[[C]]
 // CHECK: %[[AEND:.*]] = arith.addi %c128, %{{.*}} : index
 // CHECK-NEXT: arith.maxui %c128, %[[AEND]]
-// CHECK-NEXT: %[[BOFF:.*]] = arith.maxui %c128, %[[AEND]]
-// CHECK: %[[BEND:.*]] = arith.addi %[[BOFF]],
-// CHECK: %[[COFF:.*]] = arith.maxui %c128, %[[BEND]]
-// CHECK: %[[TOTAL:.*]] = arith.maxui
+// CHECK-NEXT: %[[CEND:.*]] = arith.addi %c128, %{{.*}} : index
+// CHECK-NEXT: arith.maxui
+// CHECK-NEXT: %[[B0:.*]] = arith.maxui %c128, %[[AEND]]
+// CHECK-NEXT: %[[BOFF:.*]] = arith.maxui %[[B0]], %[[CEND]]
+// CHECK-NEXT: arith.addi %[[BOFF]],
+// CHECK-NEXT: %[[TOTAL:.*]] = arith.maxui
 // CHECK: %[[HEADER:.*]] = memref.view %[[WS]][%{{.*}}][] : memref<?xi8> to memref<1xi64>
 // CHECK: %[[NEED:.*]] = arith.index_cast %[[TOTAL]] : index to i64
 // CHECK: memref.store %[[NEED]], %[[HEADER]]
@@ -32,7 +35,7 @@
 // CHECK: memref.view %[[MEM]][%c64{{.*}}][] : memref<?xi8> to memref<16xf32>
 // CHECK: memref.view %[[MEM]][%c128][%{{.*}}, %{{.*}}] : memref<?xi8> to memref<?x?xf32>
 // CHECK: memref.view %[[MEM]][%[[BOFF]]][%{{.*}}, %{{.*}}] : memref<?xi8> to memref<?x?xf32>
-// CHECK: memref.view %[[MEM]][%[[COFF]]][%{{.*}}] : memref<?xi8> to memref<?xf32>
+// CHECK: memref.view %[[MEM]][%c128][%{{.*}}] : memref<?xi8> to memref<?xf32>
 // CHECK-NOT: memref.alloc
 // CHECK: %[[SPILLED:.*]] = arith.cmpi ugt, %[[TOTAL]], %[[HAVE]]
 // CHECK: scf.if %[[SPILLED]] {
