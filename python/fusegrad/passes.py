@@ -118,6 +118,9 @@ PASSES: dict[str, Pass] = _table(
     Pass("dg-fuse", ".transforms.fusion.fuse:fuse_pass",
          "group dg ops into fusion regions (one kernel each); row-temps=0 for targets without "
          "stack rows (CUDA): recompute what a row reduction reads"),
+    Pass("dg-sink-to-uses", ".transforms.sink_to_uses:sink_to_uses_pass",
+         "move each op to just before its first use (a backward's recomputations to their "
+         "layer), where that keeps no more bytes alive"),
     # conversion: dg -> linalg
     Pass("dg-size-arguments", ".conversion.sizes:size_arguments_pass",
          "a function using a symbolic size no argument has as a dim takes it as a trailing "

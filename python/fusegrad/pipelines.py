@@ -56,10 +56,11 @@ def optimize_stages(target: str = "cpu", *, remat: bool = True, channels_last: b
 
 
 def fusion_pipeline(target: str = "cpu") -> str:
-    """The fusion stage: its rewrites, then dg-fuse. CUDA kernels keep no row of a
-    temporary on a stack: there dg-fuse recomputes what a row reduction would store."""
-    return "dg-fusion-rewrites,dg-fuse{row-temps=0}" if target == "cuda" else \
-        "dg-fusion-rewrites,dg-fuse"
+    """The fusion stage: its rewrites, then dg-fuse, then each kernel moved next to its
+    uses (dg-sink-to-uses). CUDA kernels keep no row of a temporary on a stack: there
+    dg-fuse recomputes what a row reduction would store."""
+    fuse = "dg-fuse{row-temps=0}" if target == "cuda" else "dg-fuse"
+    return f"dg-fusion-rewrites,{fuse},dg-sink-to-uses"
 
 
 def optimize_pipeline(target: str = "cpu") -> str:
