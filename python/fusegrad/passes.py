@@ -108,6 +108,8 @@ PASSES: dict[str, Pass] = _table(
          "readers take the scaling for free"),
     Pass("dg-hoist-reshapes", ".transforms.fusion.hoist_reshapes:hoist_reshapes_pass",
          "reshape a pointwise op's operands instead of its result"),
+    Pass("dg-scatter-into-sums", ".transforms.fusion.scatter_into_sums:scatter_into_sums_pass",
+         "x + scatter_add(0, idx, src) -> scatter_add(x, idx, src): no temporary of x's size"),
     Pass("dg-sink-gathers", ".transforms.fusion.sink_gathers:sink_gathers_pass",
          "gather from a pointwise op's operands instead of its result"),
     Pass("dg-transposes-to-matmuls", ".transforms.fusion.matmul_transposes:move_transposes_to_matmuls_pass",

@@ -30,6 +30,7 @@ FUSION_REWRITES = ",".join([
     "dg-narrow-matmuls",
     "dg-matmul-scalars",
     "dg-hoist-reshapes",
+    "dg-scatter-into-sums",
     "dg-sink-gathers",
     "dg-transposes-to-matmuls",
     "dg-transpose-matmul-results",  # then hoists reshapes again where it transposed one
