@@ -134,20 +134,24 @@ def _sink(block: ir.Block) -> int:
 
 
 def _kept(op: ir.Operation, to: ir.Operation, block: ir.Block, hints: dict[str, int]) -> int:
-    """Bytes that moving `op` down to `to` keeps alive longer: its operands whose last use
+    """Bytes that moving `op` down to `to` keeps alive longer: its inputs whose last use
     it is, defined in `block` (its arguments live through the call anyway), those of an
-    operand's producer instead where that producer has one result, which only `op` uses
-    (it follows `op` down, taken next)."""
-    kept = 0
-    for v in set(_inputs(op)):
-        if isinstance(v.owner, ir.Block):
-            continue
-        producer = v.owner.operation
-        users = [_top(u.owner.operation, block) for u in v.uses]
-        if _movable(producer) and len(producer.results) == 1 and all(u == op for u in users):
-            kept += _kept(producer, to, block, hints)
-        elif all(u is not None and (u == op or u.is_before_in_block(to)) for u in users):
-            kept += _bytes(v, hints)
+    input's producer instead where that producer has one result, which only the op
+    reading it uses (it follows that op down, taken next)."""
+    kept, work = 0, [op]
+    while work:
+        reader = work.pop()
+        for v in set(_inputs(reader)):
+            if isinstance(v.owner, ir.Block):
+                continue
+            producer = v.owner.operation
+            users = [_top(u.owner.operation, block) for u in v.uses]
+            if _movable(producer) and len(producer.results) == 1 and \
+                    all(u == reader for u in users):
+                work.append(producer)
+            elif all(u is not None and (u == reader or u.is_before_in_block(to))
+                     for u in users):
+                kept += _bytes(v, hints)
     return kept
 
 
