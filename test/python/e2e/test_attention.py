@@ -205,10 +205,9 @@ def test_run_time_sizes_call_the_flash_kernels(tmp_path):
     assert "@aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu_backward(" in lowered
 
 
-def test_cuda_export_keeps_attention_as_a_library_step(tmp_path):
-    """Exported for CUDA from CPU inputs (no GPU needed): attention kept whole by the capture
-    stays whole on that target (PyTorch's fused kernel runs it: an `attention` plan step),
-    and no kernel computes its scores."""
+def _export_causal_for_cuda(tmp_path):
+    """A causal attention exported for CUDA from CPU inputs into tmp_path/attention; returns
+    its dump directory and the inputs."""
     q, k, v = _qkv(MIN_KEYS, batch=1, heads=1, queries=2, width=8)
 
     def f(q, k, v):
@@ -216,6 +215,14 @@ def test_cuda_export_keeps_attention_as_a_library_step(tmp_path):
     dump = tmp_path / "dump"
     fusegrad.export(f, q, k, v, path=tmp_path / "attention", target="cuda",
                     options=CompileOptions(dump_dir=str(dump)))
+    return dump, (q, k, v)
+
+
+def test_cuda_export_keeps_attention_as_a_library_step(tmp_path):
+    """Exported for CUDA from CPU inputs (no GPU needed): attention kept whole by the capture
+    stays whole on that target (PyTorch's fused kernel runs it: an `attention` plan step),
+    and no kernel computes its scores."""
+    dump, _ = _export_causal_for_cuda(tmp_path)
     assert "dg.attention" in _imported(dump)
     kept = "".join(open(p).read() for p in glob.glob(f"{dump}/*attention-decomposed*"))
     assert '"dg.attention' in kept
@@ -229,13 +236,7 @@ def test_cuda_training_saves_no_scores(tmp_path):
     """A CUDA backward of a kept attention saves what PyTorch's fused backward reads: the
     inputs, the output and the log-sum-exp (f32), not the [B, H, L, S] scores
     (dg.saved_bytes, what dg-remat counts)."""
-    q, k, v = _qkv(MIN_KEYS, batch=1, heads=1, queries=2, width=8)
-
-    def f(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    dump = tmp_path / "dump"
-    fusegrad.export(f, q, k, v, path=tmp_path / "attention", target="cuda",
-                    options=CompileOptions(dump_dir=str(dump)))
+    dump, (q, k, v) = _export_causal_for_cuda(tmp_path)
     text = "".join(open(p).read() for p in glob.glob(f"{dump}/*remat-wrt*"))
     saved = {int(n) for n in re.findall(r"dg.saved_bytes = (\d+)", text)}
     lse = q.shape[0] * q.shape[1] * q.shape[2] * 4
