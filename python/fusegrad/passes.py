@@ -225,6 +225,10 @@ PASSES: dict[str, Pass] = _table(
     Pass("dg-gomp-launchers", ".codegen.cpu.llvm.gomp_launchers:gomp_launchers",
          "define the @K__parallel launchers of dg-cpu-kernels with libgomp's GOMP_parallel "
          "(LLVM dialect)"),
+    Pass("dg-inline-entries", ".codegen.cpu.llvm.inline_entries:inline_entries",
+         "each entry @f moves into its C interface @_mlir_ciface_f, which called it with every "
+         "field of every memref descriptor (a call of thousands of arguments for a backward, "
+         "quadratic in LLVM's instruction selection)"),
     Pass("dg-internal-kernels", ".codegen.cpu.llvm.internal_kernels:internal_kernels",
          "private llvm.func definitions, and entries called through their C interface, get "
          "internal linkage (no packed wrappers)"),

@@ -156,6 +156,7 @@ def cpu_llvm_pipeline(ldexp: bool = False) -> str:
         "canonicalize",
         "dg-prune-kernel-params",
         "dg-gomp-launchers",
+        "dg-inline-entries",
         "dg-internal-kernels",
     ])
 
