@@ -50,9 +50,13 @@ EFFICIENT_MASK_ALIGN = 16
 
 def backend(q: Any, k: Any, v: Any, mask: Optional[Any], causal: bool, scale: float) -> Any:
     """The `SDPBackend` eager's scaled_dot_product_attention picks for these tensors:
-    PyTorch's own choice, so a compiled attention runs what eager runs."""
+    PyTorch's own choice, so a compiled attention runs what eager runs. Tensors off the
+    GPU (a plan run against a fake driver on CPU memory) take the math form: the CPU's
+    choice names kernels of its own, not the CUDA ops these steps call."""
     import torch
     from torch.nn.attention import SDPBackend
+    if q.device.type != "cuda":
+        return SDPBackend.MATH
     return SDPBackend(torch._fused_sdp_choice(q, k, v, mask, 0.0, causal, scale=scale))
 
 

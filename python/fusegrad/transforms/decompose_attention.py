@@ -4,10 +4,9 @@ Run before dg-remat and dg-fuse, so the decomposition's softmax fuses with its
 neighbours and remat sees its parts, for the ops a target's library kernels do not
 take. The CPU keeps every op and calls PyTorch's flash kernels
 (codegen/cpu/library/attention_to_torch.py). CUDA (`keep-library=1`) keeps the ops that
-PyTorch's fused SDPA kernels run (f16/bf16/f32, `attention.KERNEL_DTYPES`)
-and decomposes the rest: f64, which eager runs in the math form too, and ops of run-time
-sizes, whose results bufferization cannot turn into a call's out-params
-(`outline.outline_ops`).
+PyTorch's fused SDPA kernels run (f16/bf16/f32, `attention.KERNEL_DTYPES`, at any
+sizes: `outline.outline_ops` passes destinations for results of run-time size) and
+decomposes the rest: f64, which eager runs in the math form too.
 """
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from ..dialects.core import attrs_of
 
 def _library(op: ir.Operation) -> bool:
     """Does the CUDA launch plan run `op` as a library step?"""
-    return str(op.operands[1].type.element_type) in KERNEL_DTYPES["cuda"] and \
-        all(v.type.has_static_shape for v in (*op.operands, *op.results))
+    return str(op.operands[1].type.element_type) in KERNEL_DTYPES["cuda"]
 
 
 def decompose_attention(module: ir.Operation, keep_library: bool = False) -> None:

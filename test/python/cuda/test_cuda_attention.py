@@ -208,6 +208,48 @@ def test_attention_step_at_run_time_sizes(monkeypatch):
     assert recorder.calls == []
 
 
+_RUN_TIME = """
+func.func @forward(%q: tensor<?x3x?x8xf32, "s0, s1">, %k: tensor<?x3x?x8xf32, "s0, s2">, %v: tensor<?x3x?x8xf32, "s0, s2">, %m: tensor<?x1x?x?xf32, "s0, s1, s2">) -> (tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?xf32, "s0, s1">) {
+  %o:2 = "dg.attention"(%q, %k, %v, %m) {causal = 1 : i64, scale = 0.3 : f64} : (tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?x8xf32, "s0, s2">, tensor<?x3x?x8xf32, "s0, s2">, tensor<?x1x?x?xf32, "s0, s1, s2">) -> (tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?xf32, "s0, s1">)
+  return %o#0, %o#1 : tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?xf32, "s0, s1">
+}
+func.func @backward(%g: tensor<?x3x?x8xf32, "s0, s1">, %q: tensor<?x3x?x8xf32, "s0, s1">, %k: tensor<?x3x?x8xf32, "s0, s2">, %v: tensor<?x3x?x8xf32, "s0, s2">, %o: tensor<?x3x?x8xf32, "s0, s1">, %l: tensor<?x3x?xf32, "s0, s1">, %m: tensor<?x1x?x?xf32, "s0, s1, s2">) -> (tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?x8xf32, "s0, s2">, tensor<?x3x?x8xf32, "s0, s2">) {
+  %d:3 = "dg.attention_grad"(%g, %q, %k, %v, %o, %l, %m) {causal = 1 : i64, scale = 0.3 : f64} : (tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?x8xf32, "s0, s2">, tensor<?x3x?x8xf32, "s0, s2">, tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?xf32, "s0, s1">, tensor<?x1x?x?xf32, "s0, s1, s2">) -> (tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?x8xf32, "s0, s2">, tensor<?x3x?x8xf32, "s0, s2">)
+  return %d#0, %d#1, %d#2 : tensor<?x3x?x8xf32, "s0, s1">, tensor<?x3x?x8xf32, "s0, s2">, tensor<?x3x?x8xf32, "s0, s2">
+}
+"""
+
+
+def test_run_time_sizes_compile_to_attention_steps(monkeypatch):
+    """A program for every size runs attention as the fused kernels' steps too: the
+    outlined call writes into destinations of the caller's sizes, which the steps fill
+    with PyTorch's kernels, at each size (no [B, H, L, S] scores, no matmul step)."""
+    with make_context():
+        plan = compile_cuda(ir.Module.parse(_RUN_TIME), cubin=False)
+    ops = [s["op"] for f in plan.functions.values() for s in f.steps]
+    assert ops.count("attention") == 1 and ops.count("attention_grad") == 1
+    assert "matmul" not in ops
+    Recorder(monkeypatch, SDPBackend.MATH)
+    program = _program(plan)
+    torch.manual_seed(0)
+    for b, l, s in ((1, 4, 6), (3, 9, 5)):
+        q, k, v = torch.randn(b, H, l, E), torch.randn(b, H, s, E), torch.randn(b, H, s, E)
+        mask = torch.where(torch.rand(b, 1, l, s) < 0.2, float("-inf"), 0.0)
+        out, lse = program.run("forward", q, k, v, mask)
+        g = torch.randn(b, H, l, E)
+        grads = program.run("backward", g, q, k, v, out, lse, mask)
+        qkv = [x.double().requires_grad_() for x in (q, k, v)]
+        full = mask.double().masked_fill(~torch.ones(l, s, dtype=torch.bool).tril(),
+                                         float("-inf"))
+        want = torch.nn.functional.scaled_dot_product_attention(*qkv, attn_mask=full,
+                                                                scale=SCALE)
+        want.backward(g.double())
+        assert out.shape == (b, H, l, E) and lse.shape == (b, H, l)
+        torch.testing.assert_close(out.double(), want, atol=1e-5, rtol=1e-5)
+        for got, x in zip(grads, qkv):
+            torch.testing.assert_close(got.double(), x.grad, atol=1e-5, rtol=1e-5)
+
+
 def test_plan_rejects_an_attention_step_before_its_buffers():
     steps = [{"op": "attention", "q": "arg0", "k": "t9", "v": "arg0", "mask": None,
               "out": "arg1", "lse": "arg2", "scale": 1.0, "causal": False}]

@@ -10,7 +10,8 @@ identity-layout (contiguous) memref arguments, the results last, as out-params.
 
 Bufferization makes no out-param for a result of run-time size (the caller cannot
 allocate what it does not know the size of), so an op of symbolic sizes is outlined
-in destination-passing style where its pass takes it (`symbolic=True`): the caller
+in destination-passing style where its pass takes it (`symbolic=True`; attention on
+both targets): the caller
 passes one destination per result (`dg.full` 0 of the result's type, whose sizes the
 caller knows), marked DESTINATION; the function writes each result into its
 destination (`bufferization.materialize_in_destination`) and returns it, and
@@ -157,4 +158,4 @@ def outline_attention(module: ir.Operation, target: str = "cpu") -> None:
                                                int(_zero_mask(mask)))}
     outline_ops(module, lambda op: op.name in ATTENTION_OPS and
                 str(op.operands[1].type.element_type) in dtypes, ATTENTION_CALL, facts,
-                symbolic=target == "cpu")
+                symbolic=True)
