@@ -143,6 +143,9 @@ PASSES: dict[str, Pass] = _table(
     Pass("dg-outline-conv-grads", ".codegen.common.outline:outline_conv_grads",
          "f32/f64 dg.conv2d_input_grad / conv2d_weight_grad -> calls of private functions "
          "tagged for dg-conv-to-torch (PyTorch's convolution_backward on the CPU)"),
+    Pass("dg-unfilled-destinations", ".codegen.common.function_boundary:unfilled_destinations",
+         "an outlined op's destinations made by a zero fill get an empty tensor (the callee "
+         "writes every element)"),
     Pass("dg-readonly-arguments", ".codegen.common.function_boundary:readonly_arguments",
          "mark function arguments bufferization.writable=false (never updated in place)"),
     Pass("dg-split-shared-fills", ".codegen.common.split_shared_fills:split_shared_fills",

@@ -89,6 +89,7 @@ CPU_LINALG = ",".join([
 # in place, not copied there); temporaries are freed. Both targets use it: on CUDA the
 # host function's arguments are the caller's device tensors and its outputs.
 BUFFERIZE = ",".join([
+    "dg-unfilled-destinations",
     "dg-readonly-arguments",
     "dg-split-shared-fills",
     "dg-split-shared-empties",

@@ -4,6 +4,10 @@
   caller's tensors, but one-shot-bufferize treats them as writable and would
   update them in place (scatter_add, insert_slice into an argument). An outlined
   op's destinations are the exception (codegen/common/outline.py).
+- dg-unfilled-destinations (before bufferization): an outlined op's destinations are
+  `dg.full 0` on dg, a zero fill after lowering, which the callee then overwrites
+  whole; each call gets an empty tensor instead (no memset on the CPU, no fill kernel
+  on CUDA per destination).
 - dg-distinct-result-buffers (after bufferization): `buffer-results-to-out-params`
   crashes (MLIR 22) when a function returns one memref twice, which happens
   after CSE merges equal results or when a forward returns a value it also
@@ -32,6 +36,44 @@ def readonly_arguments(module: ir.Operation) -> None:
             [attrs if DESTINATION in ir.DictAttr(attrs) else
              read_only if isinstance(a.type, ir.RankedTensorType) else ir.DictAttr.get()
              for a, attrs in zip(args, given)])
+
+
+def _destinations(fn: ir.Operation) -> list[int]:
+    if "arg_attrs" not in fn.attributes:
+        return []
+    return [i for i, attrs in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"]))
+            if DESTINATION in ir.DictAttr(attrs)]
+
+
+def unfilled_destinations(module: ir.Operation) -> None:
+    """Each destination operand of a call that a `linalg.fill` of a `tensor.empty` makes
+    becomes a copy of that empty, made just before the call (the fill stays if it has
+    other users; canonicalize drops it otherwise)."""
+    body = module.regions[0].blocks[0]
+    written = {ir.StringAttr(op.operation.attributes["sym_name"]).value: places
+               for op in body.operations if op.operation.name == "func.func"
+               and (places := _destinations(op.operation))}
+    if not written:
+        return
+    calls: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "func.call" and \
+                ir.FlatSymbolRefAttr(op.attributes["callee"]).value in written:
+            calls.append(op)
+        return ir.WalkResult.ADVANCE
+    module.walk(visit)
+    for call in calls:
+        for i in written[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]:
+            fill = call.operands[i].owner
+            if isinstance(fill, ir.Block) or fill.operation.name != "linalg.fill":
+                continue
+            empty = fill.operation.opview.outputs[0].owner
+            if isinstance(empty, ir.Block) or empty.operation.name != "tensor.empty":
+                continue
+            call.operands[i] = empty.operation.clone(ir.InsertionPoint(call)).results[0]
+            if not list(fill.operation.results[0].uses):
+                fill.operation.erase()
 
 
 def _distinct_returns(fn: ir.Operation) -> None:

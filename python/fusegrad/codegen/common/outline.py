@@ -16,7 +16,8 @@ passes one destination per result (`dg.full` 0 of the result's type, whose sizes
 caller knows), marked DESTINATION; the function writes each result into its
 destination (`bufferization.materialize_in_destination`) and returns it, and
 `drop-equivalent-buffer-results` then leaves the same signature as the static case:
-the inputs, then one buffer per result.
+the inputs, then one buffer per result. `dg-unfilled-destinations` drops the zero fill
+the `dg.full` lowers to.
 
 `dg-outline-conv-grads` and `dg-outline-attention` are the outlinings both targets run:
 the CPU calls PyTorch's convolution backward and flash attention kernels for them
