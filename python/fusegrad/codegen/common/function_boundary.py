@@ -47,8 +47,8 @@ def _destinations(fn: ir.Operation) -> list[int]:
 
 def unfilled_destinations(module: ir.Operation) -> None:
     """Each destination operand of a call that a `linalg.fill` of a `tensor.empty` makes
-    becomes a copy of that empty, made just before the call (the fill stays if it has
-    other users; canonicalize drops it otherwise)."""
+    becomes a copy of that empty, made just before the call; the fill goes when nothing
+    else reads it."""
     body = module.regions[0].blocks[0]
     written = {ir.StringAttr(op.operation.attributes["sym_name"]).value: places
                for op in body.operations if op.operation.name == "func.func"

@@ -19,10 +19,6 @@ from mlir import ir
 from .packed_entries import PREFIX
 
 
-def _name(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value
-
-
 def _callee(op: ir.Operation) -> str | None:
     if op.name != "llvm.call" or "callee" not in op.attributes:
         return None
@@ -67,16 +63,16 @@ def _inline(call: ir.Operation, callee: ir.Operation) -> None:
 
 def inline_entries(module: ir.Operation) -> None:
     body = module.regions[0].blocks[0]
-    functions = {_name(op.operation): op.operation for op in body.operations
-                 if op.operation.name == "llvm.func"}
+    functions = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
+                 for op in body.operations if op.operation.name == "llvm.func"}
     for name, interface in functions.items():
-        entry = functions.get(name[len(PREFIX):]) if name.startswith(PREFIX) else None
-        if entry is None or not entry.regions[0].blocks or not interface.regions[0].blocks:
+        entry_name = name[len(PREFIX):]
+        entry = functions.get(entry_name) if name.startswith(PREFIX) else None
+        if entry is None or not entry.regions[0].blocks or \
+                len(interface.regions[0].blocks) != 1:
             continue
-        blocks = list(interface.regions[0].blocks)
-        calls = [op.operation for op in blocks[0].operations
-                 if _callee(op.operation) == name[len(PREFIX):]]
-        if len(blocks) != 1 or len(calls) != 1:
-            continue
-        _inline(calls[0], entry)
-        entry.erase()
+        calls = [op.operation for op in interface.regions[0].blocks[0].operations
+                 if _callee(op.operation) == entry_name]
+        if len(calls) == 1:  # (a wrapper calling its entry twice is left as it is)
+            _inline(calls[0], entry)
+            entry.erase()
