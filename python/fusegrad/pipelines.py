@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .codegen.cpu.kernels import ROW_TEMP_MAX_BYTES
+from .transforms.fusion import REWRITES
 from .passes import PassError
 
 TARGETS = ("cpu", "cuda")
@@ -25,16 +26,8 @@ TARGETS = ("cpu", "cuda")
 # ---------------------------------------------------------------- dg-optimize
 # The rewrites that give fusion its shape (matmuls absorbing scalars, transposes and
 # 16-bit casts, reshapes and gathers moved to the region inputs), then fusion itself.
-FUSION_REWRITES = ",".join([
-    "dg-drop-stop-gradients",
-    "dg-narrow-matmuls",
-    "dg-matmul-scalars",
-    "dg-hoist-reshapes",
-    "dg-scatter-into-sums",
-    "dg-sink-gathers",
-    "dg-transposes-to-matmuls",
-    "dg-transpose-matmul-results",  # then hoists reshapes again where it transposed one
-])
+# dg-remat runs them on a trial copy of the forward too (`remat.written_anyway`).
+FUSION_REWRITES = ",".join(REWRITES)
 
 
 def optimize_stages(target: str = "cpu", *, remat: bool = True, channels_last: bool = True,

@@ -65,18 +65,21 @@ class FlowGraph:
             u = self.to[e]
 
     def min_cut(self, s: int, t: int) -> tuple[int, set[int]]:
-        """(cut value, nodes on the source side) of a minimum s-t cut."""
+        """(cut value, nodes on the source side) of the minimum s-t cut nearest the sink:
+        of cuts of equal value, the one whose source side is largest."""
         flow = 0
         while (level := self._levels(s, t)) is not None:
             it = [0] * self.n
             while (f := self._augment(s, t, level, it)) > 0:
                 flow += f
-        seen = {s}
-        queue = deque([s])
+        # the nodes that still reach the sink in the residual graph are its side
+        reach = {t}
+        queue = deque([t])
         while queue:
-            u = queue.popleft()
-            for e in self.adj[u]:
-                if self.cap[e] > 0 and self.to[e] not in seen:
-                    seen.add(self.to[e])
-                    queue.append(self.to[e])
-        return flow, seen
+            v = queue.popleft()
+            for e in self.adj[v]:  # e: v -> u; its pair e ^ 1: u -> v
+                u = self.to[e]
+                if self.cap[e ^ 1] > 0 and u not in reach:
+                    reach.add(u)
+                    queue.append(u)
+        return flow, set(range(self.n)) - reach

@@ -4,11 +4,13 @@ Like torch/_functorch/partitioners.py's min-cut rematerialization, on the
 @f_fwd/@f_bwd pair that dg-autodiff emits (the joint is re-derived: the
 backward reads the saved values, the forward computes them). Every forward
 value v is split into v_in -> v_out with capacity bytes(v), doubled for a value
-a fused kernel would otherwise never write to memory; def-use edges are
+a fused kernel would otherwise never write to memory (what the forward writes
+anyway is found by fusing a copy of it: `written_anyway`); def-use edges are
 infinite; the values the backward reads feed the sink; inputs and values that
 must not be recomputed (contractions, reductions, random and gather ops:
 expensive, or better saved than regenerated) hang off the source. A minimum
-cut then names the cheapest set of values to save; everything between the
+cut then names the cheapest set of values to save (of equal ones, the one
+nearest the backward, which recomputes least); everything between the
 cut and what the backward reads (pointwise chains, broadcasts, views) is
 recomputed at the start of @f_bwd, where dg-fuse folds it into its kernels.
 
@@ -27,10 +29,13 @@ from mlir import ir
 from mlir.dialects import func
 
 from ...dialects.core import Kind, lookup
+from ...dialects.region_ops import fusion_body, is_fusion
 from ...dialects.types import TensorSpec, size_hints
 from .common import NUM_OUTPUTS, forward_backward_pairs, func_name
 from .maxflow import INF, FlowGraph
-from ...passes import PassError
+from ...passes import PASSES, PassError
+from ..fusion import REWRITES
+from ..fusion.fuse import fuse_function
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +80,10 @@ class _Forward:
     def nbytes(self, v: ir.Value) -> int:
         return nbytes(v, self.hints)
 
-    def cut(self, needed: list[ir.Value], forced: set[ir.Value]) -> set[ir.Value]:
-        """The minimum-bytes set of values to save so that `needed` is computable."""
+    def cut(self, needed: list[ir.Value], forced: set[ir.Value],
+            written: set[ir.Value]) -> set[ir.Value]:
+        """The minimum-bytes set of values to save so that `needed` is computable;
+        `written`: recomputable values the forward writes to memory anyway."""
         n = len(self.values)
         src, sink = 2 * n, 2 * n + 1
         g = FlowGraph(2 * n + 2)
@@ -85,7 +92,8 @@ class _Forward:
             materialized = isinstance(owner, ir.Block) or not recomputable(owner.operation)
             # saving a value that would otherwise live only inside a fused kernel costs
             # its write as well as its bytes (Inductor's partitioner weighs it 2x too)
-            g.add_edge(2 * i, 2 * i + 1, self.nbytes(v) * (1 if materialized else 2))
+            g.add_edge(2 * i, 2 * i + 1,
+                       self.nbytes(v) * (1 if materialized or v in written else 2))
             if materialized or v in forced:
                 g.add_edge(src, 2 * i, INF)
         for op in self.ops:
@@ -111,6 +119,45 @@ class _Forward:
                 chosen.add(op)
                 stack.extend(op.operands)
         return [op for op in self.ops if op in chosen]
+
+
+OP_INDEX = "dg.remat_index"  # on the ops of the trial copy: the original op's position
+
+
+def written_anyway(fwd: ir.Operation, fw: _Forward) -> set[ir.Value]:
+    """The forward's values that its fused kernels write to memory when it saves nothing
+    (region outputs read by a contraction, by a later region, by the return). Found by
+    running the fusion stage on a copy: a residual stream read again after the matmuls
+    that depend on it is written anyway, so saving it costs only its bytes; weighing it
+    2x made remat recompute the whole stream from the embeddings at the backward's
+    start, a chain that made the layers' backward kernels differ."""
+    module = ir.Module.create(fwd.location)
+    copy = fwd.clone(ir.InsertionPoint(module.body))
+    block = copy.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    for i, op in enumerate(ops[:-1]):
+        op.attributes[OP_INDEX] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
+    outputs = list(ops[-1].operands)[:fw.num_outputs]
+    with ir.InsertionPoint(ops[-1]), ops[-1].location:
+        func.ReturnOp(outputs)
+    ops[-1].erase()
+    for op in reversed(ops[:-1]):
+        if all(not list(r.uses) for r in op.results):
+            op.erase()
+    _set_function_type(copy, [a.type for a in block.arguments], [v.type for v in outputs])
+    with fwd.location:
+        for name in REWRITES:
+            PASSES[name].run(module.operation)
+        fuse_function(copy)
+    found: set[ir.Value] = set()
+    for op in block.operations:
+        op = op.operation
+        stored = fusion_body(op)[1] if is_fusion(op) else list(op.results)
+        for v in stored:
+            if isinstance(v, ir.OpResult) and OP_INDEX in v.owner.attributes:
+                original = fw.ops[ir.IntegerAttr(v.owner.attributes[OP_INDEX]).value]
+                found.add(original.results[v.result_number])
+    return found
 
 
 def _set_function_type(fn: ir.Operation, inputs: list[ir.Type], results: list[ir.Type]) -> None:
@@ -168,12 +215,13 @@ def rematerialize(fwd: ir.Operation, bwd: ir.Operation, memory_budget: int = 0) 
     needed = list(dict.fromkeys(v for v, a in zip(fw.saved, bwd_args) if list(a.uses)))
     before = sum(fw.nbytes(v) for v in dict.fromkeys(fw.saved))
     forced: set = set()
-    cut = fw.cut(needed, forced)
+    written = written_anyway(fwd, fw)
+    cut = fw.cut(needed, forced, written)
     if memory_budget > 0:  # save directly what fits, biggest recomputation first
         by_work = sorted((v for v in needed if v not in cut),
                          key=lambda v: -len(fw.recompute_ops([v], cut)))
         for v in by_work:
-            trial = fw.cut(needed, forced | {v})
+            trial = fw.cut(needed, forced | {v}, written)
             if sum(fw.nbytes(x) for x in trial) <= memory_budget:
                 forced.add(v)
                 cut = trial
