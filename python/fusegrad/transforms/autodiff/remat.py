@@ -35,7 +35,7 @@ from .common import NUM_OUTPUTS, forward_backward_pairs, func_name
 from .maxflow import INF, FlowGraph
 from ...passes import PASSES, PassError
 from ..fusion import REWRITES
-from ..fusion.fuse import fuse_function
+from ..fusion.fuse import ZERO_COST, fuse_function
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,8 @@ def written_anyway(fwd: ir.Operation, fw: _Forward) -> set[ir.Value]:
     found: set[ir.Value] = set()
     for op in block.operations:
         op = op.operation
+        if op.name in ZERO_COST:  # a view stores nothing: saving it copies its source
+            continue
         stored = fusion_body(op)[1] if is_fusion(op) else list(op.results)
         for v in stored:
             if isinstance(v, ir.OpResult) and OP_INDEX in v.owner.attributes:
