@@ -137,14 +137,7 @@ def written_anyway(fwd: ir.Operation, fw: _Forward) -> set[ir.Value]:
     ops = [o.operation for o in block.operations]
     for i, op in enumerate(ops[:-1]):
         op.attributes[OP_INDEX] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
-    outputs = list(ops[-1].operands)[:fw.num_outputs]
-    with ir.InsertionPoint(ops[-1]), ops[-1].location:
-        func.ReturnOp(outputs)
-    ops[-1].erase()
-    for op in reversed(ops[:-1]):
-        if all(not list(r.uses) for r in op.results):
-            op.erase()
-    _set_function_type(copy, [a.type for a in block.arguments], [v.type for v in outputs])
+    _return_only(copy, list(ops[-1].operands)[:fw.num_outputs])
     with fwd.location:
         for name in REWRITES:
             PASSES[name].run(module.operation)
@@ -194,17 +187,17 @@ def _rewrite_backward(bwd: ir.Operation, fw: _Forward, new_saved: list[ir.Value]
     _set_function_type(bwd, [a.type for a in block.arguments], list(ftype.results))
 
 
-def _rewrite_forward(fwd: ir.Operation, fw: _Forward, new_saved: list[ir.Value]) -> None:
-    outputs = list(fw.ret.operands)[:fw.num_outputs]
-    with ir.InsertionPoint(fw.ret), fw.ret.location:
-        func.ReturnOp(outputs + new_saved)
-    fw.ret.erase()
-    block = fwd.regions[0].blocks[0]
+def _return_only(fn: ir.Operation, values: list[ir.Value]) -> None:
+    """`fn` returns `values` (of its own) instead; the ops left unread are erased."""
+    block = fn.regions[0].blocks[0]
+    ret = list(block.operations)[-1].operation
+    with ir.InsertionPoint(ret), ret.location:
+        func.ReturnOp(values)
+    ret.erase()
     for op in reversed([o.operation for o in block.operations]):
         if op.name.startswith("dg.") and all(not list(r.uses) for r in op.results):
             op.erase()
-    _set_function_type(fwd, [a.type for a in block.arguments],
-                       [v.type for v in outputs + new_saved])
+    _set_function_type(fn, [a.type for a in block.arguments], [v.type for v in values])
 
 
 def rematerialize(fwd: ir.Operation, bwd: ir.Operation, memory_budget: int = 0) -> RematResult:
@@ -231,7 +224,7 @@ def rematerialize(fwd: ir.Operation, bwd: ir.Operation, memory_budget: int = 0) 
     recompute = fw.recompute_ops(needed, cut)
     after = sum(fw.nbytes(v) for v in new_saved)
     _rewrite_backward(bwd, fw, new_saved, recompute)
-    _rewrite_forward(fwd, fw, new_saved)
+    _return_only(fwd, list(fw.ret.operands)[:fw.num_outputs] + new_saved)
     fwd.attributes["dg.saved_bytes_before"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), before)
     fwd.attributes["dg.saved_bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), after)
     result = RematResult(func_name(fwd), before, after, len(dict.fromkeys(fw.saved)), len(new_saved),
