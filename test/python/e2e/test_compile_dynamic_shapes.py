@@ -188,24 +188,54 @@ def test_data_dependent_sizes_stop_compiling_when_no_signature_is_reused(monkeyp
 
 
 def test_compile_history_says_why_a_dynamic_graph_compiles_per_shape():
-    """A graph the program for every size cannot serve yet (a sort along a dim of symbolic
-    size) compiles per shape; `compile_history` shows each of its programs and why."""
-    def sort_rows(x):
-        return torch.sort(x, dim=0).values * 2
+    """A graph the program for every size cannot serve yet (a topk of more than 16
+    along a dim of symbolic size) compiles per shape; `compile_history` shows each of
+    its programs and why."""
+    def top_rows(x):
+        return torch.topk(x, 20, dim=0).values * 2
 
     torch._dynamo.reset()
     from fusegrad.frontend import compile_history
     compile_history.clear()
-    cf = compiled(sort_rows)
-    for rows in (3, 4, 6):
+    cf = compiled(top_rows)
+    for rows in (21, 22, 24):
         x = torch.randn(rows, 2)
-        torch.testing.assert_close(cf(x), sort_rows(x))
+        torch.testing.assert_close(cf(x), top_rows(x))
     history = fusegrad.compile_history()
     assert [r.kind for r in history] == ["static", "per shape", "per shape"]
-    assert [r.serves for r in history] == ["L_x_ (3, 2)", "s77 = 4, L_x_ (4, 2)",
-                                           "s77 = 6, L_x_ (6, 2)"]
-    assert "every size" in history[1].note and "sort" in history[1].note
+    assert [r.serves[r.serves.index("L_x_"):] for r in history] == [
+        "L_x_ (21, 2)", "L_x_ (22, 2)", "L_x_ (24, 2)"]
+    assert "every size" in history[1].note and "topk" in history[1].note
     assert history[1].origin.reason.startswith("Dynamo recompiled: tensor 'x' size mismatch")
+
+
+def test_a_sort_along_a_dim_of_symbolic_size_compiles_once():
+    """A sort along a dim whose size changes (a mixture-of-experts router sorts its
+    token-expert pairs) is compiled once for every size, in a stable sort's order:
+    ties by index, NaN last; its values' gradient is that of a gather."""
+    from fusegrad.frontend import compile_history
+
+    def sort_rows(x, ids):
+        values, index = torch.sort(x, dim=0, descending=True, stable=True)
+        expert, pair = torch.sort(ids.reshape(-1), stable=True)
+        return values * torch.arange(1.0, x.shape[0] + 1).unsqueeze(1), index, expert, pair
+
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = compiled(sort_rows)
+    for rows in (3, 4, 6, 9, 5):
+        x = torch.randn(rows, 3, dtype=torch.float64)
+        x[0, 0] = x[rows - 1, 0]  # a tie
+        x[1, 1] = float("nan")
+        ids = torch.randint(0, 4, (rows, 2))
+        x.requires_grad_()
+        got, want = cf(x, ids), sort_rows(x, ids)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
+        grad, = torch.autograd.grad(got[0].nan_to_num().sum(), x)
+        want_grad, = torch.autograd.grad(want[0].nan_to_num().sum(), x)
+        torch.testing.assert_close(grad, want_grad)
+    assert [r.kind for r in fusegrad.compile_history()] == ["static", "for every size"]
 
 
 def _narrow_at(x, pos: int):

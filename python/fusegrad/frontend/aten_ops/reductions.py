@@ -1,5 +1,6 @@
 """Reductions and sorting: sum, mean, prod, var/std, norms and distances, amax/argmax,
-any/all, topk, sort (a bitonic network), median/kthvalue, histc and searchsorted."""
+any/all, topk, sort (a bitonic network; by rank along a symbolic dim), median/kthvalue,
+histc and searchsorted."""
 from __future__ import annotations
 
 import math
@@ -385,6 +386,8 @@ def _sort(em: Emit, x: ir.Value, dim: int = -1, descending: bool = False, *,
         return [x, em.b.full(shape=(), dtype="i64", value=0.0)]
     d = norm_dim(dim, s.rank)
     n = s.shape[d]
+    if is_size(n):
+        return _sort_by_rank(em, x, d, descending)
     if n > SORT_MAX_N:
         raise Unsupported(f"sort along a dim of {n} elements (compiled up to {SORT_MAX_N})")
     if n <= 1 or s.numel == 0:
@@ -489,10 +492,40 @@ def _compare_exchange(em: Emit, keys: ir.Value, index: ir.Value, n: int, k: int,
     return joined[0], joined[1]
 
 
-def _sorts_before(em: Emit, ka: ir.Value, ia: ir.Value, kb: ir.Value, ib: ir.Value, n: int,
+def _sort_by_rank(em: Emit, x: ir.Value, d: int, descending: bool) -> list[ir.Value]:
+    """A stable sort along a dim of symbolic size, where no network can be laid out: each
+    element's place is the count of the elements that sort before it (`_comes_before`:
+    every element against every other one, fused into the count as searchsorted's), and
+    the sorted indices are the scatter of the positions to those places. O(n^2) work
+    per row, O(n) memory: what a mixture-of-experts router sorts (a token-expert pair
+    per selected expert) is small. The values are a gather of the indices, as
+    `_sort`'s."""
+    b = em.b
+    s = spec(x)
+    perm = [k for k in range(s.rank) if k != d] + [d]
+    keys = _permute(em, x, perm)
+    if s.dtype == "i1":
+        keys = cast(em, keys, "i32")
+    moved = tuple(spec(keys).shape)
+    last = len(moved) - 1
+    pairs = (*moved, moved[-1])  # [..., i, j]: element i against element j
+    key_i = b.broadcast_in_dim(keys, shape=pairs, dims=list(range(last + 1)))
+    key_j = b.broadcast_in_dim(keys, shape=pairs, dims=[*range(last), last + 1])
+    at_i = b.iota(shape=pairs, dtype="i64", dim=last)
+    at_j = b.iota(shape=pairs, dtype="i64", dim=last + 1)
+    j_first = _comes_before(em, key_j, at_j, key_i, at_i, descending)
+    place = b.reduce_sum(cast(em, j_first, "i64"), dims=[last + 1])
+    positions = b.iota(shape=moved, dtype="i64", dim=last)
+    order = b.create("scatter", [b.full(shape=moved, dtype="i64", value=0.0), place, positions],
+                     dim=last)
+    index = _unpermute(em, order, perm)
+    return [b.gather(x, index, dim=d), index]
+
+
+def _comes_before(em: Emit, ka: ir.Value, ia: ir.Value, kb: ir.Value, ib: ir.Value,
                   descending: bool) -> ir.Value:
-    """Whether element (ka, ia) comes before (kb, ib): padding (index >= n) last, then by
-    key (NaN the largest), then by index."""
+    """Whether element (ka, ia) comes before (kb, ib) in a stable sort: by key (NaN the
+    largest), then by index."""
     b = em.b
 
     def both(x, y):
@@ -500,8 +533,6 @@ def _sorts_before(em: Emit, ka: ir.Value, ia: ir.Value, kb: ir.Value, ib: ir.Val
 
     def either(x, y):
         return b.create("or", (x, y))
-    limit = full_as(em, ia, float(n))
-    pad_a, pad_b = (b.compare(i, limit, direction="ge") for i in (ia, ib))
     if is_float(spec(ka).dtype):
         nan_a, nan_b = (b.compare(v, v, direction="ne") for v in (ka, kb))
         if descending:
@@ -514,9 +545,18 @@ def _sorts_before(em: Emit, ka: ir.Value, ia: ir.Value, kb: ir.Value, ib: ir.Val
     else:
         ahead = b.compare(ka, kb, direction="gt" if descending else "lt")
         tie = b.compare(ka, kb, direction="eq")
-    by_key = either(ahead, both(tie, b.compare(ia, ib, direction="lt")))
+    return either(ahead, both(tie, b.compare(ia, ib, direction="lt")))
+
+
+def _sorts_before(em: Emit, ka: ir.Value, ia: ir.Value, kb: ir.Value, ib: ir.Value, n: int,
+                  descending: bool) -> ir.Value:
+    """Whether element (ka, ia) comes before (kb, ib): padding (index >= n) last, then
+    `_comes_before`."""
+    b = em.b
+    limit = full_as(em, ia, float(n))
+    pad_a, pad_b = (b.compare(i, limit, direction="ge") for i in (ia, ib))
     same_kind = b.compare(pad_a, pad_b, direction="eq")
-    return b.select(same_kind, by_key, pad_b)
+    return b.select(same_kind, _comes_before(em, ka, ia, kb, ib, descending), pad_b)
 
 
 @handles(aten.histc.default)
