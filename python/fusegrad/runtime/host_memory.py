@@ -3,34 +3,30 @@
 With glibc's defaults a large block is mmapped on allocation and unmapped on free, so
 every large output a compiled call allocates is fresh memory: the kernel that writes it
 first faults in one 4 KiB page at a time (writing a fresh 32 MiB tensor took 12.3 ms
-on the development machine, against 1.2 ms into reused memory). Three things avoid that:
+on the development machine, against 1.2 ms into reused memory). Two things avoid that:
 
-- the first compiled module (`keep_freed_memory`) sets glibc to serve blocks up to
-  32 MiB from its heap and to keep freed heap memory, what the benchmark suite's
-  `keep` regime does through the environment. This also covers the library calls
-  compiled code makes (oneDNN convolutions and their gradients allocate through
-  PyTorch): a torchvision ResNet-18 step (4x3x64x64, 2 threads) took 24K page faults
-  and 85.7 ms with glibc's defaults, 0.6K faults and 58 ms so (eager, in that regime,
-  55-61 ms). `FUSEGRAD_MALLOC=default`, or any `MALLOC_*` setting of glibc's own in the
-  environment, leaves glibc as it is;
-- a pool (`OutputPool`) for the blocks glibc still returns to the system: those it
-  mmaps (`pooled_from`: above 32 MiB where glibc keeps freed memory, from 4 MiB where
-  it does not). The memory of a dead output goes back to the pool, and the next output
-  of the same byte size reuses it, as PyTorch's CUDA caching allocator does. An output
-  is a tensor over the pool's block (`torch.frombuffer`); a finalizer on the buffer
-  object, which the tensor's storage holds, returns the block when the last tensor
-  viewing it dies, so a block is never reused while any view is alive. Freed blocks
-  are kept up to a byte cap (`FUSEGRAD_HOST_POOL_BYTES`, 0 turns the pool off), oldest
-  dropped first. Smaller blocks stay out of the pool where glibc keeps them: its heap
-  is shared with every other allocation, so an eager optimizer step reuses the memory
-  a backward's saved activations leave, where the pool would hold it idle (HF GPT-2
-  124M's AdamW update peaked 130-210 MiB higher with blocks from 4 MiB pooled);
-- new large blocks ask for transparent huge pages on their 2 MiB-aligned interior
-  before the first touch (where THP is on `madvise`, a common default): 3.1 ms instead
-  of 12.3 ms for the 32 MiB above, 512 times fewer faults. PyTorch does the same for
+- a pool (`OutputPool`): the memory of a dead output goes back to the pool, and the
+  next output of the same byte size reuses it, as PyTorch's CUDA caching allocator
+  does. An output is a tensor over the pool's block (`torch.frombuffer`); a finalizer
+  on the buffer object, which the tensor's storage holds, returns the block when the
+  last tensor viewing it dies, so a block is never reused while any view is alive.
+  Freed blocks are kept up to a byte cap (`FUSEGRAD_HOST_POOL_BYTES`, 0 turns the pool
+  off), oldest dropped first;
+- new blocks ask for transparent huge pages on their 2 MiB-aligned interior before
+  the first touch (where THP is on `madvise`, a common default): 3.1 ms instead of
+  12.3 ms for the 32 MiB above, 512 times fewer faults. PyTorch does the same for
   every allocation under `THP_MEM_ALLOC_ENABLE=1`.
 
-The process keeps its peak heap instead of returning it to the system.
+The pool covers only our own outputs. The library calls compiled code makes (oneDNN
+convolutions and their gradients) allocate their results through PyTorch, and with
+glibc's defaults each large one is fresh memory again: a torchvision ResNet-18 step
+(4x3x64x64, 2 threads) took 24K page faults and 85.7 ms, eager 12K and 70.5 ms. So
+the first compiled module (`keep_freed_memory`) sets glibc to serve blocks up to
+32 MiB from its heap and to keep freed heap memory, what the benchmark suite's
+`keep` regime does through the environment: 0.6K faults, 58 ms (eager, in that
+regime, 55-61 ms). The process keeps its peak heap instead of returning it to the
+system; `FUSEGRAD_MALLOC=default`, or any `MALLOC_*` setting of glibc's own in the
+environment, leaves glibc as it is.
 """
 from __future__ import annotations
 
@@ -49,8 +45,8 @@ import torch
 log = logging.getLogger(__name__)
 
 HUGE_PAGE = 2 << 20
-# outputs from this size ask for huge pages and, where glibc returns them to the system,
-# come from the pool (smaller ones are mostly reused heap memory)
+# outputs from this size come from the pool, on huge pages (smaller ones are mostly reused
+# heap memory)
 LARGE_MIN_BYTES = 4 << 20
 _MADV_HUGEPAGE = 14
 
@@ -193,19 +189,11 @@ def _pool_bytes() -> int:
 POOL = OutputPool(_pool_bytes())
 
 
-def pooled_from() -> int:
-    """The smallest output `POOL` serves: blocks glibc mmaps, and unmaps when freed
-    (from MMAP_THRESHOLD, less its chunk header, where `keep_freed_memory` set it; from
-    LARGE_MIN_BYTES under glibc's defaults or settings of the user's, which it leaves)."""
-    return MMAP_THRESHOLD - 4096 if keep_freed_memory() else LARGE_MIN_BYTES
-
-
 def empty(shape: Sequence[int], dtype: torch.dtype, nbytes: int) -> torch.Tensor:
-    """`torch.empty(shape, dtype=dtype)` (of `nbytes` bytes): from `POOL` when glibc
-    would return its memory to the system (`pooled_from`)."""
+    """`torch.empty(shape, dtype=dtype)` (of `nbytes` bytes): from `POOL` when large."""
     if nbytes < LARGE_MIN_BYTES:
         return torch.empty(shape, dtype=dtype)
-    if POOL.max_free_bytes <= 0 or nbytes < pooled_from():
+    if POOL.max_free_bytes <= 0:
         t = torch.empty(shape, dtype=dtype)
         advise_huge_pages(t.data_ptr(), nbytes)
         return t

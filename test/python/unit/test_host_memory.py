@@ -127,7 +127,7 @@ def test_pooled_outputs_are_ordinary_tensors(tmp_path):
 def test_compiled_outputs_reuse_dead_outputs_memory():
     import fusegrad
     f = fusegrad.compile(lambda x: x * 2)
-    x = torch.randn(8192, 1024)  # 32 MiB: pooled whether or not glibc keeps freed memory
+    x = torch.randn(1024, 1024)
     first = f(x)
     address = first.data_ptr()
     kept = f(x)
@@ -138,26 +138,6 @@ def test_compiled_outputs_reuse_dead_outputs_memory():
     assert again.data_ptr() == address
     torch.testing.assert_close(again, x * 2)
     torch.testing.assert_close(kept, x * 2)  # untouched by the reuse
-
-
-def test_only_blocks_glibc_would_unmap_are_pooled(monkeypatch):
-    """Where glibc keeps freed heap memory, blocks below its mmap threshold come from its
-    heap, which an eager optimizer step can reuse; the pool takes only larger ones."""
-    monkeypatch.setattr(host_memory, "keep_freed_memory", lambda: True)
-    monkeypatch.setattr(host_memory, "POOL", host_memory.OutputPool(256 * MIB))
-    heap = host_memory.empty((4 * MIB,), torch.float32, 16 * MIB)
-    assert heap.untyped_storage().resizable()  # a plain torch.empty
-    del heap
-    assert host_memory.POOL.usage() == (0, 0)
-    pooled = host_memory.empty((8 * MIB,), torch.float32, 32 * MIB)
-    assert not pooled.untyped_storage().resizable()
-    assert host_memory.POOL.usage() == (0, 32 * MIB)
-    del pooled
-    assert host_memory.POOL.usage() == (32 * MIB, 0)
-    monkeypatch.setattr(host_memory, "keep_freed_memory", lambda: False)  # glibc's defaults
-    small = host_memory.empty((MIB,), torch.float32, 4 * MIB)
-    assert host_memory.POOL.usage() == (32 * MIB, 4 * MIB)
-    del small
 
 
 def test_pool_off_and_its_setting(monkeypatch):
