@@ -392,11 +392,9 @@ def _sort(em: Emit, x: ir.Value, dim: int = -1, descending: bool = False, *,
         raise Unsupported(f"sort along a dim of {n} elements (compiled up to {SORT_MAX_N})")
     if n <= 1 or s.numel == 0:
         return [x, em.b.full(shape=s.shape, dtype="i64", value=0.0)]
-    perm = [k for k in range(s.rank) if k != d] + [d]
+    keys, perm = _keys_last(em, x, d)
     rows = s.numel // n
-    keys = reshape(em, _permute(em, x, perm), (rows, n))
-    if s.dtype == "i1":
-        keys = cast(em, keys, "i32")
+    keys = reshape(em, keys, (rows, n))
     size = 1 << (n - 1).bit_length()
     if size != n:
         keys = em.b.pad(keys, low=[0, 0], high=[0, size - n], interior=[0, 0], value=0.0)
@@ -492,6 +490,14 @@ def _compare_exchange(em: Emit, keys: ir.Value, index: ir.Value, n: int, k: int,
     return joined[0], joined[1]
 
 
+def _keys_last(em: Emit, x: ir.Value, d: int) -> tuple[ir.Value, list[int]]:
+    """The sort keys: `x` with dim `d` moved last (bools as i32), and that permutation."""
+    s = spec(x)
+    perm = [k for k in range(s.rank) if k != d] + [d]
+    keys = _permute(em, x, perm)
+    return (cast(em, keys, "i32") if s.dtype == "i1" else keys), perm
+
+
 def _sort_by_rank(em: Emit, x: ir.Value, d: int, descending: bool) -> list[ir.Value]:
     """A stable sort along a dim of symbolic size, where no network can be laid out: each
     element's place is the count of the elements that sort before it (`_comes_before`:
@@ -501,11 +507,7 @@ def _sort_by_rank(em: Emit, x: ir.Value, d: int, descending: bool) -> list[ir.Va
     per selected expert) is small. The values are a gather of the indices, as
     `_sort`'s."""
     b = em.b
-    s = spec(x)
-    perm = [k for k in range(s.rank) if k != d] + [d]
-    keys = _permute(em, x, perm)
-    if s.dtype == "i1":
-        keys = cast(em, keys, "i32")
+    keys, perm = _keys_last(em, x, d)
     moved = tuple(spec(keys).shape)
     last = len(moved) - 1
     pairs = (*moved, moved[-1])  # [..., i, j]: element i against element j
@@ -516,8 +518,7 @@ def _sort_by_rank(em: Emit, x: ir.Value, d: int, descending: bool) -> list[ir.Va
     j_first = _comes_before(em, key_j, at_j, key_i, at_i, descending)
     place = b.reduce_sum(cast(em, j_first, "i64"), dims=[last + 1])
     positions = b.iota(shape=moved, dtype="i64", dim=last)
-    order = b.create("scatter", [b.full(shape=moved, dtype="i64", value=0.0), place, positions],
-                     dim=last)
+    order = b.scatter(b.full(shape=moved, dtype="i64", value=0.0), place, positions, dim=last)
     index = _unpermute(em, order, perm)
     return [b.gather(x, index, dim=d), index]
 
