@@ -73,15 +73,18 @@ def _launch_bytes(program: Any, name: str) -> list[tuple[dict, int]]:
             c = program.plan.constants[s["name"]]
             sigs[s["buf"]] = TensorSig(tuple(c.shape), c.dtype)
         elif s["op"] == "launch":
-            out.append((s, sum(sigs[a["buf"]].nbytes for a in s["args"] if "buf" in a)))
+            bufs = [sigs[a["buf"]] for a in s["args"] if "buf" in a]
+            out.append(({**s, "buffers": [f"{b.dtype}{list(b.shape)}" for b in bufs]},
+                        sum(b.nbytes for b in bufs)))
     return out
 
 
-def kernel_bandwidth(step: Callable[[], Any], copy: float, top: int = 5) -> dict[str, Any]:
+def kernel_bandwidth(step: Callable[[], Any], copy: float, top: int = 12) -> dict[str, Any]:
     """Profile one call of `step` (a training step of a program launched plainly) and
     measure its fusegrad kernels against `copy` GB/s: all of them, those moving at least
-    LARGE_BYTES, and the `top` longest (name, MB, us, % of copy). {"error": ...} when
-    the profile does not match the launch steps."""
+    LARGE_BYTES, and the `top` longest (module, buffers, MB, us, % of copy); and where the
+    step's GPU time goes: every kernel of the step (library ones too) summed by name, the
+    `top` largest. {"error": ...} when the profile does not match the launch steps."""
     from torch.profiler import ProfilerActivity, profile
     with record_calls() as calls, profile(activities=[ProfilerActivity.CUDA]) as prof:
         step()
@@ -90,10 +93,18 @@ def kernel_bandwidth(step: Callable[[], Any], copy: float, top: int = 5) -> dict
         return {"error": "a function of symbolic sizes ran (bytes not counted)"}
     launches = [ls for program, name in calls for ls in _launch_bytes(program, name)]
     names = {s["kernel"] for s, _ in launches}
-    events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-                     and e.name in names), key=lambda e: e.time_range.start)
+    device_events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    by_name: dict[str, list[float]] = {}
+    for e in device_events:
+        by_name.setdefault(e.name[:90], []).append(e.device_time)
+    busy = {"busy_ms": sum(map(sum, by_name.values())) / 1e3,
+            "by_name": [{"name": n, "calls": len(t), "ms": sum(t) / 1e3} for n, t in
+                        sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]]}
+    events = sorted((e for e in device_events if e.name in names),
+                    key=lambda e: e.time_range.start)
     if [e.name for e in events] != [s["kernel"] for s, _ in launches]:
-        return {"error": f"{len(events)} profiled kernels for {len(launches)} launch steps"}
+        return {"error": f"{len(events)} profiled kernels for {len(launches)} launch steps",
+                **busy}
     timed = [(s, nbytes, e.device_time) for (s, nbytes), e in zip(launches, events)]
 
     def share(rows: list[tuple[dict, int, float]]) -> dict[str, Any]:
@@ -105,6 +116,7 @@ def kernel_bandwidth(step: Callable[[], Any], copy: float, top: int = 5) -> dict
     slowest = sorted(timed, key=lambda r: -r[2])[:top]
     return {"copy_GBps": copy, "all": share(timed), "large": share(large),
             "large_below_85": sum(r[1] / r[2] / 1e3 < 0.85 * copy for r in large),
-            "slowest": [{"kernel": s["kernel"], "grid": s["grid"], "block": s["block"],
-                         "MB": b / 1e6, "us": us, "of_copy": b / us / 1e3 / copy}
-                        for s, b, us in slowest]}
+            "slowest": [{"module": s["module"], "grid": s["grid"], "block": s["block"],
+                         "buffers": s["buffers"], "MB": b / 1e6, "us": us,
+                         "of_copy": b / us / 1e3 / copy} for s, b, us in slowest],
+            **busy}

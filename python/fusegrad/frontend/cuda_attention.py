@@ -47,6 +47,7 @@ def fused(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
           scale: float | None, enable_gqa: bool, backends: list[Any]) -> bool:
     """Does eager run this call as a fused kernel that dg.attention computes exactly
     (module docstring)? `backends`: those eager may choose among."""
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
     from torch.nn.attention import SDPBackend, sdpa_kernel
     if dropout_p or query.dtype not in _DTYPES or query.dim() != 4 or \
             key.dim() != 4 or value.shape[-1] != query.shape[-1] or \
@@ -54,7 +55,8 @@ def fused(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         return False
     if attn_mask is not None and attn_mask.dtype not in (query.dtype, torch.bool):
         return False
-    with sdpa_kernel(backends):
+    # asked of the fake tensors, not recorded: the choice is the capture's, not the graph's
+    with sdpa_kernel(backends), disable_proxy_modes_tracing():
         choice = torch._fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal,
                                          scale=scale, enable_gqa=enable_gqa)
     return SDPBackend(choice) != SDPBackend.MATH

@@ -281,3 +281,21 @@ def test_capture_keeps_fused_attention(monkeypatch):
             with make_context():
                 text = str(import_graph(captured.gm))
             assert '"dg.attention"' in text and "bf16" in text
+
+
+def test_capture_asks_eagers_choice_without_recording_it():
+    """`fused` asks eager's kernel choice of the traced tensors; that question is the
+    capture's, so `aten._fused_sdp_choice` must not enter the graph (where it did, the
+    importer could not map it, and every attention ran eagerly between split graphs)."""
+    from fusegrad.frontend import cuda_attention
+    from fusegrad.frontend.capture import capture
+
+    def fn(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    inputs = [torch.randn(B, H, L, E) for _ in range(3)]
+    with cuda_attention.FusedAttention():
+        captured = capture(fn, inputs)
+    targets = {str(n.target) for n in captured.gm.graph.nodes}
+    assert "aten._fused_sdp_choice.default" not in targets
+    assert "aten.bmm.default" in targets  # fake CPU tensors: eager's choice is the math form

@@ -190,3 +190,4 @@ def test_fused_bandwidth_counts_each_launch_s_buffers():
     plan = compile_plan(kernels.softmax_text(64, 1000), "dg-fuse", cubin=False)
     ((step, nbytes),) = bandwidth._launch_bytes(types.SimpleNamespace(plan=plan), "softmax")
     assert step["op"] == "launch" and nbytes == 2 * 64 * 1000 * 4
+    assert step["buffers"] == ["f32[64, 1000]", "f32[64, 1000]"]
