@@ -44,9 +44,11 @@ not travel; the GPU run compiles its own.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import signal
@@ -55,7 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -174,7 +176,8 @@ def measure(name: str, backend: str, device: Any, tiny: bool, steps: int,
         sync()
         return time.perf_counter() - start, loss
 
-    first_s, first_loss = timed()
+    with _attention_choices() as attention:
+        first_s, first_loss = timed()
     for _ in range(WARMUP):
         step()
     if cuda:
@@ -183,10 +186,34 @@ def measure(name: str, backend: str, device: Any, tiny: bool, steps: int,
     result = {"first_s": first_s, "step_ms": statistics.median(times) * 1e3,
               "steps_ms": [t * 1e3 for t in times], "first_loss": float(first_loss),
               "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None}
+    if backend in FUSEGRAD_BACKENDS and any(attention.values()):
+        result["attention"] = attention
     if cuda and backend == "fusegrad":
         from fused_bandwidth import kernel_bandwidth
         result["bandwidth"] = kernel_bandwidth(step, copy())
     return result
+
+
+@contextlib.contextmanager
+def _attention_choices() -> Iterator[dict[str, int]]:
+    """How many attention calls fusegrad's CUDA capture kept whole (run as eager's fused
+    kernel) and how many it traced in the math form, from its debug log."""
+    counts = {"kept": 0, "math": 0}
+
+    class Count(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            counts["kept"] += "kept whole" in message
+            counts["math"] += "math form" in message
+    logger = logging.getLogger("fusegrad.frontend.cuda_attention")
+    handler, level = Count(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield counts
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def child(name: str, backends: list[str], tiny: bool, steps: int, deadline: float) -> None:
@@ -284,7 +311,8 @@ class Report:
         first = f"{r['first_s']:.1f}" + (" (warm cache)" if r.get("cache") == "warm" else "")
         return (f"{head} {first} | {r['step_ms']:.1f} | {ratio(eager, 'step_ms', r['step_ms'])}"
                 f" | {ratio(ind, 'step_ms', r['step_ms'])} | {ratio(ind, 'first_s', r['first_s'])}"
-                f" | {peak} | {memory} | {loss} | {_bandwidth_cell(r.get('bandwidth'))} |")
+                f" | {peak} | {memory} | {loss} | {_bandwidth_cell(r.get('bandwidth'))}"
+                f"{_attention_note(r.get('attention'))} |")
 
     def goals(self) -> list[str]:
         out = []
@@ -304,6 +332,12 @@ class Report:
                      for what, value, sign in checks]
             out.append(f"- {model}: " + ", ".join(cells))
         return out
+
+
+def _attention_note(counts: dict[str, int] | None) -> str:
+    if not counts:
+        return ""
+    return f"; attention: {counts['kept']} of {counts['kept'] + counts['math']} as fused kernels"
 
 
 def _bandwidth_cell(b: dict[str, Any] | None) -> str:

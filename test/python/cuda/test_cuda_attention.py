@@ -283,19 +283,76 @@ def test_capture_keeps_fused_attention(monkeypatch):
             assert '"dg.attention"' in text and "bf16" in text
 
 
-def test_capture_asks_eagers_choice_without_recording_it():
-    """`fused` asks eager's kernel choice of the traced tensors; that question is the
-    capture's, so `aten._fused_sdp_choice` must not enter the graph (where it did, the
-    importer could not map it, and every attention ran eagerly between split graphs)."""
+
+def _eager_checks(monkeypatch, **answers):
+    """torch.backends.cuda's fused-kernel checks (False in a CPU build) answering as
+    given; returns the list of (backend, query dtype) each was asked with."""
+    asked = []
+    for name in ("flash", "efficient", "cudnn"):
+        def check(params, debug=False, name=name):
+            asked.append((name, params.query.dtype))
+            return answers.get(name, False)
+        monkeypatch.setattr(torch.backends.cuda, f"can_use_{name}_attention", check)
+    return asked
+
+
+def _causal_attention(q, k, v):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+@pytest.mark.parametrize("flash", [True, False], ids=["fused", "math"])
+def test_capture_asks_eagers_choice_of_the_traced_tensors(monkeypatch, flash):
+    """The capture asks eager's kernel checks of the fake tensors it traces, and records
+    nothing of that question (`aten._fused_sdp_choice` in the graph is what an H200 run
+    found: the importer split the graph around it); where a fused kernel passes, the
+    call is kept whole, else it traces in the math form."""
     from fusegrad.frontend import cuda_attention
     from fusegrad.frontend.capture import capture
-
-    def fn(q, k, v):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-
+    asked = _eager_checks(monkeypatch, flash=flash)
     inputs = [torch.randn(B, H, L, E) for _ in range(3)]
     with cuda_attention.FusedAttention():
-        captured = capture(fn, inputs)
+        captured = capture(_causal_attention, inputs)
     targets = {str(n.target) for n in captured.gm.graph.nodes}
-    assert "aten._fused_sdp_choice.default" not in targets
-    assert "aten.bmm.default" in targets  # fake CPU tensors: eager's choice is the math form
+    assert not any("sdp" in t for t in targets)
+    assert ("fusegrad.attention.default" in targets) == flash
+    assert ("aten.bmm.default" in targets) == (not flash)
+    assert asked and asked[0] == ("flash", torch.float32)
+
+
+def test_eager_choice_follows_enabled_backends_and_priority(monkeypatch):
+    """Eager's select_sdp_backend: the first enabled backend in priority order whose
+    checks pass; math where math comes first."""
+    from fusegrad.frontend.cuda_attention import eager_choice
+    _eager_checks(monkeypatch, efficient=True, cudnn=True)
+    q = torch.randn(B, H, L, E)
+    every = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH,
+             SDPBackend.CUDNN_ATTENTION]
+    default = every  # eager's default order
+    assert eager_choice(q, q, q, None, True, False, every, default) == "efficient_attention"
+    no_efficient = [b for b in every if b != SDPBackend.EFFICIENT_ATTENTION]
+    assert eager_choice(q, q, q, None, True, False, no_efficient, default) == "math"
+    cudnn_first = [SDPBackend.CUDNN_ATTENTION, *default[:3]]
+    assert eager_choice(q, q, q, None, True, False, no_efficient,
+                        cudnn_first) == "cudnn_attention"
+    assert eager_choice(q, q, q, None, True, False, [SDPBackend.FLASH_ATTENTION],
+                        default) == "math"
+
+
+def test_capture_casts_as_autocast_before_choosing(monkeypatch):
+    """Under autocast the mode sees the call's arguments before autocast casts them
+    (LLaMA's RoPE leaves f32 queries and keys beside bf16 values): they are cast to the
+    autocast dtype first, as eager's call gets them, so the choice and the kept op are
+    bf16."""
+    from fusegrad.frontend import cuda_attention
+    from fusegrad.frontend.capture import capture
+    from fusegrad.frontend.importer import import_graph
+    asked = _eager_checks(monkeypatch, flash=True)
+    inputs = [torch.randn(B, H, L, E), torch.randn(B, H, L, E),
+              torch.randn(B, H, L, E, dtype=torch.bfloat16)]
+    with torch.autocast("cpu", dtype=torch.bfloat16), cuda_attention.FusedAttention():
+        captured = capture(_causal_attention, inputs)
+    assert asked[0] == ("flash", torch.bfloat16)
+    with make_context():
+        text = str(import_graph(captured.gm))
+    (line,) = [x for x in text.splitlines() if '"dg.attention"' in x]
+    assert "(tensor<2x3x5x8xbf16>, tensor<2x3x5x8xbf16>, tensor<2x3x5x8xbf16>," in line

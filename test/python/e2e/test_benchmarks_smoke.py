@@ -167,13 +167,15 @@ def test_gpu_real_size_table_and_goals():
         dict(common, backend="fusegrad", first_s=10.0, step_ms=200.0, peak_gib=16.0,
              loss_ok=True, bandwidth={"copy_GBps": 4000.0, "all": {"kernels": 900,
                                                                   "of_copy": 0.6},
-                                      "large": {"kernels": 300, "of_copy": 0.9}}),
+                                      "large": {"kernels": 300, "of_copy": 0.9}},
+             attention={"kept": 11, "math": 1}),
         dict(model="gpt2", backend="fusegrad-graphs", error="RuntimeError: boom")]
     text = report.markdown()
     fg = next(line for line in text.splitlines() if line.startswith("| gpt2 | fusegrad |"))
     cells = [c.strip() for c in fg.strip("|").split("|")]
     assert cells[2:9] == ["10.0", "200.0", "1.50x", "1.10x", "6.00x", "16.00", "1.00x"]
     assert cells[10].startswith("90% of 300 moving >= 16 MB; all 900: 60%")
+    assert cells[10].endswith("; attention: 11 of 12 as fused kernels")
     assert "| gpt2 | fusegrad-graphs | RuntimeError: boom |" in text
     assert ("- gpt2: step 1.10 (>= 1.1: met), first 6.00 (>= 5.0: met), memory 1.00 "
             "(<= 0.9: not met), bandwidth 0.90 (>= 0.85: met)") in text
