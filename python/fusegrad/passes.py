@@ -108,6 +108,9 @@ PASSES: dict[str, Pass] = _table(
          "readers take the scaling for free"),
     Pass("dg-hoist-reshapes", ".transforms.fusion.hoist_reshapes:hoist_reshapes_pass",
          "reshape a pointwise op's operands instead of its result"),
+    Pass("dg-sink-reshapes", ".transforms.fusion.sink_reshapes:sink_reshapes_pass",
+         "a pointwise op reading reshapes of a fusing op's result computes before the "
+         "reshape (it joins that op's region)"),
     Pass("dg-scatter-into-sums", ".transforms.fusion.scatter_into_sums:scatter_into_sums_pass",
          "x + scatter_add(0, idx, src) -> scatter_add(x, idx, src): no temporary of x's size"),
     Pass("dg-sink-gathers", ".transforms.fusion.sink_gathers:sink_gathers_pass",

@@ -68,7 +68,7 @@ def reshape_groups(src: tuple, dst: tuple) -> Optional[list[tuple[list[int], lis
     return groups
 
 
-def _broadcast_dims(op: ir.Operation, groups) -> Optional[list[int]]:
+def broadcast_dims(op: ir.Operation, groups) -> Optional[list[int]]:
     """The dims of broadcast `op` re-expressed after the reshape, or None."""
     dims = list(attrs_of(op)["dims"])
     src, full = spec(op.operands[0]).shape, spec(op.results[0]).shape
@@ -82,16 +82,16 @@ def _broadcast_dims(op: ir.Operation, groups) -> Optional[list[int]]:
     return out if out == sorted(out) else None
 
 
-def _reshaped(v: ir.Value, shape: tuple[int, ...], groups, loc: ir.Location) -> ir.Value:
+def reshaped(v: ir.Value, shape: tuple[int, ...], groups, loc: ir.Location) -> ir.Value:
     """`reshape(v)` to `shape`, emitted at the insertion point (rebuilding a splat or a
-    broadcast in the new shape; a broadcast must pass `_broadcast_dims`)."""
+    broadcast in the new shape; a broadcast must pass `broadcast_dims`)."""
     t = tensor_type(shape, ir.RankedTensorType(v.type).element_type)
     op = None if isinstance(v.owner, ir.Block) else v.owner.operation
     if op is not None and op.name == "dg.full":
         return recreate(op, [], [t]).results[0]
     if op is not None and op.name == "dg.broadcast_in_dim":
         new = recreate(op, op.operands, [t])
-        new.attributes["dims"] = ir.DenseI64ArrayAttr.get(_broadcast_dims(op, groups))
+        new.attributes["dims"] = ir.DenseI64ArrayAttr.get(broadcast_dims(op, groups))
         return new.results[0]
     if op is not None and op.name == "dg.reshape":  # reshape(reshape(x)) = reshape(x)
         v = op.operands[0]
@@ -102,7 +102,7 @@ def _reshaped(v: ir.Value, shape: tuple[int, ...], groups, loc: ir.Location) -> 
 
 # ops whose result a reshape views for free, next to which a pointwise op belongs in the
 # reshaped shape (the bias of `x @ W + b`)
-_BOUNDARIES = ("dg.matmul", "dg.conv2d")
+BOUNDARIES = ("dg.matmul", "dg.conv2d")
 
 
 def _at_boundary(v: ir.Value, shape: tuple[int, ...]) -> bool:
@@ -114,8 +114,8 @@ def _at_boundary(v: ir.Value, shape: tuple[int, ...]) -> bool:
     if op.name == "dg.reshape":  # undone, or a view of a contraction's result (composed)
         source = op.operands[0]
         return tuple(spec(source).shape) == shape or isinstance(source.owner, ir.Block) or \
-            source.owner.operation.name in _BOUNDARIES
-    return op.name in ("dg.full", "dg.broadcast_in_dim") + _BOUNDARIES
+            source.owner.operation.name in BOUNDARIES
+    return op.name in ("dg.full", "dg.broadcast_in_dim") + BOUNDARIES
 
 
 def _hoistable(reshape: ir.Operation) -> bool:
@@ -135,14 +135,14 @@ def _hoist(reshape: ir.Operation) -> bool:
     if groups is None:
         return False
     producers = [a.owner.operation for a in f.operands if not isinstance(a.owner, ir.Block)]
-    if any(_broadcast_dims(p, groups) is None for p in producers
+    if any(broadcast_dims(p, groups) is None for p in producers
            if p.name == "dg.broadcast_in_dim"):
         return False
     with ir.InsertionPoint(f):
         made: dict = {}  # an operand read twice (x * x) is reshaped once
         for a in f.operands:
             if a not in made:
-                made[a] = _reshaped(a, shape, groups, reshape.location)
+                made[a] = reshaped(a, shape, groups, reshape.location)
         new = recreate(f, [made[a] for a in f.operands], [tensor_type(
             shape, ir.RankedTensorType(f.results[0].type).element_type)])
     reshape.results[0].replace_all_uses_with(new.results[0])
