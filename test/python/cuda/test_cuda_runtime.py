@@ -283,3 +283,44 @@ def test_auto_graphs_replay_small_functions_on_cuda_only():
     assert not prog.replays("f")  # a fake device: plain calls
     with pytest.raises(ValueError, match="graphs='yes' is not one of"):
         CudaProgram(plan, driver=FakeDriver(), device="cpu", graphs="yes")
+
+
+def _ints(*shape):
+    """bf16 matrices of small integers: every product below is exact."""
+    return torch.randint(-3, 4, shape).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("overwrite", [True, False], ids=["mm", "addmm"])
+def test_misaligned_16_bit_products_run_on_row_aligned_copies(monkeypatch, overwrite):
+    """A large 16-bit product whose rows do not start on 16-byte boundaries (GPT-2's
+    vocabulary of 50257: cuBLAS's align1 kernels) computes on copies with padded row
+    strides and the same values: rows of 37 elements everywhere, the left operand a
+    transposed view (columns contiguous)."""
+    from fusegrad.runtime import cuda as cuda_runtime
+    monkeypatch.setattr(cuda_runtime, "_ALIGN_MIN_WORK", 1)
+    seen = []
+    mm = torch.mm
+    monkeypatch.setattr(torch, "mm", lambda a, b, out: (seen.extend((a, b, out)),
+                                                        mm(a, b, out=out))[1])
+    a, b = _ints(16, 37).t(), _ints(16, 37)  # a: [37, 16], columns of 37 contiguous
+    c = _ints(37, 37)
+    want = a.float() @ b.float() + (0 if overwrite else c.float())
+    cuda_runtime._matmul(a, b, c, overwrite)
+    assert torch.equal(c.float(), want)
+    if overwrite:
+        assert all(cuda_runtime._rows_aligned(x) for x in seen)
+        assert [x.stride() for x in seen] == [(1, 40), (40, 1), (40, 1)]
+
+
+def test_aligned_or_small_products_run_in_place(monkeypatch):
+    """Aligned rows, or a product below the size where the copies pay, run unchanged."""
+    from fusegrad.runtime import cuda as cuda_runtime
+    seen = []
+    mm = torch.mm
+    monkeypatch.setattr(torch, "mm", lambda a, b, out: (seen.append(out), mm(a, b, out=out))[1])
+    c = _ints(16, 37)
+    cuda_runtime._matmul(_ints(16, 37), _ints(37, 37), c, True)  # small
+    monkeypatch.setattr(cuda_runtime, "_ALIGN_MIN_WORK", 1)
+    d = _ints(16, 40)
+    cuda_runtime._matmul(_ints(16, 32), _ints(32, 40), d, True)  # aligned
+    assert seen[0] is c and seen[1] is d
