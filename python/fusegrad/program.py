@@ -291,6 +291,7 @@ class Program:
         from .compile_cache import compiled
         from .codegen.cuda.compile import compile_cuda
         from .runtime.cuda import CudaProgram
+        chips = _chips_to_build()
 
         def build(directory: str | None) -> tuple[object, dict]:
             module, meta = derive()
@@ -298,12 +299,12 @@ class Program:
             def on_stage(name: str, pipeline: str, lowered: ir.Module) -> None:
                 self.dump(stage.replace("lowered", name), lowered, pipeline)
             with module.context, ir.Location.unknown():
-                plan = compile_cuda(module, on_stage=on_stage)
+                plan = compile_cuda(module, chips, on_stage=on_stage)
             self._timed("cuda", start)
             return plan, meta
 
-        plan, meta = compiled(self._text(), derivation, self.options, build,
-                              label=self.label)
+        plan, meta = compiled(self._text(), f"{derivation} for {','.join(chips)}",
+                              self.options, build, label=self.label)
         program = CudaProgram(plan, graphs=self.options.cuda_graphs)
         return [program.function(n) for n in names], meta
 
@@ -613,3 +614,17 @@ def _key(wrt: Sequence[int], name: str = "wrt") -> str:
     if len(exact) <= 48:
         return exact
     return f"{name}{len(wrt)}-{hashlib.sha256(exact.encode()).hexdigest()[:12]}"
+
+
+def _chips_to_build() -> tuple[str, ...]:
+    """The chips a program compiled in this process gets images for: the current CUDA
+    device's alone where it is one `DEFAULT_CHIPS` names (half the NVVM and ptxas work of
+    both; the compile cache keys on them), else all of them (a newer chip JIT-compiles
+    the newest PTX not above it)."""
+    from .pipelines import DEFAULT_CHIPS
+    if torch.cuda.is_available():
+        from .runtime.cuda import device_chip
+        chip = device_chip(torch.device("cuda", torch.cuda.current_device()))
+        if chip in DEFAULT_CHIPS:
+            return (chip,)
+    return DEFAULT_CHIPS

@@ -2,7 +2,8 @@
 // computes in the source shape and is reshaped after, so it joins that op's region
 // (@loss_grad: HF's loss rounds the logits' gradient to bf16 after viewing it as
 // [batch, tokens, vocabulary]). A splat or broadcast operand is rebuilt in the source
-// shape (@with_broadcast), and a sunk op's pointwise reader sinks next (@chain). Not
+// shape (@with_broadcast), an operand read twice is reshaped once (@square), and a
+// sunk op's pointwise reader sinks next (@chain). Not
 // moved: a reshape of an argument or a contraction (@of_argument, @of_product: there
 // dg-hoist-reshapes puts the op after the reshape), reshapes from two shapes
 // (@two_shapes), or a broadcast that keeps a dim the reshape splits (@split_broadcast).
@@ -35,6 +36,17 @@ func.func @with_broadcast(%x: tensor<6x5xf32>, %b: tensor<5xf32>) -> tensor<2x3x
   %4 = "dg.full"() {value = 5.000000e-01 : f64} : () -> tensor<2x3x5xf32>
   %5 = "dg.mul"(%3, %4) : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
   return %5 : tensor<2x3x5xf32>
+}
+
+// CHECK-LABEL: func.func @square(
+// CHECK: %[[E:.*]] = "dg.exp"(%arg0)
+// CHECK-NEXT: %[[M:.*]] = "dg.mul"(%[[E]], %[[E]]) : (tensor<6x5xf32>, tensor<6x5xf32>) -> tensor<6x5xf32>
+// CHECK-NEXT: "dg.reshape"(%[[M]]) : (tensor<6x5xf32>) -> tensor<2x3x5xf32>
+func.func @square(%x: tensor<6x5xf32>) -> tensor<2x3x5xf32> {
+  %0 = "dg.exp"(%x) : (tensor<6x5xf32>) -> tensor<6x5xf32>
+  %1 = "dg.reshape"(%0) : (tensor<6x5xf32>) -> tensor<2x3x5xf32>
+  %2 = "dg.mul"(%1, %1) : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  return %2 : tensor<2x3x5xf32>
 }
 
 // CHECK-LABEL: func.func @chain(

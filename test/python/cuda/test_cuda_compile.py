@@ -120,3 +120,20 @@ def test_compiled_plan_drives_the_driver(tmp_path):
     # no cubin in this plan: the sm_90 PTX goes to the driver's JIT
     ((image, kind),) = drv.loaded
     assert kind == "ptx" and b".target sm_90" in image
+
+
+@pytest.mark.parametrize("device_chip, chips", [("sm_90", ("sm_90",)), ("sm_80", ("sm_80",)),
+                                                ("sm_86", ("sm_80", "sm_90")),
+                                                (None, ("sm_80", "sm_90"))])
+def test_programs_compiled_in_process_get_images_for_their_device(monkeypatch, device_chip,
+                                                                   chips):
+    """A program compiled in this process runs on the current device: it gets that chip's
+    image alone where the pipeline names the chip (half the NVVM and ptxas work), every
+    default chip otherwise (another chip JIT-compiles the newest PTX not above it) or
+    without a device."""
+    from fusegrad import program
+    from fusegrad.runtime import cuda as cuda_runtime
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: device_chip is not None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(cuda_runtime, "device_chip", lambda device: device_chip)
+    assert program._chips_to_build() == chips

@@ -77,8 +77,8 @@ def _sink(f: ir.Operation) -> bool:
                                    operands=[new.results[0]], loc=f.location)
     f.results[0].replace_all_uses_with(back.results[0])
     f.erase()
-    for p in producers:
-        erase_if_unused(p)
+    for a in made:  # each operand once: `x * x` reads one reshape twice
+        erase_if_unused(_producer(a))
     return True
 
 
