@@ -14,7 +14,8 @@
 # kernels (bandwidth and correctness, benchmarks/cuda_kernels.py), train (training
 # steps against eager, benchmarks/cuda_train.py), inductor (the same with Inductor too:
 # its compiles take minutes), profile (where a step's time goes, cuda_train.py profile).
-# Logs and results land in $OUT. BUDGET_S (default 480, so that a device call with
+# Logs and results land in $OUT: real_size.md, and every other file packed into logs.tgz at
+# the end (the device tool brings back at most 8 files). BUDGET_S (default 480, so that a device call with
 # timeout_s=540 ends with time left in a 15-minute session to rerun a part) bounds the
 # run: each phase gets at most the time left (tests keep TESTS_RESERVE_S, default 45, for
 # what follows). The training programs export in the background from the first phase
@@ -131,7 +132,15 @@ run_phases() {
         if [[ $p != real_size && -z $TRAIN_BUILD ]]; then start_train_build; fi
         phase "$p"
     done
+    pack_logs
     echo "== done in $(( $(date +%s) - START )) s"
+}
+
+pack_logs() {
+    # the device tool brings back at most 8 files: the table, and every log in one archive
+    (cd "$OUT" && find . -type f ! -name real_size.md ! -name logs.tgz > /tmp/fusegrad-logs \
+        && tar czf logs.tgz -T /tmp/fusegrad-logs && xargs rm -f < /tmp/fusegrad-logs) \
+        && echo "logs: $OUT/logs.tgz ($(wc -l < /tmp/fusegrad-logs) files)"
 }
 
 case "${1:-}" in

@@ -818,14 +818,19 @@ def emit_serial(ops: list[ir.Operation]) -> None:
 
 
 def _pointwise_body(k: Kop, ivs: list) -> None:
-    _pointwise_columns(k, ivs[:-1], ivs[-1:])
+    _pointwise_points(k, [ivs])
 
 
 def _pointwise_columns(k: Kop, outer_ivs: list, cols: list) -> None:
-    """Pointwise `k` at columns `cols` of one row: every column's loads and arithmetic
+    """Pointwise `k` at columns `cols` of one row (`_pointwise_points`)."""
+    _pointwise_points(k, [outer_ivs + [j] for j in cols])
+
+
+def _pointwise_points(k: Kop, points: list[list]) -> None:
+    """Pointwise `k` at each index list of `points`: every point's loads and arithmetic
     before any store, so that a thread's loads are in flight together (as far as the
     compiler knows the buffers may alias, so a store would order later loads after it)."""
-    emitters = [Emitter(k, outer_ivs + [j]) for j in cols]
+    emitters = [Emitter(k, ivs) for ivs in points]
     values = [em.compute([None] * len(k.lop.outs)) for em in emitters]
     for em, vs in zip(emitters, values):
         for buf, v, acc in zip(k.lop.outs, vs, em.out_accesses()):
