@@ -207,6 +207,9 @@ PASSES: dict[str, Pass] = _table(
     Pass("dg-prefetch-streams", ".codegen.cpu.prefetch_streams:prefetch_streams",
          "innermost loops streaming through contiguous arrays: strip-mined into chunks, each "
          "prefetching its streams ahead"),
+    Pass("dg-gpu-dedup-kernels", ".codegen.cuda.dedup_kernels:dedup_kernels",
+         "outlined gpu.modules with identical bodies are merged (launches go to one copy), "
+         "before NVVM and ptxas"),
     Pass("dg-dedup-functions", ".codegen.cpu.dedup_functions:dedup_functions",
          "private functions with identical bodies are merged (calls go to one copy)"),
     Pass("dg-plan-workspace", ".codegen.cpu.plan_workspace:plan_workspace",

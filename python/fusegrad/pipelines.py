@@ -174,12 +174,14 @@ CUDA_LINALG = ",".join([
     "cse",
 ])
 
-# constants sunk into launches before outlining, or they become kernel parameters
+# constants sunk into launches before outlining, or they become kernel parameters; a
+# layer's copies of a kernel merged before NVVM and ptxas
 CUDA_OUTLINE = ",".join([
     "gpu-launch-sink-index-computations",
     "gpu-kernel-outlining",
     "canonicalize",
     "cse",
+    "dg-gpu-dedup-kernels",
 ])
 
 # inside each gpu.module: loops -> cf, gpu/arith/math/memref -> NVVM (bare pointers: each
