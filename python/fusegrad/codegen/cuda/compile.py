@@ -17,7 +17,8 @@ from ...pass_manager import run_pipeline
 from ...pipelines import CUDA_ENTRIES, DEFAULT_CHIPS, cuda_pipeline
 from ...runtime.cuda import LaunchPlan, PlanError
 from ..common.entries import forwarded as forwarded_results
-from .kernels import FULL_REDUCE_UNROLL, POINTWISE_BLOCK, ROW_BLOCK, ROW_CACHE
+from .kernels import (FULL_REDUCE_UNROLL, POINTWISE_BLOCK, POINTWISE_READ_BYTES,
+                      ROW_BLOCK, ROW_CACHE)
 from .launch_plan import build_plan, entry_signatures, format_plan
 from .ptxas import PtxasError, assemble, find_ptxas
 
@@ -28,6 +29,7 @@ def compile_cuda(module: ir.Module, chips: Sequence[str] = DEFAULT_CHIPS,
                  cubin: Optional[bool] = None, block_size: int = POINTWISE_BLOCK,
                  row_block: int = ROW_BLOCK, row_cache: int = ROW_CACHE,
                  full_unroll: int = FULL_REDUCE_UNROLL,
+                 pointwise_bytes: int = POINTWISE_READ_BYTES,
                  on_stage: Callable[[str, str, ir.Module], None] | None = None) -> LaunchPlan:
     """Lower `module` (dg on tensors, fused or not) in place and return its launch plan.
 
@@ -38,7 +40,8 @@ def compile_cuda(module: ir.Module, chips: Sequence[str] = DEFAULT_CHIPS,
     """
     t0 = time.perf_counter()
     lowering = cuda_pipeline(chips, f"block-size={block_size} row-block={row_block} "
-                                    f"row-cache={row_cache} full-unroll={full_unroll}")
+                                    f"row-cache={row_cache} full-unroll={full_unroll} "
+                                    f"pointwise-bytes={pointwise_bytes}")
     with module.context:
         entries = entry_signatures(module)
         run_pipeline(module, CUDA_ENTRIES)

@@ -521,8 +521,9 @@ class Emitter:
 
 # ---------------------------------------------------------------- kernels
 
-def emit_pointwise(k: Kop, block_size: int) -> None:
-    """One thread per element of an all-parallel op (at the current insertion point)."""
+def emit_pointwise(k: Kop, block_size: int, read_bytes: int = POINTWISE_READ_BYTES) -> None:
+    """One thread per element of an all-parallel op (at the current insertion point); in
+    the 2-D form several columns per thread, up to about `read_bytes` read (0: one)."""
     sizes = k.read_extents({})
     total = product(sizes)
     if is_empty(total):
@@ -530,7 +531,7 @@ def emit_pointwise(k: Kop, block_size: int) -> None:
     if len(sizes) >= 1 and size_hint(k.sizes[-1]) >= POINTWISE_2D_MIN:
         inner, outer = sizes[-1], product(sizes[:-1])
         bx = block_size
-        columns = _columns_per_thread(k, bx)
+        columns = _columns_per_thread(k, bx, read_bytes)
         gy = minimum(outer, MAX_GRID_Y)
         gz = ceil_div(outer, gy)
         launch, bid, tid = _launch((ceil_div(inner, bx * columns), gy, gz), (bx, 1, 1))
@@ -561,11 +562,12 @@ def emit_pointwise(k: Kop, block_size: int) -> None:
         _thread_per_index(sizes, block_size, lambda ivs: _pointwise_body(k, ivs))
 
 
-def _columns_per_thread(k: Kop, block_size: int) -> int:
-    """How many columns each thread of a 2-D pointwise kernel takes (POINTWISE_READ_BYTES):
-    no more than the rows have for a block of `block_size` threads."""
+def _columns_per_thread(k: Kop, block_size: int, read_bytes: int) -> int:
+    """How many columns each thread of a 2-D pointwise kernel takes to read about
+    `read_bytes` (POINTWISE_READ_BYTES): no more than the rows have for a block of
+    `block_size` threads."""
     read = sum(_element_bytes(v) for v in k.lop.ins)
-    wanted = max(1, min(POINTWISE_MAX_COLUMNS, POINTWISE_READ_BYTES // max(read, 1)))
+    wanted = max(1, min(POINTWISE_MAX_COLUMNS, read_bytes // max(read, 1)))
     return min(wanted, -(-size_hint(k.sizes[-1]) // block_size))
 
 
@@ -1556,7 +1558,8 @@ def _drop_matmul_zero_fills(block: ir.Block) -> None:
 
 def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                 row_block: int = ROW_BLOCK, row_cache: int = ROW_CACHE,
-                full_unroll: int = FULL_REDUCE_UNROLL) -> None:
+                full_unroll: int = FULL_REDUCE_UNROLL,
+                pointwise_bytes: int = POINTWISE_READ_BYTES) -> None:
     for b in (block_size, row_block):
         if b < 32 or b > 1024 or b & (b - 1):
             raise PassError(f"dg-gpu-kernels: block sizes must be powers of two in "
@@ -1599,7 +1602,7 @@ def gpu_kernels(module: ir.Operation, block_size: int = POINTWISE_BLOCK,
                 if kind == "row":
                     emit_row_kernel(k, row_block, row_cache)
                 elif kind == "pw":
-                    emit_pointwise(k, block_size)
+                    emit_pointwise(k, block_size, pointwise_bytes)
                 elif kind == "full":
                     emit_full_reduce(k, row_block, full_unroll)
                 elif kind == "bpo":
