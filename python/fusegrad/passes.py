@@ -263,6 +263,19 @@ def functions(module: ir.Operation) -> Iterator[ir.Operation]:
             yield op
 
 
+def rewrite_ops(block: ir.Block, rewrite: Callable[[ir.Operation], bool]) -> int:
+    """Offer each op of `block` to `rewrite` in program order, round after round, until a
+    round changes nothing (a rewrite may enable one before or after it); how many
+    changed. A rewrite may erase the op it is given and ops before it, and insert ops
+    anywhere before it (the next round sees those)."""
+    changed = 0
+    while True:
+        done = sum(rewrite(op) for op in [o.operation for o in block.operations])
+        if not done:
+            return changed
+        changed += done
+
+
 def rewrite_bodies(module: ir.Operation, rewrite: Callable[[ir.Block], int],
                    log: logging.Logger, message: str) -> None:
     """Run `rewrite` (a pass's rewrite of one function body, returning how many changes it

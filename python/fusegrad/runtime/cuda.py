@@ -868,15 +868,13 @@ def _matmul(a: Any, b: Any, c: Any, overwrite: bool) -> None:
     if c.dim() != 2:
         torch.bmm(a, b, out=c) if overwrite else c.baddbmm_(a, b)
         return
+    out = c
     if c.element_size() == 2 and a.shape[0] * a.shape[1] * b.shape[1] >= _ALIGN_MIN_WORK \
             and not all(map(_rows_aligned, (a, b, c))):
-        out = _row_aligned(c, copy=not overwrite)
-        torch.mm(_row_aligned(a), _row_aligned(b), out=out) if overwrite else \
-            out.addmm_(_row_aligned(a), _row_aligned(b))
-        if out is not c:
-            c.copy_(out)
-        return
-    torch.mm(a, b, out=c) if overwrite else c.addmm_(a, b)
+        a, b, out = _row_aligned(a), _row_aligned(b), _row_aligned(c, copy=not overwrite)
+    torch.mm(a, b, out=out) if overwrite else out.addmm_(a, b)
+    if out is not c:
+        c.copy_(out)
 
 
 def _rows_aligned(x: Any) -> bool:

@@ -32,7 +32,7 @@ from ...dialects.builder import erase_if_unused, recreate, spec
 from ...dialects.core import attrs_of, equal, holds, is_pointwise
 from ...dialects.types import DEFAULT_SIZE_HINT, tensor_type
 from ...runtime import abi
-from ...passes import rewrite_bodies
+from ...passes import rewrite_bodies, rewrite_ops
 
 
 log = logging.getLogger(__name__)
@@ -153,15 +153,10 @@ def _hoist(reshape: ir.Operation) -> bool:
 
 def hoist_reshapes(block: ir.Block) -> int:
     """Rewrite the reshapes of `block` (to a fixed point); returns how many moved."""
-    moved = 0
-    while True:
-        # in program order: a rewrite erases only ops before the reshape (the pointwise op
-        # and producers it leaves unread) and makes new reshapes there, for the next round
-        done = sum(_hoist(op) for op in [o.operation for o in block.operations]
-                   if op.name == "dg.reshape" and _hoistable(op))
-        if not done:
-            return moved
-        moved += done
+    # a rewrite erases only ops before the reshape (the pointwise op and producers it
+    # leaves unread) and makes new reshapes there, for the next round
+    return rewrite_ops(block, lambda op: op.name == "dg.reshape" and _hoistable(op)
+                       and _hoist(op))
 
 
 def hoist_reshapes_pass(module: ir.Operation) -> None:

@@ -25,7 +25,7 @@ from mlir import ir
 from ...dialects.builder import erase_if_unused, recreate, spec
 from ...dialects.core import is_pointwise
 from ...dialects.types import tensor_type
-from ...passes import rewrite_bodies
+from ...passes import rewrite_bodies, rewrite_ops
 from .hoist_reshapes import BOUNDARIES, broadcast_dims, reshape_groups, reshaped
 
 log = logging.getLogger(__name__)
@@ -85,15 +85,9 @@ def _sink(f: ir.Operation) -> bool:
 def sink_reshapes(block: ir.Block) -> int:
     """Rewrite the pointwise ops of `block` that read reshapes (to a fixed point: a sunk
     op's pointwise reader may sink next); returns how many moved."""
-    moved = 0
-    while True:
-        done = sum(_sink(op) for op in [o.operation for o in block.operations]
-                   if is_pointwise(op) and any(
-                       (p := _producer(a)) is not None and p.name == "dg.reshape"
-                       for a in op.operands))
-        if not done:
-            return moved
-        moved += done
+    return rewrite_ops(block, lambda op: is_pointwise(op) and any(
+        (p := _producer(a)) is not None and p.name == "dg.reshape" for a in op.operands)
+        and _sink(op))
 
 
 def sink_reshapes_pass(module: ir.Operation) -> None:
