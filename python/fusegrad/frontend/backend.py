@@ -225,12 +225,14 @@ def compile_graph(gm: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
 def compile_captured(gm: Callable[..., Any], captured: Captured,
                      inputs: Sequence[torch.Tensor], options: CompileOptions,
                      start: float, *, key: str | None = None,
-                     cached: graph_cache.CachedCapture | None = None) -> CompiledGraph:
+                     cached: graph_cache.CachedCapture | None = None,
+                     imported: Program | None = None) -> CompiledGraph:
     """Import and compile `captured` (captured from `gm` since `start`) for the variant
     `inputs` (lifted + the graph's arguments) need. A capture for every size
     (`Captured.symbolic`) compiles one program for all sizes; its arguments are the
     tensors among `inputs`. The capture and its import are stored in the graph cache
-    under `key`; `cached`: both from there (`captured` is its capture)."""
+    under `key`; `cached`: both from there (`captured` is its capture); `imported`: the
+    capture imported already (its `seconds` hold the import's time)."""
     symbolic = captured.symbolic
     tensors = list(inputs) if symbolic is None else [inputs[k] for k in symbolic.tensors]
     captured_at = time.perf_counter()
@@ -240,10 +242,13 @@ def compile_captured(gm: Callable[..., Any], captured: Captured,
     else:
         options = options.with_(target=select_target(options.target,
                                                      _named(gm, captured, tensors)))
-        program = Program.from_graph(captured.gm, options)
+        program = imported or Program.from_graph(captured.gm, options)
+        program.options = options
         graph_cache.store(key, gm, captured, program.text, options.target, options)
+    imported_in = program.seconds.pop("import", 0.0)
     program.seconds = {"capture": captured_at - start,
-                       "import": time.perf_counter() - captured_at, **program.seconds}
+                       "import": imported_in + time.perf_counter() - captured_at,
+                       **program.seconds}
     mutated = captured.mutated if symbolic is None else \
         tuple(symbolic.tensors.index(i) for i in captured.mutated)
     wrt = tuple(i for i, x in enumerate(tensors) if x.requires_grad and x.is_floating_point())
@@ -280,6 +285,13 @@ def _named(gm: Callable[..., Any], captured: Captured,
             if isinstance(a, torch.fx.Node) and a.op == "call_function"
             and isinstance(a.meta.get("val"), torch.Tensor)]
     return list(zip(names, inputs)) + made
+
+
+def _example_values(gm: torch.fx.GraphModule) -> list[Any] | None:
+    """The example values (fake tensors, symbolic sizes) of `gm`'s inputs, as Dynamo
+    recorded them and `split_module` copied them to a part, or None if one is missing."""
+    values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    return None if any(v is None for v in values) else values
 
 
 def _is_symbolic(x: Any) -> bool:
@@ -359,14 +371,19 @@ class _NumbersBakedIn(torch.nn.Module):
 
 
 class LazyGraph:
-    """A Dynamo graph, compiled at its first call (per signature when shapes are dynamic).
+    """A Dynamo graph, compiled at its first call.
 
-    dg is statically shaped: when Dynamo marks dims dynamic (it does after a
-    shape change unless `dynamic=False`), each new shape (and each value of an
-    integer input) gets its own `CompiledGraph`, with the integers baked in.
+    When Dynamo marks dims dynamic (it does after a shape change unless
+    `dynamic=False`), the graph is captured for every size here, inside Dynamo's
+    backend call (what the capture assumes of the sizes becomes Dynamo's guards),
+    and its one program compiles at the first call. Where that capture is not
+    possible, each new shape (and each value of an integer input) gets its own
+    `CompiledGraph`, with the integers baked in (`per_shape_reason` says why).
     An op fusegrad cannot compile runs eagerly in its place and the rest of
     the graph is compiled around it (`graph_split`); the parts are `LazyGraph`s
-    too, recorded with the eager parts in `eager_parts`. A Python float argument
+    too, recorded with the eager parts in `eager_parts`. A graph of symbolic
+    sizes is split here, at its capture, and its parts are captured for every
+    size in turn. A Python float argument
     whose value changed between calls reaches the graph as a 0-d tensor read by
     `.item()` (Dynamo's unspecialized floats), which tracing cannot follow: its
     value is baked in per signature, as integers' are, for up to
@@ -406,6 +423,9 @@ class LazyGraph:
         # its graph cache key, and the capture from there (`graph_cache`)
         self.symbolic_key: str | None = None
         self.symbolic_cached: graph_cache.CachedCapture | None = None
+        self.symbolic_program: Program | None = None  # its import, until it compiles
+        # the graph split around an op that runs eagerly, parts captured for every size
+        self.split: Callable[..., Any] | None = None
         if dynamic and example_inputs is not None and options is not None \
                 and not options.specialize_shapes:
             self.symbolic = self._capture_symbolic(example_inputs)
@@ -415,6 +435,8 @@ class LazyGraph:
             if self.static_variant is None:
                 self.static_variant = self._compile(args)
             return self.static_variant(*args)
+        if self.split is not None:
+            return self.split(*args)
         if self.floats:
             args = tuple(a.item() if i in self.floats else a for i, a in enumerate(args))
         if self.symbolic is not None:
@@ -458,10 +480,34 @@ class LazyGraph:
         if self.symbolic_cached is not None:
             return self.symbolic_cached.captured
         captured = self.capture_for_every_size(example_inputs)
+        if not isinstance(captured, str):
+            captured = self._import_symbolic(captured)
         if isinstance(captured, str):
             log.info("a graph compiles per shape, not once for every size: %s", captured)
             self.per_shape_reason = f"not for every size: {captured}"
             return None
+        return captured
+
+    def _import_symbolic(self, captured: Captured) -> Captured | str | None:
+        """`captured`, imported into `symbolic_program`; or None where an op of it runs
+        eagerly and the graph is split around it here (`split`), or why it compiles per
+        shape instead."""
+        start = time.perf_counter()
+        try:
+            program = Program.from_graph(captured.gm, self.options)
+        except UnsupportedOp as e:
+            node = origin(self.gm, e)
+            if node is None:
+                return f"{type(e).__name__}: {e}"
+            if self.floats:
+                return f"{e.op_name} runs eagerly in a graph that reads a float by value"
+            self.split = self._split([node], EagerPart(e.op_name, e.reason, e.where,
+                                                       (node.name,)), symbolic=True)
+            return None
+        except Exception as e:  # noqa: BLE001 - any reason means: per shape, as before
+            return f"{type(e).__name__}: {e}"
+        program.seconds["import"] = time.perf_counter() - start
+        self.symbolic_program = program
         return captured
 
     def capture_for_every_size(self, example_inputs: Sequence[Any]) -> Captured | str:
@@ -501,7 +547,8 @@ class LazyGraph:
             try:
                 with torch.enable_grad() if self.enables_grad else contextlib.nullcontext():
                     graph = compile_captured(self.gm, captured, inputs, self.options, start,
-                                             key=self.symbolic_key, cached=self.symbolic_cached)
+                                             key=self.symbolic_key, cached=self.symbolic_cached,
+                                             imported=self.symbolic_program)
             except DeviceError:
                 raise
             except Exception as e:  # noqa: BLE001 - per shape, as before
@@ -511,6 +558,8 @@ class LazyGraph:
                                         f"{type(e).__name__}: {e}"
                 self.symbolic = None
                 return None
+            finally:
+                self.symbolic_program = None
             graph.enables_grad = self.enables_grad
             graph.no_grad_regions = self.no_grad_regions
             self.symbolic_call = _returning_inputs(self.gm, graph)
@@ -584,15 +633,26 @@ class LazyGraph:
             "where a graph is not split"))
         return self.gm
 
-    def _split(self, nodes: Sequence[torch.fx.Node], part: EagerPart) -> Callable[..., Any]:
-        """The graph with `nodes` running eagerly (`part` says why), the rest compiled."""
+    def _split(self, nodes: Sequence[torch.fx.Node], part: EagerPart,
+               symbolic: bool = False) -> Callable[..., Any]:
+        """The graph with `nodes` running eagerly (`part` says why), the rest compiled;
+        `symbolic`: each compiled part captured for every size now, from the example
+        values Dynamo gave its inputs (a part of static sizes compiles once, statically)."""
         self.eager_parts.append(part)
         message = f"fusegrad cannot compile {part}; it runs eagerly, and the rest of " \
                   "its graph is compiled"
         log.warning("%s", message)
         warnings.warn(message, FusegradEagerOpWarning, stacklevel=3)
-        return split_at(self.gm, set(nodes), lambda sub: LazyGraph(
-            sub, self.compile_fn, self.dynamic, self.eager_parts, origin=self.origin))
+
+        def compiled_part(sub: torch.fx.GraphModule) -> LazyGraph:
+            inputs = _example_values(sub) if symbolic else None
+            if inputs is None:
+                return LazyGraph(sub, self.compile_fn, self.dynamic, self.eager_parts,
+                                 origin=self.origin)
+            return LazyGraph(sub, self.compile_fn, any(_is_symbolic(x) for x in inputs),
+                             self.eager_parts, example_inputs=inputs, options=self.options,
+                             origin=self.origin)
+        return split_at(self.gm, set(nodes), compiled_part)
 
 
 # torch.compile's modes as fusegrad options: fusegrad has nothing to autotune, and

@@ -161,6 +161,33 @@ def _concrete_sizes(placeholders: Sequence[Any], args: Sequence[Any]) -> Callabl
 
 
 @dataclass(frozen=True)
+class SizeOutput:
+    """An integer output of a graph captured for every size (a split graph's part
+    returns the sizes the next part takes): a size expression in dg's sizes, its value
+    computed from each call's inputs (`SymbolicInputs.size_values`)."""
+
+    size: Any  # abi.Dim
+
+
+def _constant_or_size(leaf: Any, sizes: Any) -> Any:
+    """An output leaf of a capture for every size as `Captured.out_template` keeps it: a
+    symbolic integer as its SizeOutput, another symbolic number as its constant value."""
+    from .symbolic import SYM_TYPES, NotExpressible, raw_expr
+
+    if not isinstance(leaf, SYM_TYPES):
+        return leaf
+    value = raw_expr(leaf)
+    if not value.is_number:  # a SymInt (capture_symbolic raised for the others)
+        try:
+            return SizeOutput(sizes.dim(leaf))
+        except NotExpressible as e:
+            raise CaptureError(f"the graph returns the integer {leaf}, which dg's sizes do "
+                               f"not express: {e}") from None
+    return (bool if isinstance(leaf, torch.SymBool) else float
+            if isinstance(leaf, torch.SymFloat) else int)(value)
+
+
+@dataclass(frozen=True)
 class SymbolicInputs:
     """How the inputs of a graph captured for every size (`capture_symbolic`) reach its
     dg function, whose dims are dg's sizes `s0`, `s1`, ...
@@ -183,6 +210,15 @@ class SymbolicInputs:
     # dg's sizes that are integer inputs of their own (no tensor's size: a position
     # offset) -> their position (lifted + user); each call passes their values as `sizes`
     scalars: dict[str, int] = field(default_factory=dict)
+    # the dg shapes of the tensor inputs (`tensors`)
+    shapes: tuple[tuple[Any, ...], ...] = ()
+
+    def size_values(self, inputs: Sequence[Any]) -> dict[str, int]:
+        """The values of dg's sizes in a call with `inputs` (lifted + user)."""
+        from ..runtime import abi
+
+        return abi.bind_sizes(self.shapes, [tuple(inputs[k].shape) for k in self.tensors],
+                              known={name: int(inputs[k]) for name, k in self.scalars.items()})
 
 
 @dataclass
@@ -249,14 +285,23 @@ class Captured:
             for view in self.output_views:
                 outputs[view.output] = view.of(users[view.base] if view.of_input
                                                else outputs[view.base])
-        return self.rebuild(outputs)
+        return self.rebuild(outputs, inputs)
 
-    def rebuild(self, tensors: Sequence[torch.Tensor]) -> Any:
-        """The user's output structure around the user tensor outputs."""
+    def rebuild(self, tensors: Sequence[torch.Tensor],
+                inputs: Sequence[Any] | None = None) -> Any:
+        """The user's output structure around the user tensor outputs; `inputs` (lifted
+        + user) give the values of integer outputs of symbolic size (`SizeOutput`)."""
         if self._tensor_tuple:
             return tuple(tensors)
         it = iter(tensors)
         leaves = [next(it) if leaf is TENSOR_LEAF else leaf for leaf in self.out_template]
+        if any(isinstance(leaf, SizeOutput) for leaf in leaves):
+            from ..runtime import abi
+
+            assert self.symbolic is not None and inputs is not None
+            sizes = self.symbolic.size_values(inputs)
+            leaves = [abi.eval_dim(leaf.size, sizes) if isinstance(leaf, SizeOutput) else leaf
+                      for leaf in leaves]
         return pytree.tree_unflatten(leaves, self.out_spec)
 
     def recorded(self, inputs: Sequence[torch.Tensor]) -> list[int]:
@@ -541,12 +586,9 @@ def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | N
     if sig.input_tokens or sig.output_tokens:
         raise _side_effect_error(traced)
     for leaf in wrapper.out_template:
-        if isinstance(leaf, SYM_TYPES) and not raw_expr(leaf).is_number:
+        if isinstance(leaf, (torch.SymFloat, torch.SymBool)) and not raw_expr(leaf).is_number:
             raise CaptureError(f"the graph returns the symbolic {type(leaf).__name__} {leaf}, "
                                "which a capture for every size does not return yet")
-    wrapper.out_template = tuple(
-        (bool if isinstance(x, torch.SymBool) else float if isinstance(x, torch.SymFloat)
-         else int)(raw_expr(x)) if isinstance(x, SYM_TYPES) else x for x in wrapper.out_template)
 
     state = dict(wrapper.named_parameters(remove_duplicate=False))
     state.update(wrapper.named_buffers(remove_duplicate=False))
@@ -573,6 +615,7 @@ def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | N
 
     vals = [n.meta.get("val") for n in aten_placeholders]
     sizes = SizeSymbols(vals)
+    wrapper.out_template = tuple(_constant_or_size(x, sizes) for x in wrapper.out_template)
     integers: dict[int, Any] = {}
     for k, (node, val) in enumerate(zip(aten_placeholders, vals)):
         if isinstance(val, torch.Tensor):
@@ -590,7 +633,9 @@ def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | N
         tensors=tuple(k for k, v in enumerate(vals) if isinstance(v, torch.Tensor)),
         integers=integers, symbols=sizes.names, hints=sizes.hints(),
         guards_added=tuple(str(g.expr) for g in shape_env.guards[guards_before:]),
-        scalars=sizes.scalars)
+        scalars=sizes.scalars,
+        shapes=tuple(tuple(sizes.dim(d) for d in v.shape) for v in vals
+                     if isinstance(v, torch.Tensor)))
     log.debug("captured graph for every size: %d lifted, %d user inputs (%d integers), sizes "
               "%s, %d mutated inputs, %d checks", len(lifted), len(where), len(integers),
               symbolic.symbols, len(mutated), len(checks))

@@ -115,12 +115,24 @@ class SizeSymbols:
                     if s not in self.to_dg:
                         self.to_dg[s] = abi.symbol(f"s{len(self.to_dg)}")
         self.scalars: dict[str, int] = {}
+        given: dict[sympy.Symbol, int] = {}  # Dynamo symbols integer inputs give
         for k, v in enumerate(values):
             expr = v.node.expr if isinstance(v, torch.SymInt) else None
-            if isinstance(expr, sympy.Symbol) and expr not in self.to_dg:
+            if not isinstance(expr, sympy.Symbol):
+                continue
+            given.setdefault(expr, k)
+            if expr not in self.to_dg:
                 self.to_dg[expr] = abi.symbol(f"s{len(self.to_dg)}")
                 self.scalars[str(self.to_dg[expr])] = k
         self.to_dynamo = {v: k for k, v in self.to_dg.items()}
+        # a size the shapes show only within expressions (a part of a split graph sees
+        # the tokens, batch * length) that an integer input gives: passed as well
+        shapes = [[self._dim_or_none(d) for d in v.shape] for v in values
+                  if isinstance(v, torch.Tensor)]
+        for name in self.unbound([[d for d in shape if d is not None] for shape in shapes]):
+            symbol = self.to_dynamo[abi.symbol(name)]
+            if symbol in given:
+                self.scalars[name] = given[symbol]
 
     @staticmethod
     def of(values: Iterable[Any]) -> "SizeSymbols | None":
@@ -166,6 +178,12 @@ class SizeSymbols:
         if e.is_Float or e.is_Rational:
             return float(e)
         return e
+
+    def _dim_or_none(self, d: Any) -> abi.Dim | None:
+        try:
+            return self.dim(d)
+        except NotExpressible:
+            return None
 
     def dim(self, d: Any) -> abi.Dim:
         """A tensor dim (an int or a SymInt) as a dg dim."""

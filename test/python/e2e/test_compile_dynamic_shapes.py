@@ -188,25 +188,45 @@ def test_data_dependent_sizes_stop_compiling_when_no_signature_is_reused(monkeyp
 
 
 def test_compile_history_says_why_a_dynamic_graph_compiles_per_shape():
-    """A graph the program for every size cannot serve yet (a topk of more than 16
-    along a dim of symbolic size) compiles per shape; `compile_history` shows each of
-    its programs and why."""
-    def top_rows(x):
-        return torch.topk(x, 20, dim=0).values * 2
+    """A graph the program for every size cannot serve yet (it returns a view of its
+    input whose offset is a symbolic size) compiles per shape; `compile_history` shows
+    each of its programs and why."""
+    def tail_rows(x):
+        return x[x.shape[0] // 2:], x * 2
 
     torch._dynamo.reset()
     from fusegrad.frontend import compile_history
     compile_history.clear()
-    cf = compiled(top_rows)
+    cf = compiled(tail_rows)
     for rows in (21, 22, 24):
         x = torch.randn(rows, 2)
-        torch.testing.assert_close(cf(x), top_rows(x))
+        for got, want in zip(cf(x), tail_rows(x)):
+            torch.testing.assert_close(got, want)
     history = fusegrad.compile_history()
     assert [r.kind for r in history] == ["static", "per shape", "per shape"]
     assert [r.serves[r.serves.index("L_x_"):] for r in history] == [
         "L_x_ (21, 2)", "L_x_ (22, 2)", "L_x_ (24, 2)"]
-    assert "every size" in history[1].note and "topk" in history[1].note
+    assert "every size" in history[1].note and "view" in history[1].note
     assert history[1].origin.reason.startswith("Dynamo recompiled: tensor 'x' size mismatch")
+
+
+def test_an_integer_of_symbolic_size_returned_is_computed_at_each_call():
+    """A size the graph returns as an integer (a split graph's part hands the next one
+    its sizes) comes from the inputs' shapes at each call: one program for every size."""
+    from fusegrad.frontend import compile_history
+
+    def scaled_with_count(x):
+        return x * 2, x.shape[0] * x.shape[1] + 1
+
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = compiled(scaled_with_count, dynamic=True)
+    for shape in ((3, 6), (5, 2), (4, 4)):
+        x = torch.randn(shape)
+        (got, count), (want, want_count) = cf(x), scaled_with_count(x)
+        torch.testing.assert_close(got, want)
+        assert count == want_count and type(count) is int
+    assert [r.kind for r in fusegrad.compile_history()] == ["for every size"]
 
 
 def test_a_sort_along_a_dim_of_symbolic_size_compiles_once():

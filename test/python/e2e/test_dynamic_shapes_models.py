@@ -7,12 +7,14 @@ greedy generation with a KV cache matches eager token for token."""
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
 
 import fusegrad
 from fusegrad.frontend import compile_history
+from fusegrad.frontend.backend import FusegradEagerOpWarning
 
 transformers = pytest.importorskip("transformers")
 
@@ -113,3 +115,38 @@ def test_generate_with_a_kv_cache_matches_eager(compiles):
     # program (the second generate compiles nothing)
     made = compiles()
     assert made.count(True) == 1 and made.count(False) <= 2, compile_history.compile_history()
+
+
+def test_a_mixture_of_experts_split_around_its_eager_op_compiles_once_for_every_size(compiles):
+    """Mixtral's experts run transformers' grouped product, a library operator that runs
+    eagerly: its graphs are split around it, and once the sequence length changes each
+    compiled part serves every length (the parts pass their sizes to each other as
+    integers, and a part sees the tokens only as batch * length); training matches eager."""
+    torch.manual_seed(0)
+    model = transformers.MixtralForCausalLM(transformers.MixtralConfig(
+        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+        intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=64, use_cache=False,
+        num_local_experts=4, num_experts_per_tok=2))
+    reference = copy.deepcopy(model)
+    compiled = fusegrad.compile(model)
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-3, eps=1e-4)
+                  for m in (model, reference)]
+    made = []
+    warnings.simplefilter("ignore", FusegradEagerOpWarning)  # the fixture restores filters
+    for step, length in enumerate((12, 17, 9)):
+        ids = torch.randint(0, VOCAB, (4, length), generator=torch.Generator().manual_seed(step))
+        losses = []
+        for fn, opt in zip((compiled, reference), optimizers):
+            opt.zero_grad()
+            loss = fn(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5)
+        made.append(compiles())
+    for (name_p, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=5e-5, msg=lambda m: f"{name_p}: {m}")
+    first, second, third = made
+    assert len(first) > 1 and not any(first), compile_history.compile_history()  # split
+    assert second[len(first):] == [True] * len(first), compile_history.compile_history()
+    assert third == second  # the third length compiled nothing

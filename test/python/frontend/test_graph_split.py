@@ -125,15 +125,52 @@ def test_dynamo_graph_break_trains_like_eager(compiled_parts):
 
 
 @pytest.mark.filterwarnings("ignore::fusegrad.frontend.backend.FusegradEagerOpWarning")
-def test_dynamic_shapes_split_per_shape(compiled_parts):
-    def fn(x):
-        s = torch.special.i0(x.exp())
-        return s.cumsum(-1) * x.shape[1]
-    cf = torch.compile(fn, backend="fusegrad", dynamic=True)
-    for n in (3, 5, 3):
-        x = torch.randn(2, n)
-        torch.testing.assert_close(cf(x), fn(x))
-    assert len(compiled_parts) == 4  # before and after the i0, for each of the two shapes
+def test_a_graph_of_symbolic_sizes_is_split_at_its_capture_and_its_parts_compile_once():
+    """Once Dynamo makes the sizes dynamic, the graph is split around its eager ops
+    when it is captured, and each compiled part compiles once for every size (a
+    mixture of experts whose grouped product runs eagerly compiled at every new
+    number of tokens); values and gradients match eager at each size."""
+    from fusegrad.frontend import compile_history
+
+    def cube_then_i0(x, w):
+        h = torch.tanh(x @ w)
+        c = torch.ops.fusegrad_test.scaled_cube(h, 2.0)  # a library's operator
+        y = torch.special.i0(c * h + 1)  # no dg mapping
+        return (y * h).sum() / x.shape[0]
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = fusegrad.compile(cube_then_i0, **OPTIONS)
+    torch.manual_seed(0)
+    for rows in (4, 5, 6, 9, 5, 7):
+        x, w = torch.randn(rows, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+        (want, want_grads), (got, got_grads) = run(cube_then_i0, cf, x, w)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        for g, e in zip(got_grads, want_grads):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    history = fusegrad.compile_history()
+    assert [r.kind for r in history] == ["static"] * 3 + ["for every size"] * 3, history
+
+
+@pytest.mark.filterwarnings("ignore::fusegrad.frontend.backend.FusegradEagerOpWarning")
+def test_a_part_of_static_sizes_compiles_once_as_it_is():
+    """A part whose inputs keep their sizes (a weight's product before the eager op)
+    compiles statically, once; the part of symbolic sizes after it, once for every
+    size."""
+    from fusegrad.frontend import compile_history
+
+    def fn(x, w):
+        h = torch.special.i0(torch.tanh(w @ w))  # sizes of w only
+        return (x @ h).exp().sum(0) * x.shape[0]
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = fusegrad.compile(fn, **OPTIONS)
+    w = torch.randn(4, 4)
+    for n in (3, 5, 9, 4):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(cf(x, w), fn(x, w))
+    # the first shape's two parts, then the part of w's sizes and the one of x's
+    assert [r.kind for r in fusegrad.compile_history()] == [
+        "static", "static", "static", "for every size"]
 
 
 @pytest.mark.filterwarnings("ignore::fusegrad.frontend.backend.FusegradEagerOpWarning")
