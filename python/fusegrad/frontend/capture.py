@@ -531,9 +531,10 @@ def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | N
 
     Raises CaptureError for what a capture for every size cannot serve yet: a number
     input the graph reads that dg cannot take as a size (a symbolic float or bool), an
-    output that is a view of symbolic geometry, a symbolic integer returned. An integer
-    input that is no tensor's size (a position offset) is a size of its own
-    (`symbolic.scalars`), passed at each call.
+    output that is a view of symbolic geometry, a symbolic float or bool returned. A
+    symbolic integer returned is a `SizeOutput`. An integer input that is no tensor's
+    size (a position offset), or that gives a size the tensors' shapes show only within
+    a product, is a size of its own (`symbolic.scalars`), passed at each call.
     """
     from torch._functorch.aot_autograd import aot_export_module
     from torch._guards import detect_fake_mode

@@ -258,6 +258,31 @@ def test_a_sort_along_a_dim_of_symbolic_size_compiles_once():
     assert [r.kind for r in fusegrad.compile_history()] == ["static", "for every size"]
 
 
+def test_a_topk_of_more_than_16_along_a_dim_of_symbolic_size_compiles_once():
+    """topk beyond 16 selection rounds along a dim whose size changes is a sort by rank,
+    sliced: values, indices (NaN largest) and the values' gradient match eager's."""
+    from fusegrad.frontend import compile_history
+
+    def top_rows(x):
+        return (torch.topk(x, 20, dim=0).values * 2,
+                torch.topk(x, 18, dim=0, largest=False).indices)
+
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = compiled(top_rows)
+    for rows in (21, 22, 24, 40):
+        x = torch.randn(rows, 3, dtype=torch.float64)
+        x[2, 1] = float("nan")
+        x.requires_grad_()
+        got, want = cf(x), top_rows(x)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
+        grad, = torch.autograd.grad(got[0].nan_to_num().sum(), x)
+        want_grad, = torch.autograd.grad(want[0].nan_to_num().sum(), x)
+        torch.testing.assert_close(grad, want_grad)
+    assert [r.kind for r in fusegrad.compile_history()] == ["static", "for every size"]
+
+
 def _narrow_at(x, pos: int):
     """Reads 4 rows at an integer offset (no tensor's size) and computes with it."""
     return (x.narrow(0, pos, 4) * 2 + pos).sin()

@@ -300,7 +300,7 @@ handles(aten.max.dim)(_value_and_index("argmax"))
 handles(aten.min.dim)(_value_and_index("argmin"))
 
 # topk unrolls one selection round per k: a mixture-of-experts router (k of 2-8 over
-# 8-256 experts) is a few reductions; a large k is a sort, which runs eagerly
+# 8-256 experts) is a few reductions; a larger k is a sort
 TOPK_MAX_K = 16
 
 
@@ -321,10 +321,13 @@ def _topk(em: Emit, x: ir.Value, k: int, dim: int = -1, largest: bool = True,
             raise Unsupported(f"topk of k={k} from a 0-d tensor")
         return [x, em.b.full(shape=(), dtype="i64", value=0.0)]
     d = norm_dim(dim, s.rank)
-    if is_size(s.shape[d]):  # k rounds over a dim of symbolic size (no sort: it needs n)
-        if not 1 <= k <= TOPK_MAX_K or not decided(em, k <= s.shape[d], "topk's k in range"):
+    if is_size(s.shape[d]):  # k rounds over a dim of symbolic size, or a sort by rank
+        if k < 1 or not decided(em, k <= s.shape[d], "topk's k in range"):
             raise Unsupported(f"topk with k={k} of {s.shape[d]} (compiled for 1 <= k <= "
-                              f"{TOPK_MAX_K} over a dim of symbolic size)")
+                              "the dim's size)")
+        if k > TOPK_MAX_K and s.dtype != "i1":
+            values, indices = _sort_by_rank(em, x, d, descending=largest)
+            return [slice_dim(em, v, d, 0, k) for v in (values, indices)]
     elif k > TOPK_MAX_K and k <= s.shape[d] <= SORT_MAX_N:
         values, indices = _sort(em, x, d, descending=largest)
         return [slice_dim(em, v, d, 0, k) for v in (values, indices)]
