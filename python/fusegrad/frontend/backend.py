@@ -474,6 +474,10 @@ class LazyGraph:
         """The graph captured for every size, or None (with the reason at INFO) where it
         compiles per shape instead (`capture_for_every_size`)."""
         assert self.options is not None
+        by_design = self._eager_by_design()
+        if by_design is not None and not self.floats and not runs_transforms(self.gm):
+            self.split = self._split(*by_design, symbolic=True)
+            return None
         self.symbolic_key = graph_cache.graph_key(self.gm, example_inputs, self.options,
                                                   for_every_size=True)
         self.symbolic_cached = graph_cache.load(self.symbolic_key, self.gm, self.options)
@@ -517,11 +521,9 @@ class LazyGraph:
         of symbolic geometry returned)."""
         if runs_transforms(self.gm):
             return "a torch.func transform inside the graph"
-        for nodes, reason in ((eager_higher_order_ops(self.gm, USER_BACKWARD), USER_BACKWARD),
-                              (eager_higher_order_ops(self.gm, CONTROL_FLOW), CONTROL_FLOW),
-                              (complex_ops(self.gm), "complex numbers")):
-            if nodes:
-                return f"{', '.join(sorted({op_name(n) for n in nodes}))} runs eagerly: {reason}"
+        by_design = self._eager_by_design()
+        if by_design is not None:
+            return f"{by_design[1].op} runs eagerly: {by_design[1].reason}"
         # the floats the graph reads by value are baked in (those Dynamo does not guard
         # are checked at each call: `_symbolic`)
         example_inputs = [x.item() if i in self.floats and isinstance(x, torch.Tensor)
@@ -587,13 +589,9 @@ class LazyGraph:
         """A callable of all of `args` for this signature; never raises for an op it cannot
         compile (that op, or failing that the graph, runs eagerly)."""
         whole = runs_transforms(self.gm)
-        for nodes, reason in ((eager_higher_order_ops(self.gm, USER_BACKWARD), USER_BACKWARD),
-                              (eager_higher_order_ops(self.gm, CONTROL_FLOW), CONTROL_FLOW),
-                              (complex_ops(self.gm), "complex numbers: dg has no complex dtypes")):
-            if nodes:
-                part = EagerPart(", ".join(sorted({op_name(n) for n in nodes})), reason,
-                                 describe_location(nodes[0]), tuple(n.name for n in nodes))
-                return self._unsplit(part) if whole else self._split(nodes, part)
+        by_design = self._eager_by_design()
+        if by_design is not None:
+            return self._unsplit(by_design[1]) if whole else self._split(*by_design)
         where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         fn = self.gm if len(where) == len(args) else _NumbersBakedIn(self.gm, args)
         start = time.perf_counter()
@@ -625,6 +623,18 @@ class LazyGraph:
         call = compiled if len(where) == len(args) else (
             lambda *a: compiled(*[a[i] for i in where]))
         return _returning_inputs(self.gm, call)
+
+    def _eager_by_design(self) -> tuple[list[torch.fx.Node], EagerPart] | None:
+        """The nodes that run eagerly whatever their ops (the user's own backward code,
+        control flow, complex numbers: `graph_split`), and the part they make; None if
+        there are none."""
+        for nodes, reason in ((eager_higher_order_ops(self.gm, USER_BACKWARD), USER_BACKWARD),
+                              (eager_higher_order_ops(self.gm, CONTROL_FLOW), CONTROL_FLOW),
+                              (complex_ops(self.gm), "complex numbers: dg has no complex dtypes")):
+            if nodes:
+                return nodes, EagerPart(", ".join(sorted({op_name(n) for n in nodes})), reason,
+                                        describe_location(nodes[0]), tuple(n.name for n in nodes))
+        return None
 
     def _unsplit(self, part: EagerPart) -> Callable[..., Any]:
         """The whole graph eagerly, for `part` inside a torch.func transform."""

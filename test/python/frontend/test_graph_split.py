@@ -151,6 +151,39 @@ def test_a_graph_of_symbolic_sizes_is_split_at_its_capture_and_its_parts_compile
     assert [r.kind for r in history] == ["static"] * 3 + ["for every size"] * 3, history
 
 
+class _ReverseGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+@pytest.mark.filterwarnings("ignore::fusegrad.frontend.backend.FusegradEagerOpWarning")
+def test_parts_that_run_eagerly_by_design_split_a_graph_of_symbolic_sizes_once():
+    """Complex numbers and an autograd.Function run eagerly whatever the sizes; in a
+    graph of symbolic sizes the parts between them compile once for every size."""
+    from fusegrad.frontend import compile_history
+
+    def fourier_reversed(x, w):
+        h = torch.tanh(x @ w)
+        s = torch.fft.fft(h, dim=-1).real
+        return (_ReverseGradient.apply(s * h).exp() * h).sum() / x.shape[0]
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = fusegrad.compile(fourier_reversed, **OPTIONS)
+    for rows in (3, 5, 7, 4):
+        x = torch.randn(rows, 8, dtype=torch.float64, requires_grad=True)
+        w = torch.randn(8, 8, dtype=torch.float64, requires_grad=True)
+        (want, want_grads), (got, got_grads) = run(fourier_reversed, cf, x, w)
+        torch.testing.assert_close(got, want)
+        for g, e in zip(got_grads, want_grads):
+            torch.testing.assert_close(g, e)
+    assert [r.kind for r in fusegrad.compile_history()] == ["static"] * 3 + ["for every size"] * 3
+
+
 @pytest.mark.filterwarnings("ignore::fusegrad.frontend.backend.FusegradEagerOpWarning")
 def test_a_part_of_static_sizes_compiles_once_as_it_is():
     """A part whose inputs keep their sizes (a weight's product before the eager op)
