@@ -195,10 +195,28 @@ class SizeSymbols:
             raise NotExpressible(f"size {d} is not an integer")
         if isinstance(e, int):
             return e
+        e = self._choices_decided(e)
+        if e.is_Integer:
+            return int(e)
         try:  # in the form the IR's text reads back (types compare as text)
             return abi.parse_dim(abi.format_dim(e))
         except ValueError as err:
             raise NotExpressible(str(err)) from None
+
+    def _choices_decided(self, e: Any) -> Any:
+        """`e` with each min / max of two sizes that the sizes' ranges or Dynamo's guards
+        decide replaced by the one it is: a QR's reduced size `Min(8, s0)`, known to be
+        `s0`, then broadcasts against `s0`."""
+        for choice in sorted(e.atoms(sympy.Min, sympy.Max), key=str):
+            if len(choice.args) != 2:
+                continue
+            a, b = choice.args
+            for kept, other in ((a, b), (b, a)):
+                if self.decide(kept <= other if isinstance(choice, sympy.Min)
+                               else kept >= other):
+                    e = e.xreplace({choice: kept})
+                    break
+        return e
 
     def decide(self, condition: Any) -> bool | None:
         """Whether a condition on sizes (in dg's symbols) holds: decided by sympy, else by
