@@ -536,12 +536,18 @@ class LazyGraph:
 
     def _symbolic(self, args: Sequence[Any]) -> Callable[..., Any] | None:
         """The program for every size (compiled at the first call), or None where this
-        call needs one of its own: a number baked in that Dynamo does not guard changed, or
-        the program did not compile (then no call uses it)."""
+        call needs one of its own: a number baked in that Dynamo does not guard changed, an
+        integer size of its own below 1, or the program did not compile (then no call
+        uses it)."""
         captured = self.symbolic
         assert captured is not None and captured.symbolic is not None
-        numbers = captured.symbolic.numbers
-        if any(args[i] != numbers[i] for i in captured.symbolic.unguarded):
+        symbolic = captured.symbolic
+        if any(args[i] != symbolic.numbers[i] for i in symbolic.unguarded):
+            return None
+        # dg's sizes are positive: an integer input that is a size of its own (an offset,
+        # a diagonal) below 1 gets a program with its value baked in
+        lifted = len(captured.lifted)
+        if any(args[symbolic.where[k - lifted]] < 1 for k in symbolic.scalars.values()):
             return None
         if self.symbolic_call is None:
             start = time.perf_counter()

@@ -283,6 +283,28 @@ def test_a_topk_of_more_than_16_along_a_dim_of_symbolic_size_compiles_once():
     assert [r.kind for r in fusegrad.compile_history()] == ["static", "for every size"]
 
 
+def test_an_integer_input_below_one_gets_a_program_of_its_own_value():
+    """dg's sizes are positive: an integer input that is a size of its own (a diagonal,
+    an offset) at 0 or below runs a program with its value baked in, not the program for
+    every size, whose reasoning assumes it positive (triu's diagonal at -1 gave wrong
+    values everywhere)."""
+    from fusegrad.frontend import compile_history
+
+    def upper(x, k: int):
+        return torch.triu(x, k) + k
+
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = compiled(upper, dynamic=True)
+    for k in (2, -1, 3, 0, -2, 4):
+        x = torch.randn(6, 5)
+        torch.testing.assert_close(cf(x, k), upper(x, k))
+    history = fusegrad.compile_history()
+    assert [r.kind for r in history] == ["for every size"] + ["per shape"] * 3, str(history)
+    assert [r.serves.split(", ")[-1] for r in history[1:]] == ["L_k_ = -1", "L_k_ = 0",
+                                                               "L_k_ = -2"]
+
+
 def _narrow_at(x, pos: int):
     """Reads 4 rows at an integer offset (no tensor's size) and computes with it."""
     return (x.narrow(0, pos, 4) * 2 + pos).sin()
