@@ -24,6 +24,9 @@ Added (decomposed before import):
   _trilinear (ours: bilinear)     einsum, so two matmuls
   elu, celu, softplus, mish (ours) PyTorch's, with the exponential of the branch `where`
                                   drops clamped (its 0 * inf made large inputs' gradient NaN)
+  index_fill (ours)               a select by a mask of the indexed positions (PyTorch's
+                                  copies the value per index: a repeated index doubled
+                                  the value's gradient)
 
 Corrected (PyTorch registers these decompositions as the op's Python autograd or
 CompositeImplicitAutograd kernel, which runs while tracing before any table is
@@ -257,6 +260,24 @@ def _diagonal_scatter(input: torch.Tensor, src: torch.Tensor, offset: int = 0, d
     return torch.where(on_diagonal, placed.to(input.dtype), moved).movedim((-2, -1), (dim1, dim2))
 
 
+def _index_fill(x: torch.Tensor, dim: int, index: torch.Tensor,
+                value: Any) -> torch.Tensor:
+    """A select by a mask of the indexed positions along `dim`. PyTorch's decomposition
+    copies the value over each index, so a repeated index added the value's gradient
+    again (5 indices, 3 of them distinct: 25 where eager counts each filled element once,
+    15)."""
+    rank = x.dim()
+    dim = dim % rank if rank else 0
+    size = x.shape[dim] if rank else 1
+    index = index.reshape(-1)
+    mask = torch.zeros(size, dtype=torch.bool, device=x.device).index_put(
+        (index,), torch.ones_like(index, dtype=torch.bool))
+    mask = mask.reshape([size if d == dim else 1 for d in range(rank)])
+    if not isinstance(value, torch.Tensor):
+        value = torch.scalar_tensor(value, dtype=x.dtype, device=x.device)
+    return torch.where(mask, value.to(x.dtype), x)
+
+
 def _new_zeros_with_same_feature_meta(x: torch.Tensor, other: torch.Tensor,
                                       self_num_batch_dims: int = 0) -> torch.Tensor:
     """Zeros of `other`'s shape behind `x`'s batch dims (forward-mode AD's tangents:
@@ -375,6 +396,8 @@ def _build() -> dict[torch._ops.OpOverload, Callable]:
     table[aten.addbmm.default] = _addbmm
     table[aten._trilinear.default] = _trilinear
     table[aten.diagonal_scatter.default] = _diagonal_scatter
+    table[aten.index_fill.int_Scalar] = _index_fill
+    table[aten.index_fill.int_Tensor] = _index_fill
     table[aten._new_zeros_with_same_feature_meta.default] = _new_zeros_with_same_feature_meta
     table[aten.elu.default] = _elu
     table[aten.celu.default] = _celu

@@ -346,6 +346,24 @@ def test_multilabel_margin_loss_stops_at_the_first_minus_one(reduction, batched)
     assert torch.autograd.gradcheck(compiled, (x.clone().requires_grad_(),))
 
 
+@pytest.mark.parametrize("dim", [1, -1, 0])
+def test_index_fill_counts_each_filled_element_once_in_the_value_gradient(dim):
+    """A repeated index fills its elements once: the value's gradient sums the gradient
+    over the filled elements (PyTorch's decomposition copied the value per index, and a
+    repeated index counted them again)."""
+    x = torch.randn(5, 5, dtype=torch.float64, requires_grad=True)
+    index = torch.tensor([0, 2, 2, 4, 0])
+    fill = lambda x, v: torch.index_fill(x, dim, index, v) * torch.arange(1.0, 6.0)
+    v = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    got = fusegrad.compile(fill, **OPTIONS)(x, v)
+    want = fill(x, v)
+    torch.testing.assert_close(got, want)
+    got_grads = torch.autograd.grad(got.sum(), (x, v))
+    want_grads = torch.autograd.grad(want.sum(), (x, v))
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w)
+
+
 @pytest.mark.parametrize("name", ["elu", "selu", "celu", "softplus", "mish"])
 def test_activation_gradients_of_large_inputs_are_finite(name):
     """The branch `where` drops still takes a zero cotangent: an exponential of a large
