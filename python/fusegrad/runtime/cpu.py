@@ -197,8 +197,9 @@ class CpuFunction:
     def __call__(self, *args: torch.Tensor, sizes: Mapping[str, int] | None = None,
                  ) -> list[torch.Tensor]:
         """Run the entry. `sizes`: values of symbolic sizes the inputs do not show (a
-        backward's, bound where its forward ran: `bind_sizes`)."""
-        if sizes is not None:
+        backward's, bound where its forward ran: `bind_sizes`); an entry of static sizes
+        takes none (the backward of a program whose only size is an integer input)."""
+        if sizes is not None and self.symbolic:
             return self.call(*args, sizes=sizes)
         return self.call(*args)
 

@@ -305,6 +305,23 @@ def test_an_integer_input_below_one_gets_a_program_of_its_own_value():
                                                                "L_k_ = -2"]
 
 
+def test_a_program_whose_only_size_is_an_integer_input_trains():
+    """Tensors of static shapes and one integer input made a size: the backward, whose
+    entry has no size, was called with the forward's sizes (a TypeError at backward)."""
+    def fill(x, m, v: int):
+        return x.masked_fill(m, v) * x
+
+    torch._dynamo.reset()
+    cf = compiled(fill, dynamic=True)
+    for v in (10, 3):
+        x = torch.tensor([1.5, -2.0], requires_grad=True)
+        m = torch.tensor([False, True])
+        got, want = cf(x, m, v), fill(x, m, v)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(torch.autograd.grad(got.sum(), x)[0],
+                                   torch.autograd.grad(want.sum(), x)[0])
+
+
 def _narrow_at(x, pos: int):
     """Reads 4 rows at an integer offset (no tensor's size) and computes with it."""
     return (x.narrow(0, pos, 4) * 2 + pos).sin()
