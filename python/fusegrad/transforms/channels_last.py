@@ -35,7 +35,7 @@ from mlir import ir
 from ..dialects.builder import Builder, spec
 from ..dialects.conv_nhwc import NCHW_TWIN, TWINS, twin_attrs
 from ..dialects.core import SIZES_SUFFIX, attrs_of, encode_attrs, is_pointwise, lookup
-from ..dialects.types import tensor_type
+from ..dialects.types import size_hints, tensor_type
 from .autodiff.common import NUM_OUTPUTS, forward_backward_pairs, func_name
 from ..passes import functions
 
@@ -91,7 +91,9 @@ def _is_seed(op: ir.Operation) -> bool:
     if math.prod(spec(weight).shape[2:]) == 1:
         return True
     activations = [v for v in (*op.operands, *op.results) if v != weight]
-    return max(spec(v).numel for v in activations) >= spec(weight).numel
+    hints = size_hints(op)  # symbolic sizes weigh at their hints
+    return max(spec(v).hinted(hints).numel for v in activations) >= \
+        spec(weight).hinted(hints).numel
 
 
 def _reshape_channel(shape_in: list[int], k: int, shape_out: list[int]) -> Optional[int]:

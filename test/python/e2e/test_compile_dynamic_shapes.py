@@ -322,6 +322,55 @@ def test_a_program_whose_only_size_is_an_integer_input_trains():
                                    torch.autograd.grad(want.sum(), x)[0])
 
 
+def test_a_cnn_at_changing_image_sizes_compiles_once_for_every_size():
+    """A strided convolution over symbolic spatial sizes: dg-channels-last weighs its
+    layouts at the size hints (comparing symbolic element counts raised, and every
+    shape compiled a program of its own); values and gradients match eager."""
+    from fusegrad.frontend import compile_history
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 4, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+        torch.nn.Linear(4, 2)).double()
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = compiled(model)
+    for shape in ((2, 3, 16, 16), (3, 3, 20, 18), (2, 3, 15, 17), (4, 3, 24, 24)):
+        x = torch.randn(shape, dtype=torch.float64)
+        got, want = cf(x), model(x)
+        torch.testing.assert_close(got, want)
+        params = list(model.parameters())
+        for g, w in zip(torch.autograd.grad(got.sum(), params),
+                        torch.autograd.grad(want.sum(), params)):
+            torch.testing.assert_close(g, w)
+    assert [r.kind for r in fusegrad.compile_history()] == ["static", "for every size"]
+
+
+@pytest.mark.parametrize("name, fn, shapes", [
+    ("glu", lambda x: torch.nn.functional.glu(x, 2), [(3, 6, 8), (4, 6, 10), (2, 5, 12)]),
+    ("unfold", lambda x: x.unfold(0, 3, 1) * 2, [(10,), (13,), (7,)]),
+    ("max_pool2d", lambda x: torch.nn.functional.max_pool2d(x, 3, 2),
+     [(1, 2, 9, 9), (2, 2, 11, 12), (1, 2, 7, 10)]),
+])
+def test_cotangents_of_slices_of_symbolic_size_sum(name, fn, shapes):
+    """The cotangents of slices of one tensor (glu's halves, unfold's windows) are zero
+    pads of symbolic sizes: merged where their order is decided, else added (comparing
+    the pads raised, and the graph compiled per shape)."""
+    from fusegrad.frontend import compile_history
+
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = compiled(fn, dynamic=True)
+    for shape in shapes:
+        x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+        got, want = cf(x), fn(x)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(torch.autograd.grad(got.sum(), x)[0],
+                                   torch.autograd.grad(want.sum(), x)[0])
+    assert {r.kind for r in fusegrad.compile_history()} == {"for every size"}
+
+
 def _narrow_at(x, pos: int):
     """Reads 4 rows at an integer offset (no tensor's size) and computes with it."""
     return (x.narrow(0, pos, 4) * 2 + pos).sin()

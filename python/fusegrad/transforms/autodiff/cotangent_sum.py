@@ -19,7 +19,7 @@ from typing import Sequence
 from mlir import ir
 
 from ...dialects.builder import Builder, erase_if_unused, spec
-from ...dialects.core import attrs_of
+from ...dialects.core import attrs_of, equal, holds
 
 
 def _zero_pad(v: ir.Value) -> dict | None:
@@ -44,16 +44,20 @@ def _merge(b: Builder, x: ir.Value, y: ir.Value, overlap: bool) -> ir.Value | No
     if len(differ) != 1:
         return None
     (d,) = differ
-    if px["low"][d] > py["low"][d]:
+    later = holds(px["low"][d] > py["low"][d])
+    if later is None:  # symbolic pads in an order only the sizes' values decide
+        return None
+    if later:
         x, y, px, py = y, x, py, px
     a, c = x.owner.operation.operands[0], y.owner.operation.operands[0]
     n_a, n_c = spec(a).shape[d], spec(c).shape[d]
     size = spec(x).shape[d]
     on_lattice = False
-    if px["interior"][d] == py["interior"][d] == 0 and size - px["high"][d] == py["low"][d]:
+    if px["interior"][d] == py["interior"][d] == 0 and \
+            holds(equal(size - px["high"][d], py["low"][d])):
         inner = b.concatenate(a, c, dim=d)  # [a; c]
-    elif px["interior"][d] == py["interior"][d] == 1 and py["low"][d] == px["low"][d] + 1 \
-            and n_a == n_c:
+    elif px["interior"][d] == py["interior"][d] == 1 and \
+            holds(equal(py["low"][d], px["low"][d] + 1)) and holds(equal(n_a, n_c)):
         shape = list(spec(a).shape)
         column = shape[:d + 1] + [1] + shape[d + 1:]
         pairs = b.concatenate(b.reshape(a, shape=column), b.reshape(c, shape=column), dim=d + 1)
@@ -79,9 +83,12 @@ def _overlapping(b: Builder, a: ir.Value, c: ir.Value, d: int, shift: int,
                  step: int) -> ir.Value | None:
     """On the lattice of dim d (every `step`-th element), `a` from position 0 and `c`
     from position shift / step, when that is a whole number of steps and the two blocks
-    touch or overlap: [only a; a + c; only c] (or a with c added inside it)."""
-    m, rest = divmod(shift, step)
+    touch or overlap: [only a; a + c; only c] (or a with c added inside it). Static
+    sizes only."""
     n_a, n_c = spec(a).shape[d], spec(c).shape[d]
+    if not all(isinstance(n, int) for n in (shift, step, n_a, n_c)):
+        return None
+    m, rest = divmod(shift, step)
     if rest or m > n_a:
         return None
     end = min(n_a, m + n_c)
