@@ -439,10 +439,12 @@ class LazyGraph:
             return self.split(*args)
         if self.floats:
             args = tuple(a.item() if i in self.floats else a for i, a in enumerate(args))
+        reason = ""
         if self.symbolic is not None:
             call = self._symbolic(args)
-            if call is not None:
+            if not isinstance(call, str):
                 return call(*args)
+            reason = call
         key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor)
                     else (type(a).__name__, a) for a in args)
         variant = self.variants.get(key)
@@ -466,7 +468,7 @@ class LazyGraph:
                 return self.gm(*args)
             log.info("compiling a graph for the inputs %s (shapes, integer and float values)",
                      [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args])
-            variant = self.variants[key] = self._compile(args)
+            variant = self.variants[key] = self._compile(args, reason)
             self.float_values.add(values)
         return variant(*args)
 
@@ -534,21 +536,26 @@ class LazyGraph:
         except Exception as e:  # noqa: BLE001 - any reason means: per shape, as before
             return f"{type(e).__name__}: {e}"
 
-    def _symbolic(self, args: Sequence[Any]) -> Callable[..., Any] | None:
-        """The program for every size (compiled at the first call), or None where this
-        call needs one of its own: a number baked in that Dynamo does not guard changed, an
-        integer size of its own below 1, or the program did not compile (then no call
-        uses it)."""
+    def _symbolic(self, args: Sequence[Any]) -> Callable[..., Any] | str:
+        """The program for every size (compiled at the first call), or why this call needs
+        one of its own: a number baked in that Dynamo does not guard changed, an integer
+        size of its own below 1, or the program did not compile (then no call uses it)."""
         captured = self.symbolic
         assert captured is not None and captured.symbolic is not None
         symbolic = captured.symbolic
-        if any(args[i] != symbolic.numbers[i] for i in symbolic.unguarded):
-            return None
+        names = [n.target for n in self.gm.graph.nodes if n.op == "placeholder"]
+        changed = [names[i] for i in symbolic.unguarded if args[i] != symbolic.numbers[i]]
+        if changed:
+            return f"{', '.join(changed)} changed from the value(s) the program for every " \
+                   "size has baked in"
         # dg's sizes are positive: an integer input that is a size of its own (an offset,
         # a diagonal) below 1 gets a program with its value baked in
         lifted = len(captured.lifted)
-        if any(args[symbolic.where[k - lifted]] < 1 for k in symbolic.scalars.values()):
-            return None
+        below = [names[symbolic.where[k - lifted]] for k in symbolic.scalars.values()
+                 if args[symbolic.where[k - lifted]] < 1]
+        if below:
+            return f"{', '.join(below)} below 1, which the program for every size takes " \
+                   "as a (positive) size"
         if self.symbolic_call is None:
             start = time.perf_counter()
             inputs = [*captured.lifted, *(args[i] for i in captured.symbolic.where)]
@@ -565,7 +572,7 @@ class LazyGraph:
                 self.per_shape_reason = f"the program for every size did not compile: " \
                                         f"{type(e).__name__}: {e}"
                 self.symbolic = None
-                return None
+                return self.per_shape_reason
             finally:
                 self.symbolic_program = None
             graph.enables_grad = self.enables_grad
@@ -591,9 +598,10 @@ class LazyGraph:
             "A size that depends on the data (x[mask], nonzero) changes at every call: "
             "compute at a fixed size instead (torch.where, a masked sum) to compile once"))
 
-    def _compile(self, args: Sequence[Any]) -> Callable[..., Any]:
+    def _compile(self, args: Sequence[Any], reason: str = "") -> Callable[..., Any]:
         """A callable of all of `args` for this signature; never raises for an op it cannot
-        compile (that op, or failing that the graph, runs eagerly)."""
+        compile (that op, or failing that the graph, runs eagerly). `reason`: why the
+        program for every size does not serve this call."""
         whole = runs_transforms(self.gm)
         by_design = self._eager_by_design()
         if by_design is not None:
@@ -625,7 +633,7 @@ class LazyGraph:
             compiled.program.label if isinstance(compiled, CompiledGraph) else "eager",
             self.origin, "per shape" if self.dynamic else "static",
             compile_history.shapes(self.gm, args), start,
-            self.per_shape_reason if self.dynamic else "")
+            (reason or self.per_shape_reason) if self.dynamic else "")
         call = compiled if len(where) == len(args) else (
             lambda *a: compiled(*[a[i] for i in where]))
         return _returning_inputs(self.gm, call)

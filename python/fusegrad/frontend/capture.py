@@ -18,6 +18,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import sympy
 import torch
 import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
@@ -473,11 +474,18 @@ def _number_input(node: torch.fx.Node, given: Any) -> tuple[Any, bool] | None:
     number (the backend reads unspecialized floats so), a 0-d tensor read only by
     `.item()` (its value is the item's when a guard pins it, else the caller's tensor's),
     a placeholder whose example value is a plain number. An integer input (a SymInt
-    example value) stays an input whatever the caller passes: it is a size."""
+    example value) stays an input whatever the caller passes: it is a size; but dg's
+    sizes are positive, so one that was below 1 when Dynamo traced (a past length of 0)
+    is baked in, unpinned (a call with another value needs a program of its own)."""
     from .symbolic import SYM_TYPES, raw_expr
     value = node.meta.get("example_value")
     if isinstance(value, (bool, int, float)):
         return value, True
+    if isinstance(value, torch.SymInt):
+        hint = value.node.hint
+        if isinstance(value.node.expr, sympy.Symbol) and hint is not None and int(hint) < 1:
+            return int(hint), False
+        return None
     if not isinstance(value, torch.Tensor):
         return None
     if isinstance(given, (bool, int, float)) and value.dim() == 0:

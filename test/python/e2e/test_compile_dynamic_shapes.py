@@ -303,6 +303,7 @@ def test_an_integer_input_below_one_gets_a_program_of_its_own_value():
     assert [r.kind for r in history] == ["for every size"] + ["per shape"] * 3, str(history)
     assert [r.serves.split(", ")[-1] for r in history[1:]] == ["L_k_ = -1", "L_k_ = 0",
                                                                "L_k_ = -2"]
+    assert "L_k_ below 1" in history[1].note
 
 
 def test_a_program_whose_only_size_is_an_integer_input_trains():
