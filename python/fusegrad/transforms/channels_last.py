@@ -34,7 +34,8 @@ from mlir import ir
 
 from ..dialects.builder import Builder, spec
 from ..dialects.conv_nhwc import NCHW_TWIN, TWINS, twin_attrs
-from ..dialects.core import SIZES_SUFFIX, attrs_of, encode_attrs, is_pointwise, lookup
+from ..dialects.core import (SIZES_SUFFIX, attrs_of, encode_attrs, equal, holds,
+                             is_pointwise, lookup)
 from ..dialects.types import size_hints, tensor_type
 from .autodiff.common import NUM_OUTPUTS, forward_backward_pairs, func_name
 from ..passes import functions
@@ -105,10 +106,10 @@ def _reshape_channel(shape_in: list[int], k: int, shape_out: list[int]) -> Optio
         before *= s
     prod = 1
     for j, s in enumerate(shape_out):
-        if prod == before and s == shape_in[k]:
+        if holds(equal(prod, before)) and holds(equal(s, shape_in[k])):
             return j
         prod *= s
-        if prod > before:
+        if holds(prod > before) is not False:  # past it, or only the sizes' values say
             return None
     return None
 

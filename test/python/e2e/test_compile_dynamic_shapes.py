@@ -348,6 +348,22 @@ def test_a_cnn_at_changing_image_sizes_compiles_once_for_every_size():
     assert [r.kind for r in fusegrad.compile_history()] == ["static", "for every size"]
 
 
+def test_a_reshape_next_to_a_channels_last_convolution_at_symbolic_sizes():
+    """dg-channels-last follows the channel dim through reshapes: sizes it cannot order
+    (a 1x1x1 3-d convolution's reshapes at symbolic batch and channels) keep the layout
+    there instead of raising (the graph compiled per shape)."""
+    from fusegrad.frontend import compile_history
+
+    conv = lambda x, w, b: torch.nn.functional.conv3d(x, w, b, padding="same")
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = compiled(conv, dynamic=True)
+    for n in (2, 3, 5):
+        args = [torch.randn(n, n, 4, 4, 4), torch.randn(n, n, 1, 1, 1), torch.randn(n)]
+        torch.testing.assert_close(cf(*args), conv(*args))
+    assert [r.kind for r in fusegrad.compile_history()] == ["for every size"]
+
+
 @pytest.mark.parametrize("name, fn, shapes", [
     ("glu", lambda x: torch.nn.functional.glu(x, 2), [(3, 6, 8), (4, 6, 10), (2, 5, 12)]),
     ("unfold", lambda x: x.unfold(0, 3, 1) * 2, [(10,), (13,), (7,)]),
