@@ -495,15 +495,16 @@ class LazyGraph:
         return captured
 
     def _import_symbolic(self, captured: Captured) -> Captured | str | None:
-        """`captured`, imported into `symbolic_program`; or None where an op of it runs
-        eagerly and the graph is split around it here (`split`), or why it compiles per
-        shape instead."""
+        """`captured`, imported into `symbolic_program`; or None where an op of it has no
+        mapping (it runs eagerly) and the graph is split around it here (`split`), or why
+        it compiles per shape instead (an op whose mapping refuses these sizes or
+        arguments compiles per shape, as it may at static sizes)."""
         start = time.perf_counter()
         try:
             program = Program.from_graph(captured.gm, self.options)
         except UnsupportedOp as e:
             node = origin(self.gm, e)
-            if node is None:
+            if node is None or e.mapped:  # (a mapping that needs static sizes compiles so)
                 return f"{type(e).__name__}: {e}"
             if self.floats:
                 return f"{e.op_name} runs eagerly in a graph that reads a float by value"

@@ -76,14 +76,16 @@ class UnsupportedOp(Exception):
     """An FX node fusegrad cannot import; it runs eagerly (`graph_split`).
 
     `node` is the ATen node to blame, when there is one: its `from_node`
-    provenance leads back to the user's graph."""
+    provenance leads back to the user's graph. `mapped`: the op has a mapping, which
+    refused these arguments or sizes (at static sizes it may compile)."""
 
     def __init__(self, op_name: str, reason: str, where: str = "",
-                 node: torch.fx.Node | None = None) -> None:
+                 node: torch.fx.Node | None = None, mapped: bool = False) -> None:
         self.op_name = op_name
         self.reason = reason
         self.where = where
         self.node = node
+        self.mapped = mapped
         at = f" at {where}" if where else ""
         super().__init__(f"fusegrad cannot compile '{op_name}'{at}: {reason}")
 
@@ -218,8 +220,8 @@ class _GraphImporter:
         self.sizes = SizeSymbols.of(n.meta.get("val") for n in gm.graph.nodes
                                     if n.op == "placeholder")
 
-    def unsupported(self, node: torch.fx.Node, reason: str) -> UnsupportedOp:
-        return UnsupportedOp(str(node.target), reason, describe_location(node), node)
+    def unsupported(self, node: torch.fx.Node, reason: str, mapped: bool = True) -> UnsupportedOp:
+        return UnsupportedOp(str(node.target), reason, describe_location(node), node, mapped)
 
     def next_seed(self, b: Builder) -> ir.Value:
         """A distinct 0-d i64 seed per random op: the input seed plus a counter."""
@@ -399,7 +401,7 @@ class _GraphImporter:
                 return
             handler = aten_ops.HANDLERS.get(node.target)
             if handler is None:
-                raise self.unsupported(node, _no_mapping(node.target))
+                raise self.unsupported(node, _no_mapping(node.target), mapped=False)
             specs = meta_specs(node, self.sizes)
             if any(s is None for s in specs) and not isinstance(node.meta.get("val"), (tuple, list)):
                 raise self.unsupported(node, "it produces a non-tensor (data-dependent) value")
