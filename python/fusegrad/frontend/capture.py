@@ -52,29 +52,43 @@ class OutputView:
     """A user tensor output that eager returns as a view: of user input `base`
     (`of_input`) or of the earlier user output `base`. The program computes a copy;
     the caller gets the view, so that writing into it reaches the base as in eager (a
-    returned slice of a cache buffer, `x.view(-1)`), as AOTAutograd's views do."""
+    returned slice of a cache buffer, `x.view(-1)`), as AOTAutograd's views do. In a
+    capture for every size the geometry may be dg size expressions (`symbolic`),
+    evaluated at each call's sizes."""
 
     output: int
     base: int
     of_input: bool
-    size: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int  # storage offset from the base's
+    size: tuple[Any, ...]
+    stride: tuple[Any, ...]
+    offset: Any  # storage offset from the base's
 
-    def of(self, base: torch.Tensor) -> torch.Tensor:
-        return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset)
+    @property
+    def symbolic(self) -> bool:
+        return not all(isinstance(n, int) for n in (*self.size, *self.stride, self.offset))
+
+    def of(self, base: torch.Tensor, sizes: dict[str, int] | None = None) -> torch.Tensor:
+        """The view of `base`; `sizes`: the values of the dg sizes its geometry uses."""
+        if sizes is None:
+            return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset)
+        from ..runtime import abi
+
+        size, stride = ([abi.eval_dim(n, sizes) for n in dims] for dims in (self.size,
+                                                                              self.stride))
+        return base.as_strided(size, stride,
+                               base.storage_offset() + abi.eval_dim(self.offset, sizes))
 
 
 def _output_views(fn: Any, example_inputs: Sequence[torch.Tensor], *,
-                  symbolic: bool = False) -> tuple[OutputView, ...]:
+                  sizes: Any = None) -> tuple[OutputView, ...]:
     """The outputs of Dynamo graph `fn` that are views, read off its example values (fake
     tensors sharing a storage): of a placeholder, or of an earlier output that owns a
     fresh contiguous storage (what the compiled program returns for it). A dynamic
     graph's views have symbolic geometry: it is evaluated at this signature's sizes (the
     symbols bound by the placeholders' sizes, strides and integer values); a view whose
-    geometry does not come out as integers stays a copy. `symbolic` (one capture for
-    every size, `capture_symbolic`): a view of static geometry is kept, one of symbolic
-    geometry raises CaptureError (an `OutputView` holds integers)."""
+    geometry does not come out as integers stays a copy. `sizes` (the `SizeSymbols` of
+    one capture for every size, `capture_symbolic`): the geometry is kept in dg's sizes,
+    and one they cannot express raises CaptureError."""
     from torch.multiprocessing.reductions import StorageWeakRef
 
     graph, where = fn, None
@@ -92,7 +106,7 @@ def _output_views(fn: Any, example_inputs: Sequence[torch.Tensor], *,
     args: list[Any] = list(example_inputs) if where is None else list(fn.numbers)
     for i, x in zip(where or (), example_inputs):
         args[i] = x
-    concrete = _static_size if symbolic else _concrete_sizes(placeholders, args)
+    concrete = _in_sizes(sizes) if sizes is not None else _concrete_sizes(placeholders, args)
     user_position = {i: k for k, i in enumerate(where if where is not None else range(len(args)))}
 
     def storage(t: torch.Tensor) -> Any:
@@ -119,21 +133,25 @@ def _output_views(fn: Any, example_inputs: Sequence[torch.Tensor], *,
         size, stride = [concrete(n) for n in t.shape], [concrete(n) for n in t.stride()]
         if None not in (offset, *size, *stride):
             views.append(OutputView(k, base, of_input, tuple(size), tuple(stride), offset))
-        elif symbolic:
+        elif sizes is not None:
             raise CaptureError(
                 f"output {k} is a view of {'input' if of_input else 'output'} {base} with "
-                f"symbolic geometry (size {tuple(t.shape)}, stride {tuple(t.stride())}), "
-                "which a capture for every size does not return as a view yet; capture it "
-                "per signature (capture())")
+                f"geometry (size {tuple(t.shape)}, stride {tuple(t.stride())}) that dg's "
+                "sizes do not express; capture it per signature (capture())")
     return tuple(views)
 
 
-def _static_size(n: Any) -> int | None:
-    """A size of a symbolic capture's example values as an int, None where it is symbolic."""
-    if not isinstance(n, torch.SymInt):
-        return int(n)
-    expr = n.node.expr
-    return int(expr) if expr.is_Integer else None
+def _in_sizes(sizes: Any) -> Callable[[Any], Any]:
+    """A size of a symbolic capture's example values in dg's sizes (`SizeSymbols.dim`),
+    None where they cannot express it."""
+    from .symbolic import NotExpressible
+
+    def dim(n: Any) -> Any:
+        try:
+            return sizes.dim(n)
+        except NotExpressible:
+            return None
+    return dim
 
 
 def _concrete_sizes(placeholders: Sequence[Any], args: Sequence[Any]) -> Callable[[Any], int | None]:
@@ -283,9 +301,11 @@ class Captured:
         if self.output_views:
             outputs = list(outputs)
             users = inputs[len(self.lifted):]
+            sizes = self.symbolic.size_values(inputs) if any(
+                view.symbolic for view in self.output_views) else None
             for view in self.output_views:
                 outputs[view.output] = view.of(users[view.base] if view.of_input
-                                               else outputs[view.base])
+                                               else outputs[view.base], sizes)
         return self.rebuild(outputs, inputs)
 
     def rebuild(self, tensors: Sequence[torch.Tensor],
@@ -539,8 +559,9 @@ def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | N
 
     Raises CaptureError for what a capture for every size cannot serve yet: a number
     input the graph reads that dg cannot take as a size (a symbolic float or bool), an
-    output that is a view of symbolic geometry, a symbolic float or bool returned. A
-    symbolic integer returned is a `SizeOutput`. An integer input that is no tensor's
+    output that is a view of geometry dg's sizes cannot express, a symbolic float or
+    bool returned. A symbolic integer returned is a `SizeOutput`; a view returned keeps
+    its geometry in dg's sizes (`OutputView`). An integer input that is no tensor's
     size (a position offset), or that gives a size the tensors' shapes show only within
     a product, is a size of its own (`symbolic.scalars`), passed at each call.
     """
@@ -620,10 +641,10 @@ def capture_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any] | N
     grad_mutations = _grad_mutations(dynamo_inputs, mutated)
     statistics = _running_statistics(dynamo_inputs, len(lifted) + len(where))
     checks = _checks_as_outputs(traced) if checks_as_outputs else ()
-    views = _output_views(source, traced_inputs, symbolic=True)
 
     vals = [n.meta.get("val") for n in aten_placeholders]
     sizes = SizeSymbols(vals)
+    views = _output_views(source, traced_inputs, sizes=sizes)
     wrapper.out_template = tuple(_constant_or_size(x, sizes) for x in wrapper.out_template)
     integers: dict[int, Any] = {}
     for k, (node, val) in enumerate(zip(aten_placeholders, vals)):

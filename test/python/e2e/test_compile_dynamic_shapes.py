@@ -188,26 +188,48 @@ def test_data_dependent_sizes_stop_compiling_when_no_signature_is_reused(monkeyp
 
 
 def test_compile_history_says_why_a_dynamic_graph_compiles_per_shape():
-    """A graph the program for every size cannot serve yet (it returns a view of its
-    input whose offset is a symbolic size) compiles per shape; `compile_history` shows
-    each of its programs and why."""
-    def tail_rows(x):
-        return x[x.shape[0] // 2:], x * 2
+    """A graph the program for every size cannot serve yet (a torch.func transform inside
+    it) compiles per shape; `compile_history` shows each of its programs and why."""
+    def slope(x):
+        return torch.func.grad(lambda y: y.sin().sum())(x) * 2
 
     torch._dynamo.reset()
     from fusegrad.frontend import compile_history
     compile_history.clear()
-    cf = compiled(tail_rows)
+    cf = compiled(slope)
     for rows in (21, 22, 24):
         x = torch.randn(rows, 2)
-        for got, want in zip(cf(x), tail_rows(x)):
-            torch.testing.assert_close(got, want)
+        torch.testing.assert_close(cf(x), slope(x))
     history = fusegrad.compile_history()
     assert [r.kind for r in history] == ["static", "per shape", "per shape"]
     assert [r.serves[r.serves.index("L_x_"):] for r in history] == [
         "L_x_ (21, 2)", "L_x_ (22, 2)", "L_x_ (24, 2)"]
-    assert "every size" in history[1].note and "view" in history[1].note
+    assert "every size" in history[1].note and "torch.func transform" in history[1].note
     assert history[1].origin.reason.startswith("Dynamo recompiled: tensor 'x' size mismatch")
+
+
+def test_views_of_symbolic_geometry_are_returned_as_views():
+    """Outputs that eager returns as views of an input (a slice from a size-dependent
+    row, a flattening, a transpose's slice) are views at every size, their geometry in
+    the program's sizes: writing into one reaches the input, as in eager."""
+    from fusegrad.frontend import compile_history
+
+    def views(x):
+        return x[x.shape[0] // 2:], x * 2, x.view(-1), x.t()[1:]
+
+    torch._dynamo.reset()
+    compile_history.clear()
+    cf = compiled(views)
+    for rows in (21, 22, 24, 7):
+        x = torch.randn(rows, 3)
+        got, want = cf(x), views(x)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+            assert g.stride() == w.stride()
+        got[0].mul_(0)
+        assert (x[rows // 2:] == 0).all()
+        assert got[2].data_ptr() == x.data_ptr() and got[3].data_ptr() == x.data_ptr() + 4
+    assert [r.kind for r in fusegrad.compile_history()] == ["static", "for every size"]
 
 
 def test_an_integer_of_symbolic_size_returned_is_computed_at_each_call():

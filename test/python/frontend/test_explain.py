@@ -135,9 +135,9 @@ def test_dynamic_names_each_graphs_sizes_or_why_it_compiles_per_shape():
     (graph,) = report.graphs
     assert graph.dynamic_sizes == {"s0": "L_x_ dim 0", "s1": "L_n_"}
 
-    def returns_view(x):  # what a program for every size does not serve yet
-        return x[x.shape[0] // 2:], x * 2
-    report = fusegrad.explain(returns_view, torch.randn(3), dynamic=True)
+    def slope(x):  # what a program for every size does not serve yet
+        return torch.func.grad(lambda y: y.sin().sum())(x) * 2
+    report = fusegrad.explain(slope, torch.randn(3), dynamic=True)
     (graph,) = report.graphs
-    assert not graph.dynamic_sizes and "symbolic geometry" in graph.per_shape
+    assert not graph.dynamic_sizes and "torch.func transform" in graph.per_shape
     assert "compiles per shape: " in str(report)

@@ -197,13 +197,19 @@ def test_an_integer_input_that_is_no_size_is_a_size_of_its_own():
     assert size_hints(module.body.operations[0]) == {"s0": 3, "s1": 6, "s2": 4}
 
 
-def test_unsupported_cases():
-    """What a capture for every size does not serve yet fails clearly: an output that is
-    a view of symbolic geometry."""
+def test_a_view_of_symbolic_geometry_keeps_it_in_dg_sizes():
+    """An output that is a view of an input records its size, stride and offset as dg
+    size expressions, evaluated at each call: the caller gets a view at every size."""
     backend = SymbolicBackend()
-    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed,
-                       match="view of input .* symbolic geometry"):
-        compiled(lambda x: x[:, 1:], backend)(torch.randn(3, 6))
+    fn = compiled(lambda x: x[:, 1:], backend)
+    for rows, cols in ((3, 6), (5, 4)):
+        x = torch.randn(rows, cols)
+        got = fn(x)
+        torch.testing.assert_close(got, x[:, 1:])
+        assert got.data_ptr() == x.data_ptr() + 4 and got.stride() == (cols, 1)
+    (captured, _), = backend.graphs
+    (view,) = captured.output_views
+    assert view.symbolic and [str(d) for d in view.size] == ["s0", "s1 - 1"]
 
 
 def test_numbers_baked_in():
