@@ -26,3 +26,13 @@ func.func @shown(%x: tensor<?x3xf32, "s0">) -> tensor<?x3xf32, "s0"> {
   %0 = "dg.exp"(%x) : (tensor<?x3xf32, "s0">) -> tensor<?x3xf32, "s0">
   return %0 : tensor<?x3xf32, "s0">
 }
+
+// A size an argument gives as `k*s + c` (an embedding bag's offsets, one more than
+// its bags) is solved from that dim: no argument for it.
+// CHECK-LABEL: func.func @solved
+// CHECK-SAME: (%{{.*}}: tensor<?x3xf32, "s0 - 1">) -> tensor<?x3xf32, "s0">
+// CHECK-NOT: dg.size_arguments
+func.func @solved(%x: tensor<?x3xf32, "s0 - 1">) -> tensor<?x3xf32, "s0"> {
+  %0 = "dg.pad"(%x) {low = array<i64: 0, 0>, high = array<i64: 1, 0>, interior = array<i64: 0, 0>, value = 0.0 : f64} : (tensor<?x3xf32, "s0 - 1">) -> tensor<?x3xf32, "s0">
+  return %0 : tensor<?x3xf32, "s0">
+}

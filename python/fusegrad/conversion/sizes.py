@@ -3,8 +3,9 @@
 dg types name each `?` dim's size (`tensor<?x128xf32, "s0">`); linalg and tensor ops
 need them as `index` values. `function_sizes(fn)` binds each symbol of a function once,
 at the top of its entry block: from `tensor.dim` of an argument with the plain symbol as
-a dim, or from an `index` argument the function takes for it (`dg-size-arguments`
-appends those for symbols no argument shows). `size_value(d)` then gives any size
+a dim, or solved from a dim `k*s + c` of it (`_solved`, as the runtime's
+`abi.bind_sizes` binds sizes), or from an `index` argument the function takes for it
+(`dg-size-arguments` appends those for symbols no argument shows). `size_value(d)` then gives any size
 expression as a value, built once per function from the bound symbols with arith ops.
 """
 from __future__ import annotations
@@ -44,13 +45,17 @@ class FunctionSizes:
             if SIZE_ARGUMENTS_ATTR in fn.attributes else []
         for name, arg in zip(named, args[len(args) - len(named):]):
             self.values[abi.symbol(ir.StringAttr(name).value)] = arg
-        for arg in args:
-            if not isinstance(arg.type, ir.RankedTensorType) or arg.type.has_static_shape:
-                continue
-            for k, d in enumerate(TensorSpec.from_mlir(arg.type).shape):
-                if abi.is_symbolic(d) and d.is_Symbol and d not in self.values:
-                    with self._at_top():
-                        self.values[d] = tensor.DimOp(arg, self._constant(k)).result
+        dims = _symbolic_dims(fn)
+        for arg, k, d in dims:
+            if d.is_Symbol and d not in self.values:
+                with self._at_top():
+                    self.values[d] = tensor.DimOp(self.block.arguments[arg],
+                                                  self._constant(k)).result
+        for (arg, k, d), x, slope in _solved(dims, set(self.values)):
+            with self._at_top():  # x = (dim - d at x = 0) / slope
+                dim = tensor.DimOp(self.block.arguments[arg], self._constant(k)).result
+                rest = arith.SubIOp(dim, self.value(d.subs(x, 0))).result
+                self.values[x] = arith.DivSIOp(rest, self._constant(slope)).result
 
     @contextlib.contextmanager
     def _at_top(self) -> Iterator[None]:
@@ -139,14 +144,39 @@ def _symbols_of(t: ir.Type) -> set:
     return {s for d in TensorSpec.from_mlir(t).shape if abi.is_symbolic(d) for s in d.free_symbols}
 
 
-def _shown(fn: ir.Operation) -> set:
-    """The symbols an argument of `fn` has as a plain dim."""
-    shown = set()
-    for arg in fn.regions[0].blocks[0].arguments:
+def _symbolic_dims(fn: ir.Operation) -> list[tuple[int, int, abi.Dim]]:
+    """(argument, dim, size) of the symbolic dims of `fn`'s tensor arguments."""
+    dims = []
+    for i, arg in enumerate(fn.regions[0].blocks[0].arguments):
         if isinstance(arg.type, ir.RankedTensorType) and not arg.type.has_static_shape:
-            shown |= {d for d in TensorSpec.from_mlir(arg.type).shape
-                      if abi.is_symbolic(d) and d.is_Symbol}
-    return shown
+            dims += [(i, k, d) for k, d in enumerate(TensorSpec.from_mlir(arg.type).shape)
+                     if abi.is_symbolic(d)]
+    return dims
+
+
+def _solved(dims: list[tuple[int, int, abi.Dim]], bound: set) -> list[tuple]:
+    """((argument, dim, size), symbol, slope) for each symbol not in `bound` that a dim
+    `slope*x + rest` gives, `rest` of symbols bound before (an embedding bag's offsets
+    less one: `s2 - 1`), in an order each can be built in."""
+    bound, found = set(bound), []
+    for _ in range(2):
+        for arg, k, d in dims:
+            free = [x for x in d.free_symbols if x not in bound]
+            if len(free) != 1:
+                continue
+            (x,) = free
+            slope = d.diff(x)
+            if slope.is_Integer and slope != 0 and d.diff(x, 2) == 0:
+                bound.add(x)
+                found.append(((arg, k, d), x, int(slope)))
+    return found
+
+
+def _shown(fn: ir.Operation) -> set:
+    """The symbols an argument of `fn` gives: a plain dim, or solved from a dim."""
+    dims = _symbolic_dims(fn)
+    shown = {d for _, _, d in dims if d.is_Symbol}
+    return shown | {x for _, x, _ in _solved(dims, shown)}
 
 
 def size_arguments_pass(module: ir.Operation) -> None:
