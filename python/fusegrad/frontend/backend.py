@@ -519,9 +519,9 @@ class LazyGraph:
 
     def capture_for_every_size(self, example_inputs: Sequence[Any]) -> Captured | str:
         """The graph captured for every size, or why it compiles per shape instead: parts
-        run eagerly, a transform inside, a float read by value, or what a capture for every
-        size does not serve yet (a size-dependent op, an offset given as an integer, a view
-        of symbolic geometry returned)."""
+        run eagerly, a transform inside, or what a capture for every size does not serve
+        yet (`capture_symbolic`'s CaptureError: a symbolic float returned, a view whose
+        geometry dg's sizes do not express)."""
         if runs_transforms(self.gm):
             return "a torch.func transform inside the graph"
         by_design = self._eager_by_design()
