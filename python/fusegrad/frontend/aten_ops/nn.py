@@ -14,7 +14,7 @@ from ...dialects.core import attrs_of
 from ...dialects.types import is_float, torch_dtype
 from ...transforms.autodiff.cotangent_sum import sum_cotangents
 from .emit import (
-    Emit, Unavailable, Unsupported, _clip, _opmath, aten, cast, decided, full_as, handles,
+    Emit, Unavailable, Unsupported, _clip, _opmath, aten, cast, decided, full_as, handles, known,
     reshape, slice_dim,
 )
 from .shapes import _permute
@@ -346,17 +346,30 @@ def _pool_geometry(kernel, stride, padding, dilation,
     return list(zip(k, per_dim(stride, k), per_dim(padding, [0]), per_dim(dilation, [1])))
 
 
-def _windows(em: Emit, x: ir.Value, geo, out_sizes: Sequence[int], pad_value: float):
+def _overhang(em: Emit, h: Any, padding: int, ceil_mode: bool) -> Any:
+    """The padding past the input that the last window reads (`h`: how far it ends past
+    the input, after the padding before it): none where it provably ends inside. At
+    symbolic sizes, where the sizes' parity decides between none and some of `padding`
+    (ResNet's stem pool), all of `padding`: the windows read no further. Without
+    `ceil_mode` the output size's floor keeps every window inside the padding."""
+    if isinstance(h, int):
+        return max(h, 0)
+    if known(em, h <= 0):
+        return 0
+    if not ceil_mode or known(em, h <= padding):
+        return padding
+    return h if decided(em, h > 0, "a pooling window's overhang") else 0
+
+
+def _windows(em: Emit, x: ir.Value, geo, out_sizes: Sequence[int], pad_value: float,
+             ceil_mode: bool):
     """Per kernel offset (one per spatial dim), the strided slice of the padded input it
     contributes to every window."""
     s = spec(x)
     lows = [p for _, _, p, _ in geo]
     highs = [(o - 1) * st + (k - 1) * d + 1 - size - p
              for (k, st, p, d), o, size in zip(geo, out_sizes, s.shape[2:])]
-    # the last window's overhang past the input (none where it provably ends inside)
-    highs = [max(h, 0) if isinstance(h, int)
-             else 0 if decided(em, h <= 0, "a pooling window's overhang") else h
-             for h in highs]
+    highs = [_overhang(em, h, p, ceil_mode) for h, (_, _, p, _) in zip(highs, geo)]
     if any(lows) or any(h != 0 for h in highs):
         x = em.b.pad(x, low=[0, 0, *lows], high=[0, 0, *highs], interior=[0] * s.rank,
                      value=pad_value)
@@ -406,7 +419,7 @@ def _max_pool(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequenc
         origin_v = b.broadcast_to(b.constant(origin.to(torch.int64)), out_b)
     # eager's rule, also when the indices are not wanted: a window's value and gradient
     # come from its first maximum (or its last NaN), so ties never share the gradient
-    for offset, v in _windows(em, xb, geo, outs, -math.inf):
+    for offset, v in _windows(em, xb, geo, outs, -math.inf, ceil_mode):
         if best is None:
             best = v
             continue
@@ -505,7 +518,7 @@ def _avg_pool(em: Emit, x: ir.Value, kernel_size: Sequence[int], stride: Sequenc
     geo = _pool_geometry(kernel_size, stride, padding, [1], spatial)
     outs = em.out0.shape[-spatial:]
     total = None
-    for _, v in _windows(em, xb, geo, outs, 0.0):
+    for _, v in _windows(em, xb, geo, outs, 0.0, ceil_mode):
         total = v if total is None else em.b.add(total, v)
     if divisor_override:
         divisor = full_as(em, total, float(divisor_override))
