@@ -544,19 +544,18 @@ class LazyGraph:
         captured = self.symbolic
         assert captured is not None and captured.symbolic is not None
         symbolic = captured.symbolic
-        names = [n.target for n in self.gm.graph.nodes if n.op == "placeholder"]
-        changed = [names[i] for i in symbolic.unguarded if args[i] != symbolic.numbers[i]]
+        changed = [i for i in symbolic.unguarded if args[i] != symbolic.numbers[i]]
         if changed:
-            return f"{', '.join(changed)} changed from the value(s) the program for every " \
-                   "size has baked in"
+            return f"{self._input_names(changed)} changed from the value(s) the program " \
+                   "for every size has baked in"
         # dg's sizes are positive: an integer input that is a size of its own (an offset,
         # a diagonal) below 1 gets a program with its value baked in
         lifted = len(captured.lifted)
-        below = [names[symbolic.where[k - lifted]] for k in symbolic.scalars.values()
+        below = [symbolic.where[k - lifted] for k in symbolic.scalars.values()
                  if args[symbolic.where[k - lifted]] < 1]
         if below:
-            return f"{', '.join(below)} below 1, which the program for every size takes " \
-                   "as a (positive) size"
+            return f"{self._input_names(below)} below 1, which the program for every size " \
+                   "takes as a (positive) size"
         if self.symbolic_call is None:
             start = time.perf_counter()
             inputs = [*captured.lifted, *(args[i] for i in captured.symbolic.where)]
@@ -585,6 +584,10 @@ class LazyGraph:
             compile_history.record(graph.program.label, self.origin, "for every size", ", ".join(
                 f"{n} = {dims.get(d, d)}" for n, d in captured.symbolic.symbols.items()), start)
         return self.symbolic_call
+
+    def _input_names(self, positions: Sequence[int]) -> str:
+        names = [n.target for n in self.gm.graph.nodes if n.op == "placeholder"]
+        return ", ".join(names[i] for i in positions)
 
     def _warn_signatures_capped(self, args: Sequence[Any]) -> None:
         if self.signatures_capped:

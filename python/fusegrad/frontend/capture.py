@@ -276,6 +276,9 @@ class Captured:
         flat = tuple(range(len(self.out_template)))
         self._tensor_tuple = (all(leaf is TENSOR_LEAF for leaf in self.out_template)
                               and pytree.tree_structure(flat) == self.out_spec)
+        # what needs each call's size values (a capture for every size's)
+        self._size_outputs = any(isinstance(leaf, SizeOutput) for leaf in self.out_template)
+        self._symbolic_views = any(view.symbolic for view in self.output_views)
 
     @property
     def outputs_are_tensor_tuple(self) -> bool:
@@ -301,8 +304,7 @@ class Captured:
         if self.output_views:
             outputs = list(outputs)
             users = inputs[len(self.lifted):]
-            sizes = self.symbolic.size_values(inputs) if any(
-                view.symbolic for view in self.output_views) else None
+            sizes = self.symbolic.size_values(inputs) if self._symbolic_views else None
             for view in self.output_views:
                 outputs[view.output] = view.of(users[view.base] if view.of_input
                                                else outputs[view.base], sizes)
@@ -316,7 +318,7 @@ class Captured:
             return tuple(tensors)
         it = iter(tensors)
         leaves = [next(it) if leaf is TENSOR_LEAF else leaf for leaf in self.out_template]
-        if any(isinstance(leaf, SizeOutput) for leaf in leaves):
+        if self._size_outputs:
             from ..runtime import abi
 
             assert self.symbolic is not None and inputs is not None

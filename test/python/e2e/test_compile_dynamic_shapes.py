@@ -251,6 +251,16 @@ def test_an_integer_of_symbolic_size_returned_is_computed_at_each_call():
     assert [r.kind for r in fusegrad.compile_history()] == ["for every size"]
 
 
+def _exactly_as_eager(got, want, x) -> None:
+    """Every output bit for bit (NaN where eager's is), and the first output's gradient
+    with respect to `x`."""
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
+    grad, = torch.autograd.grad(got[0].nan_to_num().sum(), x)
+    want_grad, = torch.autograd.grad(want[0].nan_to_num().sum(), x)
+    torch.testing.assert_close(grad, want_grad)
+
+
 def test_a_sort_along_a_dim_of_symbolic_size_compiles_once():
     """A sort along a dim whose size changes (a mixture-of-experts router sorts its
     token-expert pairs) is compiled once for every size, in a stable sort's order:
@@ -271,12 +281,7 @@ def test_a_sort_along_a_dim_of_symbolic_size_compiles_once():
         x[1, 1] = float("nan")
         ids = torch.randint(0, 4, (rows, 2))
         x.requires_grad_()
-        got, want = cf(x, ids), sort_rows(x, ids)
-        for g, w in zip(got, want):
-            torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
-        grad, = torch.autograd.grad(got[0].nan_to_num().sum(), x)
-        want_grad, = torch.autograd.grad(want[0].nan_to_num().sum(), x)
-        torch.testing.assert_close(grad, want_grad)
+        _exactly_as_eager(cf(x, ids), sort_rows(x, ids), x)
     assert [r.kind for r in fusegrad.compile_history()] == ["static", "for every size"]
 
 
@@ -296,12 +301,7 @@ def test_a_topk_of_more_than_16_along_a_dim_of_symbolic_size_compiles_once():
         x = torch.randn(rows, 3, dtype=torch.float64)
         x[2, 1] = float("nan")
         x.requires_grad_()
-        got, want = cf(x), top_rows(x)
-        for g, w in zip(got, want):
-            torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
-        grad, = torch.autograd.grad(got[0].nan_to_num().sum(), x)
-        want_grad, = torch.autograd.grad(want[0].nan_to_num().sum(), x)
-        torch.testing.assert_close(grad, want_grad)
+        _exactly_as_eager(cf(x), top_rows(x), x)
     assert [r.kind for r in fusegrad.compile_history()] == ["static", "for every size"]
 
 

@@ -58,6 +58,18 @@ MODELS = {"gpt2": (_gpt2, SHAPES), "llama": (_llama, LENGTHS_ONLY), "bert": (_be
           "t5": (_t5, LENGTHS_ONLY)}
 
 
+def _steps(models, optimizers, ids, labels) -> list:
+    """One training step of each model (compiled, reference) with its optimizer: losses."""
+    losses = []
+    for fn, opt in zip(models, optimizers):
+        opt.zero_grad()
+        loss = fn(input_ids=ids, labels=labels).loss
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+    return losses
+
+
 @pytest.fixture
 def compiles():
     """The programs compiled so far (`compile_history`): True for one for every size."""
@@ -79,13 +91,7 @@ def test_trains_like_eager_at_changing_sizes(name, compiles):
                             generator=torch.Generator().manual_seed(step))
         labels = ids.clone()
         labels[:, :2] = -100
-        losses = []
-        for fn, opt in zip((compiled, reference), optimizers):
-            opt.zero_grad()
-            loss = fn(input_ids=ids, labels=labels).loss
-            loss.backward()
-            opt.step()
-            losses.append(loss)
+        losses = _steps((compiled, reference), optimizers, ids, labels)
         torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5,
                                    msg=lambda m: f"step {step} at {batch}x{length}: {m}")
         if step == 0:
@@ -135,13 +141,7 @@ def test_a_mixture_of_experts_split_around_its_eager_op_compiles_once_for_every_
     warnings.simplefilter("ignore", FusegradEagerOpWarning)  # the fixture restores filters
     for step, length in enumerate((12, 17, 9)):
         ids = torch.randint(0, VOCAB, (4, length), generator=torch.Generator().manual_seed(step))
-        losses = []
-        for fn, opt in zip((compiled, reference), optimizers):
-            opt.zero_grad()
-            loss = fn(input_ids=ids, labels=ids).loss
-            loss.backward()
-            opt.step()
-            losses.append(loss)
+        losses = _steps((compiled, reference), optimizers, ids, ids)
         torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5)
         made.append(compiles())
     for (name_p, p), q in zip(model.named_parameters(), reference.parameters()):

@@ -155,16 +155,6 @@ def test_a_graph_of_symbolic_sizes_is_split_at_its_capture_and_its_parts_compile
     assert [r.kind for r in history] == ["static"] * 3 + ["for every size"] * 3, history
 
 
-class _ReverseGradient(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return -g
-
-
 @pytest.mark.filterwarnings("ignore::fusegrad.frontend.backend.FusegradEagerOpWarning")
 def test_parts_that_run_eagerly_by_design_split_a_graph_of_symbolic_sizes_once():
     """Complex numbers and an autograd.Function run eagerly whatever the sizes; in a
@@ -174,7 +164,7 @@ def test_parts_that_run_eagerly_by_design_split_a_graph_of_symbolic_sizes_once()
     def fourier_reversed(x, w):
         h = torch.tanh(x @ w)
         s = torch.fft.fft(h, dim=-1).real
-        return (_ReverseGradient.apply(s * h).exp() * h).sum() / x.shape[0]
+        return (ScaledGradReverse.apply(s * h, 1.0).exp() * h).sum() / x.shape[0]
     torch._dynamo.reset()
     compile_history.clear()
     cf = fusegrad.compile(fourier_reversed, **OPTIONS)
